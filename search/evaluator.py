@@ -1,0 +1,43 @@
+"""The contract between the search and whatever judges candidates."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from .candidate import Candidate
+from .evaluation import Evaluation
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Outcome of building a candidate. ``ok`` False carries the compiler's (trimmed) log."""
+
+    candidate_id: str
+    ok: bool
+    seconds: float
+    log: str = ""
+    cached: bool = False
+
+
+class Evaluator(ABC):
+    """Judges candidates of one task in one kernel language on one device.
+
+    Contract:
+    - ``evaluate`` never raises because of the candidate: a kernel that does not compile, crashes,
+      hangs, cheats or is wrong yields an ``Evaluation`` with the matching ``Status`` and a message
+      a person can act on. Exceptions mean a bug or a broken environment.
+    - Candidate code never runs in the calling process.
+    - ``compile`` may run anywhere with CPUs (a compile pool); its results are cached by content
+      hash so that a later ``evaluate`` of the same candidate does not build again.
+    - An instance is used by one thread at a time.
+    """
+
+    @abstractmethod
+    def compile(self, candidate: Candidate) -> CompileResult: ...
+
+    @abstractmethod
+    def evaluate(self, candidate: Candidate) -> Evaluation: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release processes and files; the evaluator is unusable afterwards."""

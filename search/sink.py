@@ -1,0 +1,76 @@
+"""Result sinks: where every evaluation is written."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .candidate import Candidate
+from .evaluation import Evaluation
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a sink knows of the run when it opens."""
+
+    run_id: str
+    name: str
+    run_dir: Path
+    task: str
+    language: str
+    lineages: int
+    params: Mapping[str, Any] = field(default_factory=dict)  # flattened config
+
+
+@dataclass(frozen=True)
+class Record:
+    """One evaluated candidate as the tracker accepted it."""
+
+    seq: int  # position in the run's total order of records
+    lineage: int
+    step: int  # the lineage's step number
+    candidate: Candidate
+    evaluation: Evaluation
+    lineage_best: float  # best speedup of the lineage after this record
+    global_best: float
+    wall_s: float  # seconds since the run started
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a sink is told when the run ends."""
+
+    stop_reason: str
+    records: int
+    best: tuple[Candidate, Evaluation] | None
+    lineage_best: Mapping[int, tuple[Candidate, Evaluation]]
+    wall_s: float
+
+
+class Sink(ABC):
+    """Receives the run's records in order.
+
+    Contract: ``open`` once, then ``write`` for every record in ``seq`` order, then ``close``.
+    A sink with ``durable = True`` is written before the tracker acknowledges a record (it is the
+    source of truth for resume); others are fed from a background thread and may lag. A sink that
+    raises in ``write`` is reported and disabled; the records already written elsewhere stay.
+    """
+
+    durable: bool = False
+
+    @abstractmethod
+    def open(self, run: RunInfo) -> None: ...
+
+    @abstractmethod
+    def write(self, record: Record) -> None: ...
+
+    @abstractmethod
+    def close(self, summary: RunSummary) -> None: ...
+
+    def location(self) -> str:
+        """Where a person finds what this sink wrote."""
+        return ""

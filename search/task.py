@@ -1,0 +1,204 @@
+"""Tasks: what is optimised, the reference it is held to, and the kernels a search starts from.
+
+A task is a folder holding a ``task.py`` and the starting kernels' sources. ``task.py`` is trusted
+user code (it may import torch); it is loaded here only for its declarations, while its reference
+and launchers run in the evaluator's sandbox.
+
+Module-level names ``task.py`` must define:
+
+``NAME``             str
+``TUNING_SHAPES``    list of dicts (str -> int or str); the shapes a search is scored on
+``HELDOUT_SHAPES``   list of dicts; checked before a kernel is reported as a result
+``TOLERANCES``       dict dtype name -> {"atol": float, "rtol": float}
+``KERNELS``          dict language -> {"source": file name, "entry": symbol, "knobs": {name: [values]},
+                     "argtypes": [...] (cpp), ...}
+``make_inputs(shape, seed, device)``  -> tuple of tensors
+``make_outputs(shape, device)``       -> tuple of tensors the kernel writes
+``reference(*inputs)``                -> tuple of tensors, same order as ``make_outputs``
+``launch_<language>(fn, inputs, outputs, shape)``  calls the compiled entry point
+``roofline(shape)``   -> (bytes moved, flops) of an ideal kernel
+
+Optional: ``DESCRIPTION`` (str).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+LANGUAGES = ("cpp", "cuda", "torch-ext", "triton")
+
+
+class TaskError(ValueError):
+    """A task folder that cannot be used; the message names the part that is wrong."""
+
+
+@dataclass(frozen=True)
+class Shape(Mapping[str, Any]):
+    """One problem size (and dtype) of a task, hashable and ordered by key."""
+
+    items: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, Any]) -> Shape:
+        return cls(tuple(sorted(mapping.items())))
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self.items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.items)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class StartingKernel:
+    """The kernel a search starts from in one language, with its knob space."""
+
+    language: str
+    source: str
+    entry: str
+    knobs: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)  # language-specific extras (argtypes, ...)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task: declarations only; ``module`` holds the callables for the evaluator."""
+
+    name: str
+    path: Path
+    description: str
+    tuning_shapes: tuple[Shape, ...]
+    heldout_shapes: tuple[Shape, ...]
+    tolerances: Mapping[str, Tolerance]
+    kernels: Mapping[str, StartingKernel]
+    module: ModuleType = field(repr=False, compare=False, hash=False)
+
+    def kernel(self, language: str) -> StartingKernel:
+        if language not in self.kernels:
+            raise TaskError(
+                f"task {self.name!r} has no starting kernel for language {language!r}; "
+                f"it has: {', '.join(sorted(self.kernels)) or 'none'}"
+            )
+        return self.kernels[language]
+
+    def roofline(self, shape: Shape) -> tuple[float, float]:
+        moved, flops = self.module.roofline(dict(shape))
+        return float(moved), float(flops)
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        if dtype not in self.tolerances:
+            raise TaskError(f"task {self.name!r}: TOLERANCES has no entry for dtype {dtype!r}")
+        return self.tolerances[dtype]
+
+
+_REQUIRED = ("NAME", "TUNING_SHAPES", "TOLERANCES", "KERNELS", "make_inputs", "make_outputs",
+             "reference", "roofline")
+
+
+def _import_task_module(path: Path) -> ModuleType:
+    name = f"kernelswarm_task_{path.parent.name}_{abs(hash(str(path))):x}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TaskError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise TaskError(f"{path}: importing it failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _shapes(module: ModuleType, attr: str, where: Path) -> tuple[Shape, ...]:
+    raw = getattr(module, attr, [])
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(s, Mapping) for s in raw):
+        raise TaskError(f"{where}: {attr} must be a list of dicts, got {type(raw).__name__}")
+    return tuple(Shape.of(s) for s in raw)
+
+
+def _kernels(module: ModuleType, folder: Path, where: Path) -> dict[str, StartingKernel]:
+    raw = module.KERNELS
+    if not isinstance(raw, Mapping) or not raw:
+        raise TaskError(f"{where}: KERNELS must be a non-empty dict of language -> kernel spec")
+    kernels = {}
+    for language, spec in raw.items():
+        if language not in LANGUAGES:
+            raise TaskError(f"{where}: KERNELS[{language!r}]: unknown language; allowed: "
+                            f"{', '.join(LANGUAGES)}")
+        for key in ("source", "entry"):
+            if key not in spec:
+                raise TaskError(f"{where}: KERNELS[{language!r}] lacks {key!r}")
+        source_path = folder / spec["source"]
+        if not source_path.is_file():
+            raise TaskError(f"{where}: KERNELS[{language!r}]['source'] names {spec['source']!r}, "
+                            f"which is not a file in {folder}")
+        launcher = f"launch_{language.replace('-', '_')}"
+        if not callable(getattr(module, launcher, None)):
+            raise TaskError(f"{where}: KERNELS has {language!r} but no function {launcher}()")
+        knobs = {str(k): tuple(v) for k, v in spec.get("knobs", {}).items()}
+        for k, values in knobs.items():
+            if not values:
+                raise TaskError(f"{where}: KERNELS[{language!r}]['knobs'][{k!r}] has no values")
+        extras = {k: v for k, v in spec.items() if k not in ("source", "entry", "knobs")}
+        kernels[language] = StartingKernel(language, source_path.read_text(), spec["entry"],
+                                           knobs, extras)
+    return kernels
+
+
+def load_task(path: str | Path) -> Task:
+    """Load the task folder at ``path`` (or a ``task.py`` directly)."""
+    path = Path(path).expanduser().resolve()
+    file = path / "task.py" if path.is_dir() else path
+    if not file.is_file():
+        raise TaskError(f"{path}: no task.py there")
+    module = _import_task_module(file)
+    missing = [n for n in _REQUIRED if not hasattr(module, n)]
+    if missing:
+        raise TaskError(f"{file}: missing {', '.join(missing)} (see the task format in docs/tasks.md)")
+    tuning = _shapes(module, "TUNING_SHAPES", file)
+    if not tuning:
+        raise TaskError(f"{file}: TUNING_SHAPES is empty")
+    tolerances = {}
+    for dtype, tol in module.TOLERANCES.items():
+        try:
+            tolerances[dtype] = Tolerance(float(tol["atol"]), float(tol["rtol"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TaskError(f"{file}: TOLERANCES[{dtype!r}] must be {{'atol': x, 'rtol': y}}") from exc
+    return Task(
+        name=str(module.NAME),
+        path=file.parent,
+        description=str(getattr(module, "DESCRIPTION", "")).strip(),
+        tuning_shapes=tuning,
+        heldout_shapes=_shapes(module, "HELDOUT_SHAPES", file),
+        tolerances=tolerances,
+        kernels=_kernels(module, file.parent, file),
+        module=module,
+    )

@@ -1,0 +1,98 @@
+"""The tracker: single writer of results, keeper of the archive and the global best."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from .archive import Archive
+from .candidate import Candidate
+from .evaluation import Evaluation
+from .sink import Record, RunInfo, RunSummary, Sink
+
+log = logging.getLogger(__name__)
+
+
+class Tracker:
+    """Keeps every evaluation, the archive and the best kernels; writes sinks in record order.
+
+    Durable sinks are written before ``record`` returns; the others are fed by one background
+    thread, so a slow tracking server never holds up a lineage. A sink that fails is reported in
+    ``sink_errors`` and disabled; the others go on.
+    """
+
+    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int = 8) -> None:
+        self.run = run
+        self.archive = Archive(elites=elites)
+        self.records: list[Record] = []
+        self.sink_errors: list[str] = []
+        self._durable = [s for s in sinks if s.durable]
+        self._background = [s for s in sinks if not s.durable]
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[Record | None] = queue.Queue()
+        for sink in sinks:
+            sink.open(run)
+        self._thread = threading.Thread(target=self._drain, name="tracker-sinks", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while (record := self._queue.get()) is not None:
+            self._write(self._background, record)
+
+    def _write(self, sinks: list[Sink], record: Record) -> None:
+        for sink in list(sinks):
+            try:
+                sink.write(record)
+            except Exception as exc:  # a broken sink must not lose the others' records
+                message = f"{type(sink).__name__} failed and was disabled: {type(exc).__name__}: {exc}"
+                log.error(message)
+                self.sink_errors.append(message)
+                sinks.remove(sink)
+
+    def lookup(self, candidate_id: str) -> Evaluation | None:
+        """The evaluation already recorded for this id, if any (duplicates are not re-evaluated)."""
+        return self.archive.seen(candidate_id)
+
+    def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> Record:
+        """Store one evaluation; returns the record once durable sinks hold it."""
+        with self._lock:
+            self.archive.add(candidate, evaluation)
+            lineage_best = self.archive.lineage_best(lineage)
+            best = self.archive.best
+            record = Record(
+                seq=len(self.records), lineage=lineage, step=step, candidate=candidate,
+                evaluation=evaluation,
+                lineage_best=lineage_best[1].speedup if lineage_best else 0.0,
+                global_best=best[1].speedup if best else 0.0,
+                wall_s=time.monotonic() - self._started, timestamp=time.time())
+            self.records.append(record)
+            self._write(self._durable, record)
+        self._queue.put(record)
+        return record
+
+    def best(self) -> tuple[Candidate, Evaluation] | None:
+        return self.archive.best
+
+    def elites(self, k: int) -> list[tuple[Candidate, Evaluation]]:
+        return self.archive.elites[:k]
+
+    def summary(self, stop_reason: str) -> RunSummary:
+        lineage_best = {i: island.best for i, island in self.archive.islands.items()
+                        if island.best is not None}
+        return RunSummary(stop_reason, len(self.records), self.archive.best, lineage_best,
+                          time.monotonic() - self._started)
+
+    def close(self, stop_reason: str) -> RunSummary:
+        """Flush the background sinks and close every sink."""
+        self._queue.put(None)
+        self._thread.join()
+        summary = self.summary(stop_reason)
+        for sink in self._durable + self._background:
+            try:
+                sink.close(summary)
+            except Exception as exc:
+                self.sink_errors.append(f"{type(sink).__name__} failed to close: {exc}")
+        return summary
