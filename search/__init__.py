@@ -3,22 +3,34 @@
 from .archive import Archive, Island
 from .budget import Budget
 from .candidate import Candidate, Origin, candidate_id
-from .evaluation import Evaluation, ShapeResult, Status
+from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
 from .evaluator import CompileResult, Evaluator
 from .executor import LocalExecutor, step_lineage
 from .lineage import Lineage, knob_family
-from .roles import (ADOPT, REWRITE, STOP, TUNE, Analyst, Attempt, Coder, Feedback, LineageView,
-                    Plan, Planner, Roles)
+from .roles import (
+                    ADOPT,
+                    REWRITE,
+                    STOP,
+                    TUNE,
+                    Analyst,
+                    Attempt,
+                    Coder,
+                    Feedback,
+                    LineageView,
+                    Plan,
+                    Planner,
+                    Roles,
+)
 from .sink import Record, RunInfo, RunSummary, Sink
 from .task import LANGUAGES, Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .tracker import Tracker
-from .tuning import KnobTuner
+from .tuning import KnobTuner, journal_storage
 
 __all__ = [
     "ADOPT", "LANGUAGES", "REWRITE", "STOP", "TUNE", "Analyst", "Archive", "Attempt", "Budget",
     "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Feedback", "Island",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
-    "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernel", "Status",
+    "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
     "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "knob_family", "load_task",
-    "step_lineage",
+    "journal_storage", "step_lineage",
 ]

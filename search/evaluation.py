@@ -83,3 +83,12 @@ class Evaluation:
 
     def failed_shape(self) -> ShapeResult | None:
         return next((s for s in self.shapes if not s.correct), None)
+
+
+class StartingKernelFailed(RuntimeError):
+    """The task's own starting kernel fails evaluation: there is nothing to search from."""
+
+    def __init__(self, evaluation: Evaluation) -> None:
+        super().__init__(f"the starting kernel fails evaluation ({evaluation.status.value}): "
+                         f"{evaluation.message}")
+        self.evaluation = evaluation

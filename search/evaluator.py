@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from .candidate import Candidate
-from .evaluation import Evaluation
+from .evaluation import Evaluation, Status
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,14 @@ class CompileResult:
     seconds: float
     log: str = ""
     cached: bool = False
+    rejected: bool = False  # refused by the static screen rather than by the compiler
+
+    def as_evaluation(self) -> Evaluation:
+        """The verdict for a candidate that failed to build (no GPU time spent on it)."""
+        if self.ok:
+            raise ValueError("a successful compile is not a verdict; evaluate the candidate")
+        status = Status.REJECTED if self.rejected else Status.COMPILE_ERROR
+        return Evaluation(self.candidate_id, status, self.log, compile_s=self.seconds)
 
 
 class Evaluator(ABC):

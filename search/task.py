@@ -31,6 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .candidate import Candidate, Origin
+
 LANGUAGES = ("cpp", "cuda", "torch-ext", "triton")
 
 
@@ -105,6 +107,13 @@ class Task:
                 f"it has: {', '.join(sorted(self.kernels)) or 'none'}"
             )
         return self.kernels[language]
+
+    def starting_candidate(self, language: str) -> Candidate:
+        """The task's starting kernel in ``language`` as a candidate (knobs at their first values)."""
+        kernel = self.kernel(language)
+        return Candidate.create(language=language, source=kernel.source, entry=kernel.entry,
+                                knob_space=kernel.knobs, origin=Origin(role="seed", move="start"),
+                                spec=kernel.spec)
 
     def roofline(self, shape: Shape) -> tuple[float, float]:
         moved, flops = self.module.roofline(dict(shape))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -20,6 +21,15 @@ def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, optuna.dist
             raise ValueError(f"knob {name!r} has no allowed values")
         out[name] = optuna.distributions.CategoricalDistribution(tuple(values))
     return out
+
+
+def journal_storage(path: str | Path) -> optuna.storages.JournalStorage:
+    """An Optuna storage in a journal file; several processes may share it, and
+    optuna-dashboard opens it."""
+    from optuna.storages.journal import JournalFileBackend
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
 
 class KnobTuner:

@@ -1,0 +1,46 @@
+"""Connecting to Ray: a named cluster, the one ``RAY_ADDRESS`` names, or a local instance."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import ray
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    address: str
+    cpus: float
+    gpus: float
+    nodes: int
+    started_here: bool  # a local instance this process started (and shuts down)
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> ClusterInfo:
+    """Join the cluster at ``address`` (or ``RAY_ADDRESS``), else start a local instance.
+
+    An instance already initialised in this process is reused.
+    """
+    started = False
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        kwargs = dict(include_dashboard=False, logging_level=logging.WARNING,
+                      log_to_driver=True, configure_logging=True)
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus, **kwargs)
+            started = True
+    resources = ray.cluster_resources()
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    return ClusterInfo(
+        address=ray.get_runtime_context().gcs_address, cpus=resources.get("CPU", 0.0),
+        gpus=resources.get("GPU", 0.0), nodes=nodes, started_here=started)
+
+
+def disconnect(info: ClusterInfo) -> None:
+    """Shut down a local instance this process started; leave a shared cluster alone."""
+    if info.started_here and ray.is_initialized():
+        ray.shutdown()

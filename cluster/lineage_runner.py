@@ -1,0 +1,82 @@
+"""A lineage as a Ray actor: the agent loop, compiling on its own CPU before asking for a GPU."""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import ray
+from kernelswarm.search import (
+    Budget,
+    Candidate,
+    Evaluation,
+    Evaluator,
+    KnobTuner,
+    Lineage,
+    Roles,
+    journal_storage,
+)
+
+
+@dataclass(frozen=True)
+class LineageResult:
+    lineage: int
+    steps: int
+    stop_reason: str
+    best_speedup: float
+    error: str = ""  # a traceback when the lineage itself crashed
+
+
+@ray.remote(num_cpus=0, max_concurrency=2)
+class LineageRunner:
+    """Runs one lineage until its budget or planner stops it, or ``stop`` is called.
+
+    Compiling here (the compile pool is the lineage actors' CPUs) means an evaluation worker
+    only ever receives candidates that built, and never waits for a compiler.
+    """
+
+    def __init__(self, lineage: int, seed: int, start: Candidate, start_eval: Evaluation,
+                 make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
+                 budget: Budget, tracker: ray.actor.ActorHandle,
+                 dispatcher: ray.actor.ActorHandle, tuner_journal: Path | None) -> None:
+        self._stop = threading.Event()
+        storage = journal_storage(tuner_journal) if tuner_journal else None
+        tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
+        self._lineage = Lineage(lineage, start, start_eval, make_roles(seed), tuner, budget)
+        self._compiler = make_compiler()
+        self._tracker = tracker
+        self._dispatcher = dispatcher
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _evaluate(self, candidate: Candidate) -> Evaluation:
+        known = ray.get(self._tracker.lookup.remote(candidate.id))
+        if known is not None:
+            return known
+        built = self._compiler.compile(candidate)
+        if not built.ok:
+            return built.as_evaluation()
+        return ray.get(self._dispatcher.evaluate.remote(candidate))
+
+    def run(self) -> LineageResult:
+        lineage = self._lineage
+        try:
+            while not self._stop.is_set():
+                candidate = lineage.propose(ray.get(self._tracker.best.remote()))
+                if candidate is None:
+                    break
+                evaluation = self._evaluate(candidate)
+                lineage.observe(candidate, evaluation)
+                ray.get(self._tracker.record.remote(lineage.lineage, lineage.step, candidate,
+                                                    evaluation))
+        except Exception:
+            return LineageResult(lineage.lineage, lineage.step, "crashed", lineage.best_speedup,
+                                 traceback.format_exc())
+        finally:
+            self._compiler.close()
+        reason = "stopped by the driver" if self._stop.is_set() else lineage.stop_reason or ""
+        return LineageResult(lineage.lineage, lineage.step, reason, lineage.best_speedup)

@@ -1,0 +1,109 @@
+"""A whole search on Ray: tracker, evaluation workers, dispatcher and lineage runners."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from kernelswarm.search import (
+    Budget,
+    Candidate,
+    Evaluation,
+    Evaluator,
+    Roles,
+    RunInfo,
+    RunSummary,
+    Sink,
+    StartingKernelFailed,
+)
+
+from .eval_worker import EvalDispatcher, EvalWorker
+from .lineage_runner import LineageResult, LineageRunner
+from .tracker_actor import TrackerActor
+
+SEED_LINEAGE = -1  # the starting kernel's evaluation is recorded under this lineage
+
+
+@dataclass(frozen=True)
+class SwarmSpec:
+    """Everything a search on the cluster needs; factories are shipped to the actors."""
+
+    run: RunInfo
+    sinks: list[Sink]
+    start: Candidate
+    make_evaluator: Callable[[], Evaluator]
+    make_roles: Callable[[int], Roles]
+    seeds: list[int]  # one per lineage
+    budget: Budget
+    workers: int
+    worker_resources: dict[str, float] = field(default_factory=lambda: {"num_cpus": 1})
+    elites: int = 8
+    tuner_journal: Path | None = None
+
+
+@dataclass(frozen=True)
+class SwarmResult:
+    summary: RunSummary
+    start: Evaluation | None  # the starting kernel's evaluation
+    lineages: list[LineageResult]
+    sink_errors: list[str]
+    utilisation: dict[str, float]
+
+
+class Swarm:
+    """Lifecycle: ``start`` (evaluates the starting kernel, launches lineages), ``stats`` while
+    running, ``finish`` once ``done`` (or ``abort`` to stop early; recorded results are kept)."""
+
+    def __init__(self, spec: SwarmSpec) -> None:
+        self.spec = spec
+        self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites)
+        self.workers = [EvalWorker.options(**spec.worker_resources).remote(spec.make_evaluator)
+                        for _ in range(spec.workers)]
+        self.dispatcher = EvalDispatcher.remote(self.workers)
+        self.runners: list[Any] = []
+        self._pending: list[ray.ObjectRef] = []
+        self.start_eval: Evaluation | None = None
+
+    def start(self) -> Evaluation:
+        spec = self.spec
+        start_eval = ray.get(self.dispatcher.evaluate.remote(spec.start))
+        ray.get(self.tracker.record.remote(SEED_LINEAGE, 0, spec.start, start_eval))
+        self.start_eval = start_eval
+        if not start_eval.ok:
+            raise StartingKernelFailed(start_eval)
+        for lineage, seed in enumerate(spec.seeds):
+            start = spec.start.derive(lineage=lineage, origin=spec.start.origin)
+            runner = LineageRunner.remote(lineage, seed, start, start_eval, spec.make_roles,
+                                          spec.make_evaluator, spec.budget, self.tracker,
+                                          self.dispatcher, spec.tuner_journal)
+            self.runners.append(runner)
+            self._pending.append(runner.run.remote())
+        return start_eval
+
+    def stats(self) -> dict[str, Any]:
+        stats = ray.get(self.tracker.stats.remote())
+        stats["utilisation"] = ray.get(self.dispatcher.utilisation.remote())
+        return stats
+
+    def done(self, timeout: float = 0.0) -> bool:
+        ready, _ = ray.wait(self._pending, num_returns=len(self._pending), timeout=timeout)
+        return len(ready) == len(self._pending)
+
+    def abort(self) -> None:
+        """Ask every lineage to stop after its current step."""
+        for runner in self.runners:
+            runner.stop.remote()
+
+    def finish(self, stop_reason: str | None = None) -> SwarmResult:
+        lineages = ray.get(self._pending) if self._pending else []
+        utilisation = ray.get(self.dispatcher.utilisation.remote())
+        reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
+        summary, sink_errors = ray.get(self.tracker.close.remote(
+            stop_reason or "; ".join(reasons) or "no lineage ran"))
+        ray.get(self.dispatcher.close.remote())
+        for actor in [*self.runners, *self.workers, self.dispatcher, self.tracker]:
+            ray.kill(actor)
+        return SwarmResult(summary, self.start_eval, lineages, sink_errors, utilisation)

@@ -1,0 +1,57 @@
+"""The ``kernelswarm`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kernelswarm.search import StartingKernelFailed, TaskError
+from rich.console import Console
+
+from .config import ConfigError, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelswarm", description="Search for faster, still-correct kernels.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "run", help="run a search (the quickstart when no CONFIG is given)",
+        description="Run a search. Results go to a new folder under run.out_dir, to Parquet and "
+                    "to MLflow.")
+    run.add_argument("config", nargs="?", help="a TOML configuration (default: the quickstart)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a setting, e.g. --set search.lineages=8 (repeatable)")
+    run.add_argument("--address", help="the Ray cluster to join (default: $RAY_ADDRESS, else a "
+                                       "local instance)")
+    return parser
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    overrides = list(args.overrides)
+    if args.address:
+        overrides.append(f'cluster.address="{args.address}"')
+    config = load_config(args.config, overrides)
+    from .runner import run  # imports Ray and MLflow; keep --help and config errors fast
+
+    outcome = run(config, console)
+    return 0 if outcome.result.summary.best is not None else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console()
+    try:
+        if args.command == "run":
+            return _run(args, console)
+    except (ConfigError, TaskError) as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return 2
+    except StartingKernelFailed as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The configuration schema: one typed model, loaded from TOML, validated at load.
+
+Every key is documented in ``docs/configuration.md``; an unknown key or a bad value raises
+``ConfigError`` naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+QUICKSTART = Path(__file__).with_name("quickstart.toml")
+BUILTIN_TASKS = Path(__file__).with_name("tasks")
+
+
+class ConfigError(ValueError):
+    """A configuration a user must fix; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSection(_Section):
+    name: str = Field("kernelswarm", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    out_dir: Path = Path("runs")  # run folders are created under it
+    seed: int = 0
+
+
+class TaskSection(_Section):
+    name: str = "silu_and_mul"  # a built-in task name, or a path to a task folder
+    language: Literal["cpp", "cuda", "torch-ext", "triton"] = "cpp"
+
+
+class SearchSection(_Section):
+    lineages: int = Field(4, ge=1, le=1024)
+    candidates_per_lineage: int = Field(12, ge=1)
+    wall_time_s: float | None = Field(None, gt=0)  # per lineage
+    patience: int | None = Field(None, ge=1)  # stop a lineage after this many steps without gain
+    target_speedup: float | None = Field(None, gt=1.0)
+    elites: int = Field(8, ge=1)
+
+
+class AgentSection(_Section):
+    kind: Literal["builtin"] = "builtin"
+
+
+class EvaluatorSection(_Section):
+    device: Literal["cpu", "cuda"] = "cpu"
+    workers: int | Literal["auto"] = "auto"  # auto: one per GPU (cuda), one (cpu)
+    compile_timeout_s: float = Field(60.0, gt=0)
+    run_timeout_s: float = Field(30.0, gt=0)
+    seeds: int = Field(3, ge=1)
+    check_heldout: bool = True
+    cache_dir: Path | None = None  # default: $KERNELSWARM_CACHE or ~/.cache/kernelswarm/compile
+    memory_limit_mb: int | None = Field(None, ge=256)
+
+    @field_validator("workers")
+    @classmethod
+    def _workers_positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be >= 1 or \"auto\"")
+        return value
+
+
+class TimingSection(_Section):
+    warmup: int = Field(3, ge=0)
+    min_repeats: int = Field(10, ge=1)
+    max_repeats: int = Field(200, ge=1)
+    target_rel_se: float = Field(0.005, gt=0, lt=1)
+    budget_s: float = Field(1.0, gt=0)  # per shape
+    flush_cache: bool = True
+
+    @field_validator("max_repeats")
+    @classmethod
+    def _repeats_ordered(cls, value: int, info: ValidationInfo) -> int:
+        if value < info.data.get("min_repeats", 1):
+            raise ValueError(f"must be >= timing.min_repeats ({info.data['min_repeats']})")
+        return value
+
+
+class ClusterSection(_Section):
+    address: str | None = None  # a Ray address; default: $RAY_ADDRESS, else a local instance
+    num_cpus: int | None = Field(None, ge=1)  # for a local instance only
+
+
+class TrackingSection(_Section):
+    mlflow_uri: str = "sqlite:///mlflow.db"  # relative sqlite paths are from the working folder
+    experiment: str | None = None  # default: the run name
+    mlflow: bool = True  # Parquet is always written: it is the source of truth
+
+
+class Config(_Section):
+    """The whole configuration of a run."""
+
+    run: RunSection = RunSection()
+    task: TaskSection = TaskSection()
+    search: SearchSection = SearchSection()
+    agent: AgentSection = AgentSection()
+    evaluator: EvaluatorSection = EvaluatorSection()
+    timing: TimingSection = TimingSection()
+    cluster: ClusterSection = ClusterSection()
+    tracking: TrackingSection = TrackingSection()
+
+    def task_path(self) -> Path:
+        """The task folder: a built-in name, or a path relative to the working folder."""
+        builtin = BUILTIN_TASKS / self.task.name
+        if (builtin / "task.py").is_file():
+            return builtin
+        path = Path(self.task.name).expanduser()
+        if path.is_dir() or path.name == "task.py":
+            return path.resolve()
+        names = ", ".join(sorted(p.name for p in BUILTIN_TASKS.iterdir() if (p / "task.py").is_file()))
+        raise ConfigError(f"task.name: {self.task.name!r} is neither a built-in task ({names}) "
+                          f"nor a task folder")
+
+    def flat(self) -> dict[str, Any]:
+        """``section.key -> value`` for logging as parameters."""
+        out = {}
+        for section, values in self.model_dump(mode="json").items():
+            for key, value in values.items():
+                out[f"{section}.{key}"] = value
+        return out
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return []
+        model = field.annotation
+    return sorted(model.model_fields)
+
+
+def _describe(error: ValidationError) -> str:
+    problems: dict[str, list[str]] = {}
+    for item in error.errors():
+        # A union's branches add their type to the location; the key is section.field.
+        loc = tuple(item["loc"][:2])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(Config, loc))
+            problems.setdefault(key, []).append(f"unknown key; allowed here: {allowed}")
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+            problems.setdefault(key, []).append(f"{message} (got {item.get('input')!r})")
+    lines = [f"{key}: {' or '.join(msgs)}" for key, msgs in problems.items()]
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word is a string: --set task.name=softmax
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides (values in TOML syntax, bare words as strings)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. search.lineages=8")
+        dotted, text = item.split("=", 1)
+        parts = dotted.strip().split(".")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError(f"--set {item!r}: KEY must be section.key, e.g. search.lineages; "
+                              f"sections: {', '.join(Config.model_fields)}")
+        section = data.setdefault(parts[0], {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"--set {item!r}: {parts[0]!r} is not a section")
+        section[parts[1]] = _parse_value(text.strip())
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read, override and validate a configuration (the quickstart when ``path`` is None)."""
+    path = Path(path) if path is not None else QUICKSTART
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data = apply_overrides(data, overrides or [])
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from None
+    if config.cluster.address is None and os.environ.get("RAY_ADDRESS"):
+        config = config.model_copy(update={"cluster": ClusterSection(
+            address=os.environ["RAY_ADDRESS"], num_cpus=config.cluster.num_cpus)})
+    return config

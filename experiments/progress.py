@@ -1,0 +1,86 @@
+"""The live view of a running search, and the closing table."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kernelswarm.cluster import SwarmResult
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+
+def _status_line(stats: dict[str, Any], elapsed: float) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.get("status", {}).items()))
+    busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
+    return (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
+            f"best {stats.get('best', 0.0):.3f}x  workers busy {busy:.0%}")
+
+
+def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
+    table = Table(box=None, pad_edge=False)
+    for column in ("lineage", "steps", "best", "last move", "last verdict"):
+        table.add_column(column, justify="right" if column in ("steps", "best") else "left")
+    for lineage, row in sorted(stats.get("lineages", {}).items()):
+        if lineage < 0:
+            continue
+        table.add_row(str(lineage), str(row["steps"]), f"{row['best']:.3f}x", row["last_move"],
+                      row["last_status"])
+    return Group(Text(_status_line(stats, elapsed), style="bold"), table)
+
+
+class ProgressView:
+    """A live table on a terminal; a line every ``every_s`` seconds in a log."""
+
+    def __init__(self, console: Console, every_s: float = 10.0) -> None:
+        self.console = console
+        self.every_s = every_s
+        self._live: Live | None = None
+        self._started = time.monotonic()
+        self._last_line = 0.0
+
+    def __enter__(self) -> ProgressView:
+        if self.console.is_terminal:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def update(self, stats: dict[str, Any]) -> None:
+        elapsed = time.monotonic() - self._started
+        if self._live is not None:
+            self._live.update(progress_table(stats, elapsed))
+        elif elapsed - self._last_line >= self.every_s:
+            self._last_line = elapsed
+            self.console.print(_status_line(stats, elapsed), highlight=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+
+def closing_table(result: SwarmResult) -> Table:
+    """Best speedup per lineage vs the starting kernel and vs PyTorch."""
+    table = Table(title="kernelswarm: best kernel per lineage")
+    for column in ("lineage", "steps", "best vs start", "best vs PyTorch", "candidate", "stopped"):
+        table.add_column(column)
+    best = dict(result.summary.lineage_best)
+    for lineage in sorted(result.lineages, key=lambda r: r.lineage):
+        entry = best.get(lineage.lineage)
+        speed, eager, cid = ("-", "-", "-")
+        if entry is not None:
+            candidate, evaluation = entry
+            speed = f"{evaluation.speedup:.3f}x"
+            eager = f"{evaluation.speedup_vs_eager:.3f}x"
+            cid = candidate.id
+        reason = lineage.stop_reason if not lineage.error else "crashed (see log)"
+        table.add_row(str(lineage.lineage), str(lineage.steps), speed, eager, cid, reason)
+    if result.start is not None:
+        table.add_row("start", "", "1.000x", f"{result.start.speedup_vs_eager:.3f}x",
+                      result.start.candidate_id, "", style="dim")
+    if result.summary.best is not None:
+        candidate, evaluation = result.summary.best
+        table.add_row("overall", "", f"{evaluation.speedup:.3f}x",
+                      f"{evaluation.speedup_vs_eager:.3f}x", candidate.id, "", style="bold green")
+    return table

@@ -1,0 +1,168 @@
+"""The experiment runner: a configuration in, a finished search with its results on disk out."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from kernelswarm.agents import builtin_roles
+from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.search import Budget, RunInfo, Sink, load_task
+from rich.console import Console
+
+from .config import Config, ConfigError
+from .progress import ProgressView, closing_table
+from .sinks import MLflowSink, ParquetSink
+
+SOURCE_SUFFIX = {"cpp": "cpp", "cuda": "cu", "torch-ext": "cpp", "triton": "py"}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    result: SwarmResult
+    mlflow_location: str
+    parquet_location: str
+    best_path: Path | None
+
+
+def evaluator_settings(config: Config) -> EvaluatorSettings:
+    ev, timing = config.evaluator, config.timing
+    extra = {"cache_dir": ev.cache_dir.expanduser().resolve()} if ev.cache_dir else {}
+    return EvaluatorSettings(
+        device=ev.device, compile_timeout_s=ev.compile_timeout_s, run_timeout_s=ev.run_timeout_s,
+        seeds=ev.seeds, check_heldout=ev.check_heldout, warmup=timing.warmup,
+        min_repeats=timing.min_repeats, max_repeats=timing.max_repeats,
+        target_rel_se=timing.target_rel_se, timing_budget_s=timing.budget_s,
+        flush_cache=timing.flush_cache, memory_limit_mb=ev.memory_limit_mb, **extra)
+
+
+def mlflow_uri(config: Config) -> str:
+    """Relative SQLite paths are anchored at the working folder, wherever actors run."""
+    uri = config.tracking.mlflow_uri
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri
+
+
+def _workers(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
+    device, workers = config.evaluator.device, config.evaluator.workers
+    if device == "cuda":
+        if gpus < 1:
+            raise ConfigError("evaluator.device = \"cuda\" but the Ray cluster has no GPUs")
+        return (int(gpus) if workers == "auto" else workers), {"num_gpus": 1, "num_cpus": 1}
+    return (1 if workers == "auto" else workers), {"num_cpus": 1}
+
+
+def _sinks(config: Config) -> list[Sink]:
+    sinks: list[Sink] = [ParquetSink()]
+    if config.tracking.mlflow:
+        sinks.append(MLflowSink(mlflow_uri(config), config.tracking.experiment or config.run.name))
+    return sinks
+
+
+def _write_outputs(run_dir: Path, result: SwarmResult, language: str) -> Path | None:
+    summary = result.summary
+    best_path = None
+    if summary.best is not None:
+        candidate, evaluation = summary.best
+        best_path = run_dir / "best" / f"{candidate.id}.{SOURCE_SUFFIX[language]}"
+        best_path.parent.mkdir(parents=True, exist_ok=True)
+        best_path.write_text(candidate.source)
+    doc = {
+        "stop_reason": summary.stop_reason, "records": summary.records, "wall_s": summary.wall_s,
+        "best": None if summary.best is None else {
+            "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
+            "speedup_vs_start": summary.best[1].speedup,
+            "speedup_vs_eager": summary.best[1].speedup_vs_eager, "file": str(best_path)},
+        "lineages": [{"lineage": r.lineage, "steps": r.steps, "stop_reason": r.stop_reason,
+                      "best_speedup": r.best_speedup, "error": r.error} for r in result.lineages],
+        "sink_errors": result.sink_errors, "utilisation": result.utilisation,
+    }
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(run_dir / "summary.json")
+    return best_path
+
+
+def run(config: Config, console: Console | None = None) -> RunOutcome:
+    """Run the search ``config`` describes; results land under a new run folder."""
+    console = console or Console()
+    task_path = config.task_path()
+    task = load_task(task_path)
+    language = config.task.language
+    start = task.starting_candidate(language)
+    run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    run_dir = (config.run.out_dir / run_id).resolve()
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
+
+    cluster = connect(config.cluster.address, config.cluster.num_cpus)
+    try:
+        workers, resources = _workers(config, cluster.gpus)
+        info = RunInfo(run_id=run_id, name=config.run.name, run_dir=run_dir, task=task.name,
+                       language=language, lineages=config.search.lineages, params=config.flat())
+        sinks = _sinks(config)
+        spec = SwarmSpec(
+            run=info, sinks=sinks, start=start,
+            make_evaluator=partial(SandboxEvaluator, task.path, language, evaluator_settings(config)),
+            make_roles=builtin_roles,
+            seeds=[config.run.seed * 1000 + i for i in range(config.search.lineages)],
+            budget=Budget(candidates=config.search.candidates_per_lineage,
+                          wall_s=config.search.wall_time_s, patience=config.search.patience,
+                          target_speedup=config.search.target_speedup),
+            workers=workers, worker_resources=resources, elites=config.search.elites,
+            tuner_journal=run_dir / "optuna.journal")
+        console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
+                      f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
+                      f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}")
+        result = _drive(Swarm(spec), console)
+    finally:
+        disconnect(cluster)
+    best_path = _write_outputs(run_dir, result, language)
+    console.print(closing_table(result))
+    outcome = RunOutcome(run_dir, result, sinks[-1].location() if config.tracking.mlflow else "",
+                         sinks[0].location(), best_path)
+    _print_locations(console, outcome)
+    return outcome
+
+
+def _drive(swarm: Swarm, console: Console) -> SwarmResult:
+    """Start the swarm, show progress until every lineage stops; Ctrl-C stops it cleanly."""
+    stop_reason = None
+    try:
+        swarm.start()
+        with ProgressView(console) as view:
+            while not swarm.done(timeout=0.5):
+                view.update(swarm.stats())
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: stopping lineages after their current step; "
+                      "recorded results are kept[/]")
+        swarm.abort()
+        stop_reason = "interrupted by the user"
+    except Exception:
+        swarm.abort()
+        swarm.finish("the run failed to start")
+        raise
+    return swarm.finish(stop_reason)
+
+
+def _print_locations(console: Console, outcome: RunOutcome) -> None:
+    result = outcome.result
+    console.print(f"stopped: {result.summary.stop_reason}")
+    for lineage in result.lineages:
+        if lineage.error:
+            console.print(f"[red]lineage {lineage.lineage} crashed:[/]\n{lineage.error}")
+    for error in result.sink_errors:
+        console.print(f"[red]{error}[/]")
+    console.print(f"Parquet: {outcome.parquet_location}")
+    if outcome.mlflow_location:
+        console.print(f"MLflow:  {outcome.mlflow_location}")
+    if outcome.best_path:
+        console.print(f"best kernel: {outcome.best_path}")
