@@ -7,6 +7,7 @@ the loop the same whether it runs in one process or as a Ray actor.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable
@@ -115,7 +116,7 @@ class Lineage:
         child = self.roles.coder.code(plan, self.current, view)
         if child is None:
             return None, _Pending(plan)
-        return child.derive(lineage=self.lineage, origin=child.origin), _Pending(plan)
+        return dataclasses.replace(child, lineage=self.lineage), _Pending(plan)
 
     def observe(self, candidate: Candidate, evaluation: Evaluation) -> None:
         """Take the verdict on a candidate this lineage proposed."""

@@ -1,0 +1,55 @@
+"""Shared fixtures: one Ray instance per test session; GPU tests skipped with a reason."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SILU_TASK = ROOT / "experiments" / "tasks" / "silu_and_mul"
+
+
+def _gpu_reason() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no NVIDIA GPU visible to torch (CPU-only machine)"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance shared by every test that needs Ray."""
+    from kernelswarm.cluster import connect, disconnect
+
+    info = connect(num_cpus=2)
+    yield info
+    disconnect(info)
+
+
+@pytest.fixture(scope="session")
+def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compile cache shared by the session's tests (content-hashed, so sharing is safe)."""
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+@pytest.fixture
+def silu_task_copy(tmp_path: Path) -> Path:
+    """A private copy of the silu_and_mul task folder that a test may edit."""
+    dest = tmp_path / "silu_and_mul"
+    shutil.copytree(SILU_TASK, dest)
+    return dest

@@ -1,0 +1,62 @@
+"""Configuration: the quickstart validates, and bad input names the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from kernelswarm.experiments.config import ConfigError, load_config
+
+
+def test_quickstart_is_valid_and_names_the_builtin_task():
+    config = load_config()
+    assert config.task.name == "silu_and_mul" and config.task.language == "cpp"
+    assert config.search.lineages == 4
+    assert config.task_path().name == "silu_and_mul"
+
+
+def test_overrides_are_typed_toml_values():
+    config = load_config(None, ["search.lineages=7", "timing.flush_cache=true",
+                                "task.name=silu_and_mul", 'tracking.experiment="exp 1"'])
+    assert config.search.lineages == 7 and config.timing.flush_cache is True
+    assert config.tracking.experiment == "exp 1"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("search.lineage=3", "search.lineage: unknown key; allowed here: candidates_per_lineage"),
+    ("search.lineages=0", "search.lineages: Input should be greater than or equal to 1"),
+    ('task.language="rust"', "task.language: Input should be 'cpp', 'cuda', 'torch-ext' or 'triton'"),
+    ("evaluator.workers=0", "evaluator.workers: must be >= 1"),
+    ("bogus.key=1", "bogus: unknown key; allowed here: agent, cluster"),
+    ("lineages=3", "KEY must be section.key"),
+    ("search.lineages", "expected KEY=VALUE"),
+])
+def test_bad_values_and_unknown_keys_are_named(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(None, [override])
+
+
+def test_a_malformed_file_is_named(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[search]\nlineages = = 3\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_unknown_task_lists_the_builtin_ones(tmp_path):
+    config = load_config(None, ["task.name=no_such_task"])
+    with pytest.raises(ConfigError, match="built-in task .*silu_and_mul"):
+        config.task_path()
+
+
+def test_cli_reports_a_bad_config_and_exits_2(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[search]\nlineagez = 3\n")
+    proc = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "run", str(bad)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "search.lineagez: unknown key" in proc.stdout
+    assert not (tmp_path / "runs").exists()  # nothing started
