@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import Budget, RunInfo, Sink, load_task
+from kernelswarm.search import Budget, Roles, RunInfo, Sink, load_task
 from rich.console import Console
 
 from .config import Config, ConfigError
@@ -91,8 +92,12 @@ def _write_outputs(run_dir: Path, result: SwarmResult, language: str) -> Path | 
     return best_path
 
 
-def run(config: Config, console: Console | None = None) -> RunOutcome:
-    """Run the search ``config`` describes; results land under a new run folder."""
+def run(config: Config, console: Console | None = None,
+        make_roles: Callable[[int], Roles] | None = None) -> RunOutcome:
+    """Run the search ``config`` describes; results land under a new run folder.
+
+    ``make_roles(seed)`` replaces the configured agent (for agents defined in your own code).
+    """
     console = console or Console()
     task_path = config.task_path()
     task = load_task(task_path)
@@ -112,7 +117,7 @@ def run(config: Config, console: Console | None = None) -> RunOutcome:
         spec = SwarmSpec(
             run=info, sinks=sinks, start=start,
             make_evaluator=partial(SandboxEvaluator, task.path, language, evaluator_settings(config)),
-            make_roles=builtin_roles,
+            make_roles=make_roles or builtin_roles,
             seeds=[config.run.seed * 1000 + i for i in range(config.search.lineages)],
             budget=Budget(candidates=config.search.candidates_per_lineage,
                           wall_s=config.search.wall_time_s, patience=config.search.patience,

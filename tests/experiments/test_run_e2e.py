@@ -1,0 +1,122 @@
+"""End to end: a tiny run through real Ray, g++, the sandbox, SQLite MLflow and Parquet."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from kernelswarm.agents import builtin_roles
+from kernelswarm.experiments.config import load_config
+from kernelswarm.experiments.runner import run
+from kernelswarm.experiments.sinks import read_evaluations, read_mlflow_run
+from kernelswarm.search import Coder, Origin, Plan, Roles
+
+pytestmark = pytest.mark.slow
+
+
+def _config(tmp_path: Path, compile_cache: Path, *extra: str):
+    return load_config(None, [
+        f'run.out_dir="{tmp_path / "runs"}"', "run.name=e2e",
+        "search.lineages=2", "search.candidates_per_lineage=4", "search.wall_time_s=90",
+        f'tracking.mlflow_uri="sqlite:///{tmp_path / "mlflow.db"}"',
+        f'evaluator.cache_dir="{compile_cache}"',
+        "timing.budget_s=0.05", "timing.min_repeats=5", "timing.max_repeats=30",
+        *extra])
+
+
+def _quiet() -> Console:
+    return Console(file=io.StringIO(), width=160)
+
+
+def test_a_run_records_the_same_evaluations_in_parquet_and_mlflow(tmp_path, compile_cache,
+                                                                   ray_session):
+    console = _quiet()
+    outcome = run(_config(tmp_path, compile_cache), console)
+    result = outcome.result
+    assert not result.sink_errors
+    assert all(not r.error for r in result.lineages), [r.error for r in result.lineages]
+
+    table = read_evaluations(outcome.run_dir).to_pylist()
+    records = {}
+    for row in table:
+        records.setdefault(row["seq"], row)
+    # every evaluation of both lineages, plus the starting kernel's
+    assert len(records) == result.summary.records
+    assert {r["lineage"] for r in records.values()} == {-1, 0, 1}
+    assert sum(1 for r in records.values() if r["lineage"] >= 0) == 2 * 4
+
+    best_candidate, best_eval = result.summary.best
+    assert best_eval.speedup > 1.0  # the built-in agent finds a measured speedup
+    best_rows = [r for r in table if r["candidate_id"] == best_candidate.id]
+    assert best_rows and all(r["status"] == "OK" for r in best_rows)
+    assert max(r["candidate_speedup"] for r in records.values()) == pytest.approx(best_eval.speedup)
+
+    mlflow_runs = read_mlflow_run(str(tmp_path / "mlflow.db"), outcome.run_dir)
+    for lineage in (0, 1):
+        mine = sorted((r for r in records.values() if r["lineage"] == lineage),
+                      key=lambda r: r["step"])
+        logged = mlflow_runs[lineage]["candidate_speedup"]
+        assert [(r["step"], r["candidate_speedup"]) for r in mine] == [
+            (step, pytest.approx(value)) for step, value in logged]
+    summary = json.loads((outcome.run_dir / "summary.json").read_text())
+    assert summary["best"]["candidate_id"] == best_candidate.id
+    assert Path(summary["best"]["file"]).read_text() == best_candidate.source
+    text = console.file.getvalue()
+    assert "best vs start" in text and str(outcome.run_dir) in text
+
+
+_SEGFAULT = """
+#include <stdint.h>
+extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
+    volatile float* p = nullptr;
+    *p = x[0];
+}
+"""
+_HANG = """
+#include <stdint.h>
+extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
+    volatile int64_t i = 0;
+    while (true) { i = i + 1; }
+}
+"""
+
+
+class _HostileFirst(Coder):
+    """Proposes a crashing and then a hanging kernel before handing over to the real coder."""
+
+    def __init__(self, inner: Coder) -> None:
+        self.inner = inner
+        self.queue = [_SEGFAULT, _HANG]
+
+    def code(self, plan: Plan, parent, view):
+        if self.queue:
+            return parent.derive(source=self.queue.pop(0), origin=Origin(role="coder", move=plan.move))
+        return self.inner.code(plan, parent, view)
+
+
+def _hostile_roles(seed: int) -> Roles:
+    roles = builtin_roles(seed)
+    return Roles(roles.planner, _HostileFirst(roles.coder), roles.analyst)
+
+
+def test_a_crashing_and_a_hanging_candidate_are_classified_and_the_run_completes(
+        tmp_path, compile_cache, ray_session):
+    config = _config(tmp_path, compile_cache, "search.lineages=1",
+                     "search.candidates_per_lineage=4", "evaluator.run_timeout_s=4")
+    outcome = run(config, _quiet(), make_roles=_hostile_roles)
+    rows = read_evaluations(outcome.run_dir).to_pylist()
+    by_status = {}
+    for row in rows:
+        if row["lineage"] == 0:
+            by_status.setdefault(row["status"], []).append(row)
+    assert "SIGSEGV" in by_status["RUNTIME_ERROR"][0]["message"]
+    assert "TIMEOUT" in by_status and "4" in by_status["TIMEOUT"][0]["message"]
+    steps = {row["step"] for row in rows if row["lineage"] == 0}
+    assert steps == {1, 2, 3, 4}  # the lineage went on after both
+    assert outcome.result.summary.best is not None
+    assert not math.isnan(outcome.result.summary.best[1].speedup)
