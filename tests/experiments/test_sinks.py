@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 from kernelswarm.experiments.sinks import (
+    LoggedSearch,
     MLflowSink,
     ParquetSink,
     read_artifact_text,
@@ -55,7 +58,7 @@ def timed(candidate: Candidate, speedups: tuple[float, float], correct: bool = T
                     time_us=10.0 / s, time_spread_us=0.1, samples=30 + i, start_time_us=10.0,
                     eager_time_us=25.0, speedup_vs_start=s, speedup_vs_eager=2.5 * s,
                     roofline_fraction=0.1 * s)  # speedup_vs_compile stays NaN: not measured
-        for i, (shape, s) in enumerate(zip(SHAPES, speedups)))
+        for i, (shape, s) in enumerate(zip(SHAPES, speedups, strict=True)))
     status = Status.OK if correct else Status.INCORRECT
     message = "" if correct else f"max_abs_err 0.3 > atol 1e-05 on {SHAPES[1]}"
     return Evaluation(candidate.id, status, message, shapes, compile_s=0.4, eval_s=1.5,
@@ -103,6 +106,7 @@ class Logged:
     summary: RunSummary
     tracker: Tracker
     mlflow: MLflowSink
+    search: LoggedSearch  # what MLflow holds, read back once
 
 
 def run_scenario(run_dir: Path, tracking_uri: str) -> Logged:
@@ -111,7 +115,8 @@ def run_scenario(run_dir: Path, tracking_uri: str) -> Logged:
     tracker = Tracker(run_info(run_dir), [ParquetSink(), mlflow_sink])
     records = [tracker.record(*entry) for entry in scenario()]
     summary = tracker.close("budget exhausted")
-    return Logged(run_dir, records, summary, tracker, mlflow_sink)
+    search = read_mlflow_run(mlflow_sink.tracking_uri, mlflow_sink.parent_run_id)
+    return Logged(run_dir, records, summary, tracker, mlflow_sink, search)
 
 
 def free_port() -> int:
@@ -128,8 +133,12 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
                "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
                "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"]
+    # The job runner (for MLflow's GenAI jobs) is two more processes that slow the start.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = open(folder / "server.log", "wb")
-    server = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+    # Its own session: the server forks uvicorn, and the whole group must go at the end.
+    server = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -148,13 +157,22 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.3)
         yield uri
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_group(server)
         log.close()
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Terminate the process group this test started, then kill whatever is left of it."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +232,7 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
     for row in rows:
         row["knobs"] = json.loads(row["knobs"])
     assert len(rows) == len(expected) == 12
-    for row, want in zip(rows, expected):
+    for row, want in zip(rows, expected, strict=True):
         assert row.keys() == want.keys()
         differing = {k: (row[k], want[k]) for k in row if not same(row[k], want[k])}
         assert not differing, f"seq {want['seq']} shape {want['shape']!r}: {differing}"
@@ -298,8 +316,7 @@ def test_a_failing_sink_is_disabled_while_parquet_keeps_every_record(tmp_path: P
 # MLflow (a local sqlite store, and a real tracking server) ----------------------------------
 
 def test_mlflow_has_a_parent_run_and_one_finished_child_per_lineage(logged: Logged) -> None:
-    sink = logged.mlflow
-    search = read_mlflow_run(sink.tracking_uri, sink.parent_run_id)
+    sink, search = logged.mlflow, logged.search
     assert search.parent.name == "sinks" and search.parent.status == "FINISHED"
     assert sorted(search.lineages) == [0, 1]
     for lineage, run in search.lineages.items():
@@ -316,14 +333,14 @@ def test_mlflow_has_a_parent_run_and_one_finished_child_per_lineage(logged: Logg
 
 
 def test_mlflow_metric_histories_match_the_records(logged: Logged) -> None:
-    search = read_mlflow_run(logged.mlflow.tracking_uri, logged.mlflow.parent_run_id)
+    search = logged.search
     for lineage, run in search.lineages.items():
         mine = [r for r in logged.records if r.lineage == lineage]
         rates = [sum(r.evaluation.ok for r in mine[:i + 1]) / (i + 1) for i in range(len(mine))]
         assert run.metrics["candidate_speedup"] == [(r.step, r.evaluation.speedup) for r in mine]
         assert run.metrics["best_speedup"] == [(r.step, r.lineage_best) for r in mine]
         assert run.metrics["correct"] == [(r.step, float(r.evaluation.ok)) for r in mine]
-        assert run.metrics["correct_rate"] == list(zip([r.step for r in mine], rates))
+        assert run.metrics["correct_rate"] == list(zip([r.step for r in mine], rates, strict=True))
         assert run.metrics["compile_s"] == [(r.step, r.evaluation.compile_s) for r in mine]
         assert run.metrics["eval_s"] == [(r.step, r.evaluation.eval_s) for r in mine]
     assert search.parent.metrics["global_best"] == [(r.seq, r.global_best) for r in logged.records]
@@ -332,7 +349,7 @@ def test_mlflow_metric_histories_match_the_records(logged: Logged) -> None:
 
 
 def test_mlflow_agrees_with_parquet(logged: Logged) -> None:
-    search = read_mlflow_run(logged.mlflow.tracking_uri, logged.mlflow.parent_run_id)
+    search = logged.search
     rows = read_evaluations(logged.run_dir).to_pylist()
     per_record = {(row["lineage"], row["step"]): row["candidate_speedup"] for row in rows}
     logged_speedups = {(lineage, step): value for lineage, run in search.lineages.items()
@@ -349,9 +366,8 @@ def test_mlflow_best_kernel_artifacts_are_the_best_sources(logged: Logged) -> No
     assert described["candidate_id"] == best.id and described["knobs"] == {"BLOCK": 128}
     assert [s["speedup_vs_start"] for s in described["shapes"]] == [2.0, 3.0]
     assert described["shapes"][0]["speedup_vs_compile"] is None
-    search = read_mlflow_run(uri, parent)
     for lineage, (candidate, _) in logged.summary.lineage_best.items():
-        run = search.lineages[lineage]
+        run = logged.search.lineages[lineage]
         assert read_artifact_text(uri, run.run_id, f"best/{candidate.id}.cpp") == candidate.source
         tried = {f"candidates/{r.candidate.id}.cpp" for r in logged.records if r.lineage == lineage}
         assert tried <= set(run.artifacts)

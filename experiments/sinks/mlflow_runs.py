@@ -1,0 +1,81 @@
+"""Reading back what ``MLflowSink`` logged: a parent run and its lineages' child runs."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .mlflow_sink import mlflow_client
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """One MLflow run as logged: metric histories are ``key -> [(step, value), ...]`` by step."""
+
+    run_id: str
+    name: str
+    status: str
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, list[tuple[int, float]]]
+    artifacts: tuple[str, ...]  # paths relative to the run's artifact root, files only
+
+
+@dataclass(frozen=True)
+class LoggedSearch:
+    """A kernelswarm run in MLflow: the parent run and one child run per lineage."""
+
+    parent: LoggedRun
+    lineages: dict[int, LoggedRun]
+
+
+def read_mlflow_run(tracking_uri: str, parent_run_id: str) -> LoggedSearch:
+    """The parent run ``parent_run_id`` and its lineages' runs, with full metric histories."""
+    client = mlflow_client(tracking_uri)
+    parent = client.get_run(parent_run_id)
+    children: dict[int, LoggedRun] = {}
+    page_token = None
+    while True:
+        page = client.search_runs(
+            [parent.info.experiment_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
+            page_token=page_token)
+        for run in page:
+            children[int(run.data.tags["lineage"])] = _logged(client, run.info.run_id)
+        page_token = page.token
+        if not page_token:
+            break
+    return LoggedSearch(_logged(client, parent_run_id), children)
+
+
+def read_artifact_text(tracking_uri: str, run_id: str, path: str) -> str:
+    """The text of one artifact of a run (e.g. ``best.json``)."""
+    client = mlflow_client(tracking_uri)
+    with tempfile.TemporaryDirectory() as folder:
+        return Path(client.download_artifacts(run_id, path, folder)).read_text()
+
+
+def _logged(client: MlflowClient, run_id: str) -> LoggedRun:
+    run = client.get_run(run_id)
+    metrics = {}
+    for key in run.data.metrics:
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+        metrics[key] = [(m.step, m.value) for m in history]
+    return LoggedRun(run_id=run_id, name=run.info.run_name, status=run.info.status,
+                     params=dict(run.data.params), tags=dict(run.data.tags), metrics=metrics,
+                     artifacts=tuple(sorted(_artifact_files(client, run_id, None))))
+
+
+def _artifact_files(client: MlflowClient, run_id: str, folder: str | None) -> list[str]:
+    files = []
+    for entry in client.list_artifacts(run_id, folder):
+        if entry.is_dir:
+            files.extend(_artifact_files(client, run_id, entry.path))
+        else:
+            files.append(entry.path)
+    return files

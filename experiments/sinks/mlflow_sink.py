@@ -1,0 +1,288 @@
+"""The MLflow sink: a run as MLflow shows it — one parent run, one child run per lineage.
+
+The parent run carries the flattened config as params, the global best per record (step = seq)
+and, at the end, the best kernel. Each lineage's child run carries its step metrics
+(step = the lineage's step), the sources it tried and its own best kernel.
+
+Artifacts: on a local ``sqlite:///<path>`` store a new experiment's artifacts go to
+``<database folder>/mlartifacts/<experiment>``, never to whatever the working folder happens to
+be; against a tracking server the server decides. A relative sqlite path is made absolute when
+the sink is built, so a sink shipped to another process on the same machine writes to the same
+database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink
+
+from .sources import source_file_name
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+# MLflow's own limits (mlflow.utils.validation); exceeding them fails the whole call.
+PARAM_VALUE_LIMIT = 6000
+KEY_LIMIT = 250
+PARAMS_PER_BATCH = 100
+
+
+def mlflow_client(tracking_uri: str) -> MlflowClient:
+    """A client bound to this URI; mlflow is imported here so that merely importing the sinks
+    (for Parquet) does not pay for it."""
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError as exc:  # pragma: no cover - mlflow is a core dependency
+        raise ImportError("MLflowSink (kernelswarm.experiments.sinks.mlflow_sink) needs mlflow: "
+                          "pip install 'mlflow>=2.10'") from exc
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, or None for any other store."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    # sqlite:///relative/path and sqlite:////absolute/path, optionally followed by ?options.
+    path = tracking_uri[len("sqlite:///"):].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def _absolute_uri(tracking_uri: str) -> str:
+    path = sqlite_path(tracking_uri)
+    if path is None or path.is_absolute():
+        return tracking_uri
+    query = tracking_uri.partition("?")[2]
+    return f"sqlite:///{path.resolve()}" + (f"?{query}" if query else "")
+
+
+def param_key(key: str) -> str:
+    """``key`` made acceptable to MLflow: allowed characters only, no path tricks, not too long."""
+    name = re.sub(r"[^/\w.\- ]", "_", key)
+    if not name or posixpath.normpath(name) != name:  # e.g. "a//b", "/a", "a/": MLflow refuses
+        name = name.replace("/", "_") or "_"
+    return name[:KEY_LIMIT]
+
+
+def param_value(value: Any) -> str:
+    """A param's text: strings as they are, anything else as JSON, cut to MLflow's limit."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) > PARAM_VALUE_LIMIT:
+        marker = "...[truncated]"
+        text = text[:PARAM_VALUE_LIMIT - len(marker)] + marker
+    return text
+
+
+def lineage_params(lineage: int, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A child run's params: its lineage, and the config's seeds and models (keys ending in
+    ``seed`` or ``model``), which are what differs between lineages in a comparison."""
+    chosen = {key: value for key, value in params.items()
+              if key.rsplit(".", 1)[-1] == "seed" or key.endswith("model")}
+    return {"lineage": lineage, **chosen}
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None  # strict JSON has no NaN
+
+
+def best_json(candidate: Candidate, evaluation: Evaluation) -> str:
+    """What ``best.json`` holds: the kernel's identity, knobs and per-shape results."""
+    shapes = [{key: _finite(value) if isinstance(value, float) else value
+               for key, value in asdict(result).items()} for result in evaluation.shapes]
+    return json.dumps({
+        "candidate_id": candidate.id,
+        "language": candidate.language,
+        "entry": candidate.entry,
+        "lineage": candidate.lineage,
+        "parents": list(candidate.parents),
+        "knobs": candidate.knob_values,
+        "origin": {"role": candidate.origin.role, "move": candidate.origin.move,
+                   "model": candidate.origin.model},
+        "status": evaluation.status.value,
+        "speedup": _finite(evaluation.speedup),
+        "speedup_vs_eager": _finite(evaluation.speedup_vs_eager),
+        "device": evaluation.device,
+        "shapes": shapes,
+    }, indent=2, default=str)
+
+
+class MLflowSink(Sink):
+    """Logs the run to MLflow through ``MlflowClient`` with explicit run ids.
+
+    Built from plain strings and picklable until ``open``, which creates the client, so it can be
+    shipped to another process first. ``write`` is called from the tracker's background thread
+    and costs a few store round trips per record; a failing store makes ``write`` raise (the
+    tracker then disables the sink) after marking the runs FAILED where it still can.
+    """
+
+    durable = False
+
+    def __init__(self, tracking_uri: str, experiment: str, *, candidate_sources: bool = True) -> None:
+        self.tracking_uri = _absolute_uri(tracking_uri)
+        self.experiment = experiment
+        self.candidate_sources = candidate_sources  # log every candidate's source on its child run
+        self.experiment_id = ""
+        self.parent_run_id = ""
+        self.lineage_run_ids: dict[int, str] = {}
+        self._client: MlflowClient | None = None
+        self._run: RunInfo | None = None
+        self._tally: dict[int, tuple[int, int]] = {}  # lineage -> (correct, total)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A client holds connections; the receiving process makes its own in open().
+        return {**self.__dict__, "_client": None}
+
+    def open(self, run: RunInfo) -> None:
+        from mlflow.entities import Param
+
+        database = sqlite_path(self.tracking_uri)
+        if database is not None:  # sqlite will not create the folder it is asked to write into
+            database.parent.mkdir(parents=True, exist_ok=True)
+        self._client = client = mlflow_client(self.tracking_uri)
+        self._run = run
+        self.experiment_id = self._experiment_id(client)
+        tags = {"task": run.task, "language": run.language, "run_id": run.run_id,
+                "run_dir": str(run.run_dir), "lineages": str(run.lineages)}
+        self.parent_run_id = client.create_run(self.experiment_id, tags=tags,
+                                               run_name=run.name).info.run_id
+        params = {param_key(str(k)): param_value(v) for k, v in run.params.items()}
+        entries = [Param(key, value) for key, value in params.items()]
+        for start in range(0, len(entries), PARAMS_PER_BATCH):
+            client.log_batch(self.parent_run_id, params=entries[start:start + PARAMS_PER_BATCH])
+
+    def _experiment_id(self, client: MlflowClient) -> str:
+        from mlflow.exceptions import MlflowException
+
+        found = client.get_experiment_by_name(self.experiment)
+        if found is None:
+            try:
+                return client.create_experiment(self.experiment,
+                                                artifact_location=self._artifact_location())
+            except MlflowException:
+                found = client.get_experiment_by_name(self.experiment)  # created concurrently
+                if found is None:
+                    raise
+        if found.lifecycle_stage == "deleted":
+            raise ValueError(
+                f"MLflow experiment {self.experiment!r} at {self.tracking_uri} is deleted: restore "
+                f"it (mlflow experiments restore --experiment-id {found.experiment_id}) or choose "
+                f"another experiment name")
+        return found.experiment_id
+
+    def _artifact_location(self) -> str | None:
+        database = sqlite_path(self.tracking_uri)
+        if database is None:
+            return None  # a server or another store decides where artifacts go
+        folder = re.sub(r"[^\w.\-]", "_", self.experiment) or "experiment"
+        return (database.resolve().parent / "mlartifacts" / folder).as_uri()
+
+    def _opened(self) -> tuple[MlflowClient, RunInfo]:
+        if self._client is None or self._run is None:
+            raise RuntimeError("MLflowSink used before open()")
+        return self._client, self._run
+
+    def _lineage_run(self, lineage: int) -> str:
+        if lineage in self.lineage_run_ids:
+            return self.lineage_run_ids[lineage]
+        from mlflow.entities import Param
+
+        client, run = self._opened()
+        tags = {"mlflow.parentRunId": self.parent_run_id, "run_id": run.run_id,
+                "lineage": str(lineage)}
+        run_id = client.create_run(self.experiment_id, tags=tags,
+                                   run_name=f"lineage-{lineage}").info.run_id
+        params = lineage_params(lineage, run.params)
+        client.log_batch(run_id, params=[Param(param_key(k), param_value(v))
+                                         for k, v in params.items()])
+        self.lineage_run_ids[lineage] = run_id
+        return run_id
+
+    def write(self, record: Record) -> None:
+        try:
+            self._log(record)
+        except Exception:
+            self._terminate("FAILED")  # the tracker disables this sink: no close() will come
+            raise
+
+    def _log(self, record: Record) -> None:
+        from mlflow.entities import Metric
+
+        client, _ = self._opened()
+        child = self._lineage_run(record.lineage)
+        evaluation = record.evaluation
+        correct, total = self._tally.get(record.lineage, (0, 0))
+        correct, total = correct + evaluation.ok, total + 1
+        self._tally[record.lineage] = (correct, total)
+        millis = int(record.timestamp * 1000)
+        values = {
+            "candidate_speedup": evaluation.speedup,
+            "best_speedup": record.lineage_best,
+            "correct": float(evaluation.ok),
+            "correct_rate": correct / total,
+            "compile_s": evaluation.compile_s,
+            "eval_s": evaluation.eval_s,
+            "tokens": float(record.candidate.origin.tokens),
+            "cost_usd": record.candidate.origin.cost_usd,
+        }
+        client.log_batch(child, metrics=[Metric(key, float(value), millis, record.step)
+                                         for key, value in values.items()])
+        client.log_batch(self.parent_run_id,
+                         metrics=[Metric("global_best", record.global_best, millis, record.seq)])
+        if self.candidate_sources:
+            client.log_text(child, record.candidate.source,
+                            f"candidates/{source_file_name(record.candidate)}")
+
+    def close(self, summary: RunSummary) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        client, _ = self._opened()
+        if summary.best is not None:
+            self._log_best(self.parent_run_id, *summary.best)
+        for lineage, best in sorted(summary.lineage_best.items()):
+            self._log_best(self._lineage_run(lineage), *best)
+        millis = int(time.time() * 1000)
+        best_speedup = summary.best[1].speedup if summary.best is not None else 0.0
+        metrics = [Metric("best_speedup", best_speedup, millis, 0),
+                   Metric("records", float(summary.records), millis, 0),
+                   Metric("wall_s", summary.wall_s, millis, 0)]
+        client.log_batch(self.parent_run_id, metrics=metrics,
+                         tags=[RunTag("stop_reason", summary.stop_reason[:8000])])
+        self._terminate("FINISHED")
+
+    def _log_best(self, run_id: str, candidate: Candidate, evaluation: Evaluation) -> None:
+        client, _ = self._opened()
+        client.log_text(run_id, candidate.source, f"best/{source_file_name(candidate)}")
+        client.log_text(run_id, best_json(candidate, evaluation), "best.json")
+
+    def _terminate(self, status: str) -> None:
+        if self._client is None:
+            return
+        errors: list[Exception] = []
+        for run_id in [*self.lineage_run_ids.values(), self.parent_run_id]:
+            if run_id:
+                try:
+                    self._client.set_terminated(run_id, status)
+                except Exception as exc:  # try every run before giving up
+                    errors.append(exc)
+        # Marking FAILED is best effort (the store may be what failed); FINISHED must succeed.
+        if errors and status == "FINISHED":
+            raise errors[0]
+
+    def location(self) -> str:
+        text = f"MLflow {self.tracking_uri}, experiment {self.experiment!r}"
+        if self.parent_run_id:
+            text += f", run {self.parent_run_id}"
+        if sqlite_path(self.tracking_uri) is not None:
+            text += f" (browse: mlflow ui --backend-store-uri {self.tracking_uri})"
+        elif self.tracking_uri.startswith(("http://", "https://")) and self.parent_run_id:
+            text += (f" ({self.tracking_uri.rstrip('/')}/#/experiments/{self.experiment_id}"
+                     f"/runs/{self.parent_run_id})")
+        return text

@@ -1,0 +1,252 @@
+"""The Parquet sink: the run's append-only table of evaluations, the source of truth for reports
+and resume.
+
+Layout under the run folder::
+
+    evaluations/part-00000000.parquet   one file per record, named by its seq
+    candidates/<candidate id>.<suffix>  every candidate's source, written once
+
+Each file holds one row per (record, shape); a record whose evaluation has no shapes (a compile
+error, a crash before the first shape) has one row whose ``shape`` is ``""`` and whose per-shape
+columns are null. Files appear atomically (written under a hidden temporary name, synced, then
+renamed), so a reader never sees half a record and a crash loses at most the record in flight.
+
+Columns (``SCHEMA``):
+
+=====================  =================  ===============================================
+column                 type               meaning
+=====================  =================  ===============================================
+run_id                 string             ``RunInfo.run_id``
+seq                    int64              the record's place in the run's total order
+lineage                int64              the lineage that recorded it
+step                   int64              the lineage's step number
+candidate_id           string             content hash of (language, source, knobs)
+parent_ids             list<string>       the candidates it was derived from
+language               string             cpp | cuda | torch-ext | triton
+knobs                  string             JSON object of knob values, keys sorted
+origin_role            string             seed | coder | tuner | migrant
+origin_move            string             the plan's move, e.g. ``tune``
+origin_model           string             the model that proposed it (``builtin`` for rules)
+tokens                 int64              LLM tokens spent proposing it
+cost_usd               float64            LLM cost of proposing it
+status                 string             OK, COMPILE_ERROR, REJECTED, RUNTIME_ERROR, ...
+message                string             what went wrong, for a person to act on
+candidate_speedup      float64            geometric-mean speedup vs the start; 0 unless OK
+lineage_best           float64            the lineage's best speedup after this record
+global_best            float64            the run's best speedup after this record
+compile_s              float64            seconds spent compiling
+eval_s                 float64            seconds spent checking and timing
+device                 string             where it was timed
+wall_s                 float64            seconds since the run started
+timestamp              float64            Unix time (seconds) when it was recorded
+shape                  string             the shape's label, e.g. ``d=4096,n=64``; ``""``
+correct                bool               correct on this shape
+max_abs_err            float64            largest absolute error vs the reference
+max_rel_err            float64            largest relative error vs the reference
+time_us                float64            median time (microseconds); NaN if not timed
+time_spread_us         float64            interquartile range of the time
+samples                int64              timed calls behind the median
+start_time_us          float64            the starting kernel, timed interleaved
+eager_time_us          float64            the PyTorch reference
+speedup_vs_start       float64
+speedup_vs_eager       float64
+speedup_vs_compile     float64            NaN where torch.compile was not measured
+roofline_fraction      float64            ideal time / measured time
+=====================  =================  ===============================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from kernelswarm.search import Candidate, Record, RunInfo, RunSummary, ShapeResult, Sink
+
+from .sources import source_file_name
+
+EVALUATIONS = "evaluations"
+CANDIDATES = "candidates"
+
+_RECORD_FIELDS = [
+    pa.field("run_id", pa.string()),
+    pa.field("seq", pa.int64()),
+    pa.field("lineage", pa.int64()),
+    pa.field("step", pa.int64()),
+    pa.field("candidate_id", pa.string()),
+    pa.field("parent_ids", pa.list_(pa.string())),
+    pa.field("language", pa.string()),
+    pa.field("knobs", pa.string()),
+    pa.field("origin_role", pa.string()),
+    pa.field("origin_move", pa.string()),
+    pa.field("origin_model", pa.string()),
+    pa.field("tokens", pa.int64()),
+    pa.field("cost_usd", pa.float64()),
+    pa.field("status", pa.string()),
+    pa.field("message", pa.string()),
+    pa.field("candidate_speedup", pa.float64()),
+    pa.field("lineage_best", pa.float64()),
+    pa.field("global_best", pa.float64()),
+    pa.field("compile_s", pa.float64()),
+    pa.field("eval_s", pa.float64()),
+    pa.field("device", pa.string()),
+    pa.field("wall_s", pa.float64()),
+    pa.field("timestamp", pa.float64()),
+]
+_SHAPE_FIELDS = [
+    pa.field("shape", pa.string()),
+    pa.field("correct", pa.bool_()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("max_rel_err", pa.float64()),
+    pa.field("time_us", pa.float64()),
+    pa.field("time_spread_us", pa.float64()),
+    pa.field("samples", pa.int64()),
+    pa.field("start_time_us", pa.float64()),
+    pa.field("eager_time_us", pa.float64()),
+    pa.field("speedup_vs_start", pa.float64()),
+    pa.field("speedup_vs_eager", pa.float64()),
+    pa.field("speedup_vs_compile", pa.float64()),
+    pa.field("roofline_fraction", pa.float64()),
+]
+SCHEMA = pa.schema(_RECORD_FIELDS + _SHAPE_FIELDS)
+"""The fixed schema of every evaluations file (see the module docstring)."""
+
+
+def evaluation_rows(run_id: str, record: Record) -> list[dict[str, Any]]:
+    """The rows one record contributes: one per shape, or one with an empty shape if none."""
+    candidate, evaluation = record.candidate, record.evaluation
+    common: dict[str, Any] = {
+        "run_id": run_id,
+        "seq": record.seq,
+        "lineage": record.lineage,
+        "step": record.step,
+        "candidate_id": candidate.id,
+        "parent_ids": list(candidate.parents),
+        "language": candidate.language,
+        "knobs": json.dumps(candidate.knob_values, sort_keys=True, default=str),
+        "origin_role": candidate.origin.role,
+        "origin_move": candidate.origin.move,
+        "origin_model": candidate.origin.model,
+        "tokens": candidate.origin.tokens,
+        "cost_usd": candidate.origin.cost_usd,
+        "status": evaluation.status.value,
+        "message": evaluation.message,
+        "candidate_speedup": evaluation.speedup,
+        "lineage_best": record.lineage_best,
+        "global_best": record.global_best,
+        "compile_s": evaluation.compile_s,
+        "eval_s": evaluation.eval_s,
+        "device": evaluation.device,
+        "wall_s": record.wall_s,
+        "timestamp": record.timestamp,
+    }
+    if not evaluation.shapes:
+        return [{**common, "shape": ""}]  # per-shape columns left null: nothing was measured
+    return [{**common, **_shape_columns(result)} for result in evaluation.shapes]
+
+
+def _shape_columns(result: ShapeResult) -> dict[str, Any]:
+    return {field.name: getattr(result, field.name) for field in _SHAPE_FIELDS}
+
+
+def _write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    # The leading dot keeps readers (and pyarrow's dataset discovery) off the unfinished file.
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())  # the record is acknowledged after this: it must be on disk
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    # Makes the rename itself durable; not every platform lets a folder be opened for this.
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+class ParquetSink(Sink):
+    """Writes every record as one Parquet file under ``run_dir/evaluations`` before it is
+    acknowledged, and every candidate's source once under ``run_dir/candidates``.
+
+    Not thread-safe on its own: the tracker writes durable sinks under its lock, in seq order.
+    A record written again with the same seq (a replay after a crash) replaces its file whole.
+    """
+
+    durable = True
+
+    def __init__(self) -> None:
+        self._run: RunInfo | None = None
+
+    @property
+    def folder(self) -> Path:
+        """The dataset folder (``run_dir/evaluations``); valid once opened."""
+        return self._opened().run_dir / EVALUATIONS
+
+    @property
+    def sources(self) -> Path:
+        """Where candidates' sources are written (``run_dir/candidates``); valid once opened."""
+        return self._opened().run_dir / CANDIDATES
+
+    def _opened(self) -> RunInfo:
+        if self._run is None:
+            raise RuntimeError("ParquetSink used before open()")
+        return self._run
+
+    def open(self, run: RunInfo) -> None:
+        self._run = run
+        # Existing files are kept: resuming a run appends to the same dataset.
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.sources.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: Record) -> None:
+        # The source first, so that no row ever names a kernel a person cannot open.
+        self._write_source(record.candidate)
+        table = pa.Table.from_pylist(evaluation_rows(self._opened().run_id, record), schema=SCHEMA)
+        _write_atomically(self.folder / f"part-{record.seq:08d}.parquet",
+                          lambda handle: pq.write_table(table, handle))
+
+    def _write_source(self, candidate: Candidate) -> None:
+        path = self.sources / source_file_name(candidate)
+        if not path.exists():  # the id is a content hash: an existing file has this source
+            encoded = candidate.source.encode()
+            _write_atomically(path, lambda handle: handle.write(encoded))
+
+    def close(self, summary: RunSummary) -> None:
+        """Nothing is buffered: every record is already on disk."""
+
+    def location(self) -> str:
+        return str(self.folder) if self._run is not None else ""
+
+
+def read_evaluations(run_dir: str | os.PathLike[str]) -> pa.Table:
+    """Every row a ``ParquetSink`` wrote for this run, sorted by seq then shape.
+
+    Raises ``FileNotFoundError`` when the folder holds no evaluations dataset.
+    """
+    folder = Path(run_dir) / EVALUATIONS
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} does not exist: is {run_dir} a kernelswarm run folder?")
+    files = sorted(str(path) for path in folder.glob("part-*.parquet"))
+    if not files:
+        return SCHEMA.empty_table()
+    table = ds.dataset(files, schema=SCHEMA, format="parquet").to_table()
+    return table.sort_by([("seq", "ascending"), ("shape", "ascending")])
