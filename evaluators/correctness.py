@@ -1,0 +1,155 @@
+"""Correctness checks on tensors: poison, unchanged inputs, exact structure, tolerances, bits.
+
+Pure functions of tensors; the run phase decides what a failure means (which status, which shape).
+Floating outputs must match the reference within |out - ref| <= atol + rtol * |ref| (per dtype,
+from the task) where both are finite; NaN and Inf must sit at the same positions (Inf with the same
+sign). Other dtypes must match exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..search.task import Tolerance
+
+# Before the checked call, outputs hold NaN (floats) or the dtype's maximum (integers): an element
+# the kernel does not write then shows as NaN-where-finite. The second, different poison is for
+# the determinism call, so that an unwritten element differs between the two calls.
+FIRST_POISON = "first"
+SECOND_POISON = "second"
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def poison(outputs: Sequence[torch.Tensor], which: str) -> None:
+    """Overwrite every output with the ``which`` poison value."""
+    for out in outputs:
+        if out.dtype.is_floating_point or out.dtype.is_complex:
+            out.fill_(math.nan if which == FIRST_POISON else -math.inf)
+        elif out.dtype == torch.bool:
+            out.fill_(which == FIRST_POISON)
+        else:
+            info = torch.iinfo(out.dtype)
+            out.fill_(info.max if which == FIRST_POISON else info.min)
+
+
+def clones(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    return tuple(t.clone() for t in tensors)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first element where two tensor lists differ."""
+
+    tensor: int
+    index: tuple[int, ...]
+
+    def where(self, what: str) -> str:
+        return f"{what} {self.tensor} at index {list(self.index)}"
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def first_bit_difference(before: Sequence[torch.Tensor],
+                         after: Sequence[torch.Tensor]) -> Difference | None:
+    """The first element whose bits differ between ``before`` and ``after`` (same structure)."""
+    for i, (a, b) in enumerate(zip(before, after, strict=True)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return Difference(i, ())
+        differs = _bytes(a) != _bytes(b)
+        if bool(differs.any()):
+            flat = int(torch.argmax(differs.to(torch.uint8))) // max(a.element_size(), 1)
+            return Difference(i, _unravel(flat, a.shape))
+    return None
+
+
+def structure_problem(outputs: Sequence[object], reference: Sequence[torch.Tensor]) -> str | None:
+    """Why ``outputs`` do not have the reference's count, type, shape, dtype and device."""
+    if len(outputs) != len(reference):
+        return f"{len(outputs)} outputs, the reference has {len(reference)}"
+    for i, (out, ref) in enumerate(zip(outputs, reference, strict=True)):
+        if type(out) is not torch.Tensor:
+            return f"output {i} is a {type(out).__name__}, not a torch.Tensor"
+        for attr in ("shape", "dtype", "device"):
+            if getattr(out, attr) != getattr(ref, attr):
+                return (f"output {i} has {attr} {getattr(out, attr)}, the reference has "
+                        f"{getattr(ref, attr)}")
+    return None
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where and how far an output is from the reference."""
+
+    tensor: int
+    index: tuple[int, ...]
+    got: float
+    expected: float
+    bad: int
+    total: int
+    unwritten: int  # NaN where the reference is not: poison left in place (or a computed NaN)
+    tolerance: Tolerance
+
+    def describe(self) -> str:
+        text = (f"output {self.tensor} at index {list(self.index)}: got {self.got!r}, expected "
+                f"{self.expected!r}; {self.bad} of {self.total} elements are wrong "
+                f"(atol={self.tolerance.atol:g}, rtol={self.tolerance.rtol:g})")
+        if self.unwritten:
+            text += (f"; {self.unwritten} are NaN where the reference is not: outputs are "
+                     f"poisoned with NaN before the call, so the kernel did not write them "
+                     f"(or computed NaN)")
+        return text
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Largest errors over all outputs, and the first mismatch if any."""
+
+    max_abs_err: float
+    max_rel_err: float
+    mismatch: Mismatch | None
+
+
+def compare(outputs: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
+            tolerance_for: Callable[[str], Tolerance]) -> Comparison:
+    """Compare outputs with the reference, element by element."""
+    max_abs = max_rel = 0.0
+    first: Mismatch | None = None
+    for i, (out, ref) in enumerate(zip(outputs, reference, strict=True)):
+        exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+        tol = Tolerance(0.0, 0.0) if exact else tolerance_for(dtype_name(ref.dtype))
+        o, r = out.detach().to(torch.float64), ref.detach().to(torch.float64)
+        o_nan, r_nan, o_inf, r_inf = o.isnan(), r.isnan(), o.isinf(), r.isinf()
+        finite = ~(o_nan | r_nan | o_inf | r_inf)
+        diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+        rel = diff / r.abs().clamp_min(torch.finfo(torch.float64).tiny)
+        bad = ((o_nan != r_nan) | (o_inf != r_inf) | (o_inf & r_inf & (o.sign() != r.sign()))
+               | (finite & (diff > tol.atol + tol.rtol * r.abs())))
+        special_mismatch = bool(((o_nan != r_nan) | (o_inf != r_inf)).any())
+        if diff.numel():
+            max_abs = max(max_abs, math.inf if special_mismatch else float(diff.max()))
+            max_rel = max(max_rel, math.inf if special_mismatch else float(rel.max()))
+        count = int(bad.sum())
+        if count and first is None:
+            flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
+            first = Mismatch(tensor=i, index=_unravel(flat, out.shape),
+                             got=float(o.reshape(-1)[flat]), expected=float(r.reshape(-1)[flat]),
+                             bad=count, total=bad.numel(), unwritten=int((o_nan & ~r_nan).sum()),
+                             tolerance=tol)
+    return Comparison(max_abs, max_rel, first)
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(tuple(shape)):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(index))

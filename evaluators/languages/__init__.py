@@ -1,0 +1,20 @@
+"""Kernel languages the evaluators can build and run, by name."""
+
+from __future__ import annotations
+
+from .base import BuildError, KernelLanguage, LoadedKernel, LoadError
+from .cpp import CppLanguage
+
+_LANGUAGES: dict[str, type[KernelLanguage]] = {CppLanguage.name: CppLanguage}
+
+
+def get_language(name: str) -> KernelLanguage:
+    """The language called ``name``; ``ValueError`` lists the ones implemented."""
+    if name not in _LANGUAGES:
+        raise ValueError(f"kernel language {name!r} is not implemented by the evaluators; "
+                         f"implemented: {', '.join(sorted(_LANGUAGES))}")
+    return _LANGUAGES[name]()
+
+
+__all__ = ["BuildError", "CppLanguage", "KernelLanguage", "LoadError", "LoadedKernel",
+           "get_language"]

@@ -1,0 +1,132 @@
+"""The kernel-language interface: screen rules, build to an artifact, load in the sandbox.
+
+A ``KernelLanguage`` is stateless and picklable, so that a compile pool can build with it in
+another process. The evaluator drives it in two places:
+
+- the parent (or a compile pool): ``screen_rules``, ``cache_key_parts`` and ``build``; ``build``
+  runs untrusted *source* through a compiler but never runs candidate code;
+- the sandbox child: ``load`` (which runs candidate code: library constructors, JIT, ...),
+  ``unload`` and ``synchronize``.
+
+Correctness, timing and the sandbox are language-agnostic; a language adds only what is above.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ...search.candidate import Candidate
+from ..environment import scrubbed_environment
+from ..screen import ScreenRule
+
+
+class BuildError(Exception):
+    """A candidate that does not build; ``log`` is the trimmed compiler output.
+
+    ``cacheable`` is False for outcomes that may differ on a retry (a compiler timeout under load).
+    """
+
+    def __init__(self, log: str, *, cacheable: bool = True) -> None:
+        super().__init__(log)
+        self.log = log
+        self.cacheable = cacheable
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A kernel loaded in the sandbox: ``fn`` is passed to the task's launcher; ``handle`` is the
+    language's own (a library handle, a module) for ``unload``."""
+
+    fn: Any
+    handle: Any = None
+
+
+class LoadError(Exception):
+    """A built artifact that cannot be loaded or lacks its entry point (a candidate fault)."""
+
+
+class KernelLanguage(ABC):
+    """One kernel language: how its sources are screened, built, loaded and called."""
+
+    name: ClassVar[str]
+    devices: ClassVar[tuple[str, ...]]  # device kinds it runs on: "cpu", "cuda"
+    artifact_suffix: ClassVar[str]
+    screen_rules: ClassVar[tuple[ScreenRule, ...]]
+
+    @property
+    def launcher(self) -> str:
+        """Name of the task's launch function for this language (``launch_cpp``, ...)."""
+        return "launch_" + self.name.replace("-", "_")
+
+    def check_spec(self, entry: str, spec: Mapping[str, Any]) -> None:  # noqa: B027 - optional
+        """Raise ``ValueError`` naming the key when a task's kernel spec cannot be used."""
+
+    @abstractmethod
+    def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:
+        """Everything besides source and knob values that changes the artifact (flags, compiler)."""
+
+    @abstractmethod
+    def build(self, candidate: Candidate, workdir: Path, artifact: Path, timeout_s: float) -> None:
+        """Build ``candidate`` into ``artifact`` (inside ``workdir``); raise ``BuildError``."""
+
+    @abstractmethod
+    def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
+        """In the sandbox: load ``artifact``; raise ``LoadError`` when the entry is unusable."""
+
+    def unload(self, kernel: LoadedKernel) -> None:  # noqa: B027 - optional
+        """In the sandbox: release a kernel returned by ``load``."""
+
+    def synchronize(self) -> None:  # noqa: B027 - CPU kernels are synchronous
+        """In the sandbox: wait until launched work has finished (a no-op on CPU)."""
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_MACRO_VALUE = re.compile(r"[A-Za-z0-9_.+-]+\Z")
+
+
+def macro_definitions(knobs: Mapping[str, Any]) -> list[str]:
+    """``-DNAME=VALUE`` for each knob (booleans as 1/0); a malformed knob raises ``BuildError``."""
+    flags = []
+    for name, value in sorted(knobs.items()):
+        if isinstance(value, bool):
+            value = int(value)
+        text = str(value)
+        if not _IDENTIFIER.match(name) or not _MACRO_VALUE.match(text):
+            raise BuildError(f"knob {name}={value!r} cannot be a macro definition: names must be "
+                             f"C identifiers and values numbers or identifiers")
+        flags.append(f"-D{name}={text}")
+    return flags
+
+
+def run_compiler(argv: Sequence[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
+    """Run a compiler in its own process group with a scrubbed environment and a time limit.
+
+    Returns (exit status, combined output); a timeout kills the whole group (the driver's
+    children, e.g. cc1plus, included) and raises a non-cacheable ``BuildError``.
+    """
+    try:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=scrubbed_environment(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        raise RuntimeError(f"cannot run the compiler {argv[0]!r}: {exc}") from exc
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise BuildError(f"the compiler ran past compile_timeout_s={timeout_s:g} s and was "
+                         f"killed; simplify templates/unrolling or raise the limit",
+                         cacheable=False) from None
+    return proc.returncode, out.decode(errors="replace")

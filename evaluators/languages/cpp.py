@@ -1,0 +1,197 @@
+"""The ``cpp`` language: C++ exporting an ``extern "C"`` function on raw pointers, run on the CPU.
+
+Built by the system C++ compiler (``$CXX``, default ``g++``) with ``CPP_FLAGS``:
+
+- ``-O3``: the optimisation level kernels are judged at;
+- ``-fPIC -shared``: a shared library that the sandbox loads with ctypes;
+- ``-std=c++17``: one language level for every candidate;
+- ``-Wl,--no-undefined``: an undefined symbol fails the build (COMPILE_ERROR, with the name)
+  instead of failing later at load time.
+
+No ``-march=native``: an artifact in a shared cache must run on every machine that reads it.
+Knobs become ``-DNAME=VALUE``. The entry point's ctypes signature comes from the task's
+``argtypes`` (``CTYPE_KINDS``); it returns nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...search.candidate import Candidate
+from ..screen import ScreenRule
+from .base import (
+    BuildError,
+    KernelLanguage,
+    LoadedKernel,
+    LoadError,
+    macro_definitions,
+    run_compiler,
+)
+
+CPP_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c++17", "-Wl,--no-undefined")
+
+CTYPE_KINDS: dict[str, Any] = {
+    "ptr": ctypes.c_void_p,
+    "i64": ctypes.c_int64,
+    "i32": ctypes.c_int32,
+    "f32": ctypes.c_float,
+    "f64": ctypes.c_double,
+}
+
+_CALL = r"\s*\("  # a name followed by a call's parenthesis
+
+# What a CPU kernel may not use, and why. Kernels run single-threaded, side-effect free and
+# untimed-by-themselves; anything that could reach outside the call or the measurement is refused.
+CPP_SCREEN_RULES = (
+    ScreenRule("threads", r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+"
+               r"|#\s*include\s*<\s*(thread|pthread\.h|future)\s*>",
+               "kernels run on one thread; the evaluator owns the cores and the timing"),
+    ScreenRule("OpenMP", r"#\s*pragma\s+omp\b|\bomp_\w+" + _CALL + r"|#\s*include\s*<\s*omp\.h",
+               "kernels run on one thread; OpenMP would start a thread pool"),
+    ScreenRule("processes", r"\b(fork|vfork|clone|clone3|system|popen|posix_spawnp?|"
+               r"exec(l|lp|le|v|vp|ve|vpe)|kill|ptrace|daemon)" + _CALL,
+               "a kernel may not start or signal processes"),
+    ScreenRule("files", r"\b(fopen|freopen|fdopen|open|openat|creat|opendir|remove|unlink|rename|"
+               r"mkdir|rmdir|chdir|truncate|symlink|link)" + _CALL
+               + r"|\b(std\s*::\s*)?[io]?fstream\b|\bstd\s*::\s*filesystem\b"
+               r"|#\s*include\s*<\s*(fstream|filesystem)\s*>",
+               "a kernel may not touch files; it reads its inputs and writes its outputs only"),
+    ScreenRule("raw descriptors", r"\b(read|write|pread|pwrite|readv|writev|dup|dup2|dup3|close|"
+               r"ioctl|fcntl|pipe|pipe2|syscall|sendfile|splice)" + _CALL,
+               "a kernel may not do descriptor I/O (the sandbox's result channel is a descriptor)"),
+    ScreenRule("network", r"\b(socket|connect|bind|listen|accept|send|sendto|sendmsg|recv|"
+               r"recvfrom|recvmsg|getaddrinfo|gethostbyname)" + _CALL
+               + r"|#\s*include\s*<\s*(sys/socket\.h|netinet/|arpa/inet\.h|netdb\.h)",
+               "a kernel may not use the network"),
+    ScreenRule("dynamic loading", r"\b(dlopen|dlmopen|dlsym|dlvsym)" + _CALL
+               + r"|#\s*include\s*<\s*dlfcn\.h",
+               "a kernel may not load code or look up symbols at run time"),
+    ScreenRule("timers", r"\b(clock_gettime|clock_settime|gettimeofday|settimeofday|setitimer|"
+               r"getitimer|timer_create|timer_settime|alarm|time|clock|__rdtsc|__rdtscp|"
+               r"_rdtsc)" + _CALL + r"|\brdtscp?\b|\bstd\s*::\s*chrono\b"
+               r"|#\s*include\s*<\s*(chrono|sys/time\.h|ctime|time\.h)\s*>",
+               "a kernel may not read or change clocks: it could tell when it is being timed"),
+    ScreenRule("signal handlers", r"\b(signal|sigaction|sigprocmask|pthread_sigmask|raise|"
+               r"sigsetjmp|siglongjmp)" + _CALL + r"|#\s*include\s*<\s*(csignal|signal\.h)",
+               "a kernel may not handle or raise signals: crashes must reach the sandbox"),
+    ScreenRule("memory mapping", r"\b(mmap|munmap|mremap|mprotect|madvise|brk|sbrk)" + _CALL,
+               "a kernel may not change memory mappings or protections"),
+    ScreenRule("inline assembly", r"\b(asm|__asm__|__asm)\b",
+               "inline assembly can issue system calls or read the cycle counter unseen; "
+               "use intrinsics (<immintrin.h>) instead"),
+    ScreenRule("load-time code", r"__attribute__\s*\(\(\s*(constructor|destructor)",
+               "code must run when the kernel is called, not when the library is loaded"),
+    ScreenRule("non-system includes", r"#\s*include\s*\"|#\s*include\s*<\s*[/.]"
+               r"|#\s*(embed|include_next|import)\b|__has_include",
+               "a kernel is one file and may include only system headers as <name>"),
+    ScreenRule("token pasting", r"##",
+               "token pasting can assemble names that this screen cannot see"),
+)
+
+_ERROR_LINE = re.compile(r":\d+(:\d+)?: (fatal )?error:|undefined reference|error: ld returned")
+_MAX_ERRORS = 3
+_MAX_LOG_CHARS = 2000
+
+
+def compiler() -> str:
+    """The C++ compiler driver: ``$CXX`` or ``g++``."""
+    return os.environ.get("CXX") or "g++"
+
+
+@functools.lru_cache(maxsize=4)
+def compiler_identity(driver: str) -> str:
+    """The compiler's first ``--version`` line; part of every cache key."""
+    try:
+        out = subprocess.run([driver, "--version"], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(f"the C++ compiler {driver!r} is not usable ({exc}); install g++ "
+                           f"or set CXX") from exc
+    return out.splitlines()[0].strip() if out else driver
+
+
+def trim_compiler_log(log: str) -> str:
+    """The first errors with their source excerpts (file:line first), or the tail of the log."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if _ERROR_LINE.search(line)]
+    if not starts:
+        kept = lines[-20:]
+    else:
+        kept = []
+        for i in starts[:_MAX_ERRORS]:
+            kept.append(lines[i])
+            kept.extend(line for line in lines[i + 1:i + 3] if line.startswith(" "))
+        if len(starts) > _MAX_ERRORS:
+            kept.append(f"... and {len(starts) - _MAX_ERRORS} more errors")
+    text = "\n".join(kept).strip()
+    return text if len(text) <= _MAX_LOG_CHARS else text[:_MAX_LOG_CHARS] + "\n... (log cut)"
+
+
+def _exports(artifact: Path, symbol: str) -> bool | None:
+    """Whether ``artifact`` defines the dynamic symbol ``symbol``; None where nm is missing."""
+    nm = shutil.which("nm")
+    if nm is None:
+        return None
+    out = subprocess.run([nm, "-D", "--defined-only", str(artifact)], capture_output=True,
+                         text=True, timeout=30)
+    return any(line.split()[-1:] == [symbol] for line in out.stdout.splitlines())
+
+
+class CppLanguage(KernelLanguage):
+    """C++ built into a shared library and called through ctypes, on the CPU."""
+
+    name = "cpp"
+    devices = ("cpu",)
+    artifact_suffix = ".so"
+    screen_rules = CPP_SCREEN_RULES
+
+    def check_spec(self, entry: str, spec: Mapping[str, Any]) -> None:
+        kinds = spec.get("argtypes")
+        if not isinstance(kinds, (list, tuple)) or not kinds:
+            raise ValueError("KERNELS['cpp']['argtypes'] must be a non-empty list of "
+                             f"{', '.join(CTYPE_KINDS)}; got {kinds!r}")
+        unknown = [k for k in kinds if k not in CTYPE_KINDS]
+        if unknown:
+            raise ValueError(f"KERNELS['cpp']['argtypes'] has unknown kinds {unknown}; "
+                             f"allowed: {', '.join(CTYPE_KINDS)}")
+
+    def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:
+        return (*CPP_FLAGS, compiler_identity(compiler()))
+
+    def build(self, candidate: Candidate, workdir: Path, artifact: Path, timeout_s: float) -> None:
+        (workdir / "kernel.cpp").write_text(candidate.source)
+        argv = [compiler(), *CPP_FLAGS, *macro_definitions(candidate.knob_values),
+                "kernel.cpp", "-o", str(artifact)]
+        status, log = run_compiler(argv, workdir, timeout_s)
+        if status != 0:
+            raise BuildError(trim_compiler_log(log) or f"the compiler exited with status {status}")
+        if _exports(artifact, candidate.entry) is False:
+            raise BuildError(f"the library does not export `{candidate.entry}`: declare it "
+                             f"`extern \"C\"` with exactly that name (C++ mangles other names)")
+
+    def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
+        try:
+            library = ctypes.CDLL(str(artifact), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError as exc:
+            raise LoadError(f"loading the library failed: {exc}") from exc
+        try:
+            fn = getattr(library, entry)
+        except AttributeError:
+            raise LoadError(f"the library does not export `{entry}`; declare it "
+                            f"`extern \"C\"`") from None
+        fn.argtypes = [CTYPE_KINDS[kind] for kind in spec["argtypes"]]
+        fn.restype = None
+        return LoadedKernel(fn=fn, handle=library)
+
+    def unload(self, kernel: LoadedKernel) -> None:
+        import _ctypes
+
+        _ctypes.dlclose(kernel.handle._handle)

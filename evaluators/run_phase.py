@@ -1,0 +1,238 @@
+"""The run phase of one candidate, inside the sandbox: correctness, held-out shapes, timing.
+
+Runs only in the sandbox worker. A candidate fault unwinds as ``CandidateFault`` carrying its
+status; any other exception is a fault of the task or the evaluator and is reported as such.
+Times are reported raw (candidate, starting kernel); the evaluator derives speedups and the
+roofline from them with figures it holds itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..search.evaluation import ShapeResult, Status
+from ..search.task import Shape, Task
+from .correctness import (
+    FIRST_POISON,
+    SECOND_POISON,
+    Comparison,
+    clones,
+    compare,
+    first_bit_difference,
+    poison,
+    structure_problem,
+)
+from .languages.base import KernelLanguage, LoadedKernel
+from .settings import EvaluatorSettings
+from .timing import CacheFlusher, TimingPlan, TimingStats, measure
+
+
+class CandidateFault(Exception):
+    """A verdict against the candidate, raised where it is found."""
+
+    def __init__(self, status: Status, message: str, shapes: Sequence[ShapeResult] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.shapes = tuple(shapes)
+
+
+Progress = Callable[[str, Shape], None]
+
+
+@dataclass
+class SandboxContext:
+    """What the sandbox keeps between candidates: the task, the baseline kernel, the flusher."""
+
+    task: Task
+    language: KernelLanguage
+    settings: EvaluatorSettings
+    start: LoadedKernel
+    flusher: CacheFlusher | None
+    progress: Progress
+    eager: dict[str, TimingStats] = field(default_factory=dict)
+
+    @property
+    def device(self) -> str:
+        return self.settings.device
+
+    @property
+    def plan(self) -> TimingPlan:
+        s = self.settings
+        return TimingPlan(s.warmup, s.min_repeats, s.max_repeats, s.target_rel_se,
+                          s.timing_budget_s)
+
+    def call(self, kernel: LoadedKernel, inputs: tuple, outputs: tuple, shape: Shape) -> None:
+        """One launch through the task's launcher; an exception is the candidate's fault."""
+        launch = getattr(self.task.module, self.language.launcher)
+        try:
+            launch(kernel.fn, inputs, outputs, dict(shape))
+            self.language.synchronize()
+        except Exception as exc:
+            raise CandidateFault(Status.RUNTIME_ERROR,
+                                 f"calling the kernel raised {type(exc).__name__}: {exc} "
+                                 f"on shape {shape.label}") from None
+
+    def measure_eager(self) -> None:
+        """Time the PyTorch reference on every tuning shape (once per sandbox)."""
+        for shape in self.task.tuning_shapes:
+            inputs = tuple(self.task.module.make_inputs(dict(shape), 0, self.device))
+            (stats,) = measure([functools.partial(self.task.module.reference, *inputs)],
+                               self.plan, self.flusher, self.language.synchronize)
+            self.eager[shape.label] = stats
+
+
+@dataclass
+class _ShapeErrors:
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+
+    def add(self, comparison: Comparison) -> None:
+        self.max_abs_err = max(self.max_abs_err, comparison.max_abs_err)
+        self.max_rel_err = max(self.max_rel_err, comparison.max_rel_err)
+
+
+def _problem(inputs: tuple, task: Task) -> tuple[tuple, tuple, tuple]:
+    """(inputs, an untouched copy of them, the reference outputs computed on another copy)."""
+    pristine = clones(inputs)
+    reference = tuple(task.module.reference(*clones(inputs)))
+    return inputs, pristine, reference
+
+
+def _check_inputs(pristine: tuple, inputs: tuple, where: str) -> None:
+    changed = first_bit_difference(pristine, inputs)
+    if changed is not None:
+        raise CandidateFault(Status.REJECTED,
+                             f"the kernel modified its {changed.where('input')} {where}: "
+                             f"inputs are read-only (write only into the outputs)")
+
+
+def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: int,
+               where: str) -> Comparison:
+    """Two calls on one problem: compared with the reference, then with each other, bit for bit."""
+    task = ctx.task
+    made = tuple(task.module.make_inputs(dict(shape), seed, ctx.device))
+    inputs, pristine, reference = _problem(made, task)
+    outputs = tuple(task.module.make_outputs(dict(shape), ctx.device))
+    problem = structure_problem(outputs, reference)
+    if problem:
+        raise CandidateFault(Status.INCORRECT, f"{where}, seed {seed}: {problem}",
+                             [ShapeResult(shape=shape.label)])
+    poison(outputs, FIRST_POISON)
+    ctx.call(kernel, inputs, outputs, shape)
+    _check_inputs(pristine, inputs, f"{where}, seed {seed}")
+    comparison = compare(outputs, reference, task.tolerance)
+    if comparison.mismatch is not None:
+        raise CandidateFault(
+            Status.INCORRECT,
+            f"wrong result {where}, seed {seed}: {comparison.mismatch.describe()}; max abs err "
+            f"{comparison.max_abs_err:.3g}, max rel err {comparison.max_rel_err:.3g}",
+            [ShapeResult(shape=shape.label, max_abs_err=comparison.max_abs_err,
+                         max_rel_err=comparison.max_rel_err)])
+    first = clones(outputs)
+    poison(outputs, SECOND_POISON)
+    ctx.call(kernel, inputs, outputs, shape)
+    _check_inputs(pristine, inputs, f"{where}, seed {seed} (second call)")
+    differs = first_bit_difference(first, outputs)
+    if differs is not None:
+        raise CandidateFault(
+            Status.INCORRECT,
+            f"non-deterministic {where}, seed {seed}: two calls on the same inputs differ at "
+            f"{differs.where('output')} (outputs are poisoned differently before each call, so "
+            f"an element written only sometimes shows here too)",
+            [ShapeResult(shape=shape.label)])
+    return comparison
+
+
+def _check_shapes(ctx: SandboxContext, kernel: LoadedKernel, shapes: Sequence[Shape],
+                  phase: str, label: str, done: list[ShapeResult]) -> dict[str, _ShapeErrors]:
+    errors: dict[str, _ShapeErrors] = {}
+    for shape in shapes:
+        ctx.progress(phase, shape)
+        errors[shape.label] = _ShapeErrors()
+        for seed in range(ctx.settings.seeds):
+            try:
+                errors[shape.label].add(check_once(ctx, kernel, shape, seed,
+                                                   f"on {label} {shape.label}"))
+            except CandidateFault as fault:
+                fault.shapes = (*done, *fault.shapes)
+                raise
+        done.append(ShapeResult(shape=shape.label, correct=True, **asdict(errors[shape.label])))
+    return errors
+
+
+def _time_shape(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape,
+                errors: _ShapeErrors) -> tuple[ShapeResult, float]:
+    """Candidate and starting kernel timed interleaved on one problem; then a re-check."""
+    made = tuple(ctx.task.module.make_inputs(dict(shape), 0, ctx.device))
+    inputs, pristine, reference = _problem(made, ctx.task)
+    ours = tuple(ctx.task.module.make_outputs(dict(shape), ctx.device))
+    theirs = tuple(ctx.task.module.make_outputs(dict(shape), ctx.device))
+
+    def candidate() -> None:
+        ctx.call(kernel, inputs, ours, shape)
+
+    def baseline() -> None:
+        ctx.call(ctx.start, inputs, theirs, shape)
+
+    prepare = [lambda: poison(ours, FIRST_POISON), None]
+    mine, start = measure([candidate, baseline], ctx.plan, ctx.flusher, ctx.language.synchronize,
+                          prepare=prepare)
+    where = f"on shape {shape.label} after timing"
+    _check_inputs(pristine, inputs, where)
+    recheck = compare(ours, reference, ctx.task.tolerance)
+    if recheck.mismatch is not None:
+        raise CandidateFault(Status.INCORRECT,
+                             f"wrong result of the last timed call {where} (the kernel changes "
+                             f"its behaviour across calls?): {recheck.mismatch.describe()}",
+                             [ShapeResult(shape=shape.label)])
+    errors.add(recheck)
+    result = ShapeResult(shape=shape.label, correct=True, time_us=mine.median_us,
+                         time_spread_us=mine.iqr_us, samples=mine.samples,
+                         start_time_us=start.median_us, **asdict(errors))
+    return result, mine.rel_se
+
+
+def run_candidate(ctx: SandboxContext, kernel: LoadedKernel) -> dict[str, Any]:
+    """The whole run phase; returns the result message (raises ``CandidateFault`` on a verdict)."""
+    task = ctx.task
+    checked: list[ShapeResult] = []
+    errors = _check_shapes(ctx, kernel, task.tuning_shapes, "correctness", "shape", checked)
+    if ctx.settings.check_heldout and task.heldout_shapes:
+        try:
+            _check_shapes(ctx, kernel, task.heldout_shapes, "held-out", "held-out shape", [])
+        except CandidateFault as fault:
+            fault.message += (" — held-out shapes are never tuned on; a kernel that is right "
+                              "only on the tuning shapes is specialised to them")
+            fault.shapes = (*checked, *fault.shapes)
+            raise
+    results, rel_se = [], {}
+    for shape in task.tuning_shapes:
+        ctx.progress("timing", shape)
+        result, rel_se[shape.label] = _time_shape(ctx, kernel, shape, errors[shape.label])
+        results.append(result)
+    heldout = len(task.heldout_shapes) if ctx.settings.check_heldout else 0
+    return {"type": "result", "status": Status.OK.value,
+            "message": f"correct on {len(results)} tuning shapes x {ctx.settings.seeds} seeds "
+                       f"and {heldout} held-out shapes",
+            "shapes": [asdict(r) for r in results],
+            "metrics": {"timing_rel_se": rel_se}}
+
+
+def fault_message(fault: CandidateFault) -> dict[str, Any]:
+    return {"type": "result", "status": fault.status.value, "message": fault.message,
+            "shapes": [asdict(s) for s in fault.shapes], "metrics": {}}
+
+
+def check_baseline(ctx: SandboxContext) -> None:
+    """The starting kernel must pass its own task; otherwise no speedup against it means much."""
+    for shape in ctx.task.tuning_shapes:
+        try:
+            check_once(ctx, ctx.start, shape, 0, f"on shape {shape.label}")
+        except CandidateFault as fault:
+            raise RuntimeError(f"task {ctx.task.name!r}: its starting "
+                               f"{ctx.language.name} kernel fails its own checks: "
+                               f"{fault.message}") from None

@@ -1,0 +1,142 @@
+"""The sandbox process: ``python -m kernelswarm.evaluators.sandbox_worker``.
+
+Started only by ``Sandbox`` (evaluators/sandbox.py), in its own session and scratch folder, with a
+scrubbed environment. It reads requests and writes replies as JSON frames on two inherited pipe
+descriptors (never stdout, which goes to a log file with stderr). Protocol:
+
+1. parent -> ``{"type": "start", task, language, settings, start: {artifact, entry, spec}}``;
+   the worker loads the task and the starting kernel, checks that kernel, measures the machine
+   and the PyTorch reference, and replies ``{"type": "ready", machine, eager_us}``.
+2. parent -> ``{"type": "evaluate", artifact, entry, spec}``; the worker sends
+   ``{"type": "progress", phase, shape}`` before each shape of each phase, then one
+   ``{"type": "result", status, message, shapes, metrics}``.
+3. parent -> ``{"type": "exit"}`` or end of file: the worker exits.
+
+Anything that is not the candidate's fault (a broken task, a bug here) is answered with
+``{"type": "fault", "error": traceback}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import resource
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+# Limits are set before anything heavy is imported, so that they cover all of the process.
+FILE_SIZE_LIMIT_BYTES = 64 * 1024 * 1024  # the log is the only file the sandbox writes
+
+
+def apply_limits(memory_limit_mb: int | None) -> None:
+    """No core dumps, bounded file writes, and an address-space cap when one is configured."""
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT_BYTES)]
+    if memory_limit_mb is not None:
+        limits.append((resource.RLIMIT_AS, memory_limit_mb * 1024 * 1024))
+    for kind, value in limits:
+        _, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kernelswarm.evaluators.sandbox_worker")
+    parser.add_argument("--request-fd", type=int, required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--memory-limit-mb", type=int, default=None)
+    return parser.parse_args(argv)
+
+
+class Worker:
+    """The loaded task and baseline, serving evaluate requests until told to exit."""
+
+    def __init__(self, request_fd: int, reply_fd: int) -> None:
+        self.request_fd = request_fd
+        self.reply_fd = reply_fd
+        self.context: Any = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        from .channel import write_frame
+
+        write_frame(self.reply_fd, message)
+
+    def start(self, message: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        from ..search.task import load_task
+        from .languages import get_language
+        from .machine import last_level_cache_bytes, measure_machine
+        from .run_phase import SandboxContext, check_baseline
+        from .settings import EvaluatorSettings
+        from .timing import CacheFlusher
+
+        # Candidates may not start threads, so the references they are compared with (eager
+        # PyTorch, the machine's bandwidth and flops) are measured on one core as well.
+        torch.set_num_threads(1)
+        settings = EvaluatorSettings(**message["settings"])
+        task = load_task(message["task"])
+        language = get_language(message["language"])
+        baseline = message["start"]
+        start = language.load(Path(baseline["artifact"]), baseline["entry"], baseline["spec"])
+        llc = last_level_cache_bytes()
+        machine = measure_machine(settings.device, llc)
+        flusher = CacheFlusher(2 * llc, settings.device) if settings.flush_cache else None
+        self.context = SandboxContext(task=task, language=language, settings=settings,
+                                      start=start, flusher=flusher, progress=self.progress)
+        check_baseline(self.context)
+        self.context.measure_eager()
+        return {"type": "ready", "machine": machine.as_metrics(),
+                "eager_us": {k: v.median_us for k, v in self.context.eager.items()},
+                "flush_bytes": flusher.nbytes if flusher else 0}
+
+    def progress(self, phase: str, shape: Any) -> None:
+        self.send({"type": "progress", "phase": phase, "shape": shape.label})
+
+    def evaluate(self, message: dict[str, Any]) -> dict[str, Any]:
+        from ..search.evaluation import Status
+        from .languages import LoadError
+        from .run_phase import CandidateFault, fault_message, run_candidate
+
+        ctx = self.context
+        try:
+            kernel = ctx.language.load(Path(message["artifact"]), message["entry"],
+                                       message["spec"])
+        except LoadError as exc:
+            return {"type": "result", "status": Status.RUNTIME_ERROR.value, "message": str(exc),
+                    "shapes": [], "metrics": {}}
+        try:
+            return run_candidate(ctx, kernel)
+        except CandidateFault as fault:
+            return fault_message(fault)
+        finally:
+            ctx.language.unload(kernel)
+
+    def serve(self) -> int:
+        from .channel import read_frame
+
+        while True:
+            message = read_frame(self.request_fd)
+            if message is None or message.get("type") == "exit":
+                return 0
+            handler = {"start": self.start, "evaluate": self.evaluate}.get(message.get("type"))
+            try:
+                if handler is None:
+                    raise ValueError(f"unknown request type {message.get('type')!r}")
+                reply = handler(message)
+            except Exception:
+                reply = {"type": "fault", "error": traceback.format_exc()}
+            self.send(reply)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    apply_limits(args.memory_limit_mb)
+    faulthandler.enable()  # a crash leaves the Python stack in the log the parent quotes
+    return Worker(args.request_fd, args.reply_fd).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+// Right result, but it scribbles over its input afterwards.
+#include <math.h>
+#include <stdint.h>
+
+extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
+    for (int64_t t = 0; t < tokens; ++t) {
+        const float* gate = x + t * 2 * d;
+        for (int64_t i = 0; i < d; ++i) {
+            float g = gate[i];
+            out[t * d + i] = g / (1.0f + expf(-g)) * gate[d + i];
+        }
+    }
+    const_cast<float*>(x)[0] = 0.0f;
+}
