@@ -50,6 +50,7 @@ class SwarmResult:
     start: Evaluation | None  # the starting kernel's evaluation
     lineages: list[LineageResult]
     sink_errors: list[str]
+    locations: list[str]  # where each sink wrote, in sink order
     utilisation: dict[str, float]
 
 
@@ -101,9 +102,10 @@ class Swarm:
         lineages = ray.get(self._pending) if self._pending else []
         utilisation = ray.get(self.dispatcher.utilisation.remote())
         reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
-        summary, sink_errors = ray.get(self.tracker.close.remote(
+        summary, sink_errors, locations = ray.get(self.tracker.close.remote(
             stop_reason or "; ".join(reasons) or "no lineage ran"))
         ray.get(self.dispatcher.close.remote())
         for actor in [*self.runners, *self.workers, self.dispatcher, self.tracker]:
             ray.kill(actor)
-        return SwarmResult(summary, self.start_eval, lineages, sink_errors, utilisation)
+        return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
+                           utilisation)

@@ -42,6 +42,7 @@ class TrackerActor:
                 "lineages": dict(self._lineages), "best": best[1].speedup if best else 0.0,
                 "sink_errors": list(self._tracker.sink_errors)}
 
-    def close(self, stop_reason: str) -> tuple[RunSummary, list[str]]:
+    def close(self, stop_reason: str) -> tuple[RunSummary, list[str], list[str]]:
+        """Flush and close the sinks: the summary, sink errors, and where each sink wrote."""
         summary = self._tracker.close(stop_reason)
-        return summary, list(self._tracker.sink_errors)
+        return summary, list(self._tracker.sink_errors), self._tracker.locations()

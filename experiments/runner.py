@@ -27,8 +27,6 @@ SOURCE_SUFFIX = {"cpp": "cpp", "cuda": "cu", "torch-ext": "cpp", "triton": "py"}
 class RunOutcome:
     run_dir: Path
     result: SwarmResult
-    mlflow_location: str
-    parquet_location: str
     best_path: Path | None
 
 
@@ -113,9 +111,8 @@ def run(config: Config, console: Console | None = None,
         workers, resources = _workers(config, cluster.gpus)
         info = RunInfo(run_id=run_id, name=config.run.name, run_dir=run_dir, task=task.name,
                        language=language, lineages=config.search.lineages, params=config.flat())
-        sinks = _sinks(config)
         spec = SwarmSpec(
-            run=info, sinks=sinks, start=start,
+            run=info, sinks=_sinks(config), start=start,
             make_evaluator=partial(SandboxEvaluator, task.path, language, evaluator_settings(config)),
             make_roles=make_roles or builtin_roles,
             seeds=[config.run.seed * 1000 + i for i in range(config.search.lineages)],
@@ -132,8 +129,7 @@ def run(config: Config, console: Console | None = None,
         disconnect(cluster)
     best_path = _write_outputs(run_dir, result, language)
     console.print(closing_table(result))
-    outcome = RunOutcome(run_dir, result, sinks[-1].location() if config.tracking.mlflow else "",
-                         sinks[0].location(), best_path)
+    outcome = RunOutcome(run_dir, result, best_path)
     _print_locations(console, outcome)
     return outcome
 
@@ -166,8 +162,7 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
             console.print(f"[red]lineage {lineage.lineage} crashed:[/]\n{lineage.error}")
     for error in result.sink_errors:
         console.print(f"[red]{error}[/]")
-    console.print(f"Parquet: {outcome.parquet_location}")
-    if outcome.mlflow_location:
-        console.print(f"MLflow:  {outcome.mlflow_location}")
+    for location in result.locations:
+        console.print(f"results: {location}", highlight=False)
     if outcome.best_path:
         console.print(f"best kernel: {outcome.best_path}")

@@ -28,6 +28,7 @@ class Tracker:
         self.archive = Archive(elites=elites)
         self.records: list[Record] = []
         self.sink_errors: list[str] = []
+        self._sinks = list(sinks)
         self._durable = [s for s in sinks if s.durable]
         self._background = [s for s in sinks if not s.durable]
         self._started = time.monotonic()
@@ -84,6 +85,10 @@ class Tracker:
                         if island.best is not None}
         return RunSummary(stop_reason, len(self.records), self.archive.best, lineage_best,
                           time.monotonic() - self._started)
+
+    def locations(self) -> list[str]:
+        """Where each sink's output can be found (as each sink describes it)."""
+        return [text for sink in self._sinks if (text := sink.location())]
 
     def close(self, stop_reason: str) -> RunSummary:
         """Flush the background sinks and close every sink."""

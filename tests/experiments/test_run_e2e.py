@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 from kernelswarm.agents import builtin_roles
@@ -56,11 +57,18 @@ def test_a_run_records_the_same_evaluations_in_parquet_and_mlflow(tmp_path, comp
     assert best_rows and all(r["status"] == "OK" for r in best_rows)
     assert max(r["candidate_speedup"] for r in records.values()) == pytest.approx(best_eval.speedup)
 
-    mlflow_runs = read_mlflow_run(str(tmp_path / "mlflow.db"), outcome.run_dir)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = MlflowClient(uri).search_runs(
+        [MlflowClient(uri).get_experiment_by_name("e2e").experiment_id],
+        filter_string=f"tags.run_id = '{outcome.run_dir.name}'")[0]
+    logged_search = read_mlflow_run(uri, parent.info.run_id)
+    assert parent.info.status == "FINISHED"
+    best_artifacts = [a for a in logged_search.parent.artifacts if a.startswith("best/")]
+    assert best_artifacts == [f"best/{best_candidate.id}.cpp"]
     for lineage in (0, 1):
         mine = sorted((r for r in records.values() if r["lineage"] == lineage),
                       key=lambda r: r["step"])
-        logged = mlflow_runs[lineage]["candidate_speedup"]
+        logged = logged_search.lineages[lineage].metrics["candidate_speedup"]
         assert [(r["step"], r["candidate_speedup"]) for r in mine] == [
             (step, pytest.approx(value)) for step, value in logged]
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
