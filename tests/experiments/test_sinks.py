@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -214,21 +214,9 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
                   "compile_s": e.compile_s, "eval_s": e.eval_s, "device": "cpu",
                   "wall_s": r.wall_s, "timestamp": r.timestamp}
         for s in sorted(e.shapes, key=lambda s: s.shape):
-            expected.append({**common, "shape": s.shape, "correct": s.correct,
-                             "max_abs_err": s.max_abs_err, "max_rel_err": s.max_rel_err,
-                             "time_us": s.time_us, "time_spread_us": s.time_spread_us,
-                             "samples": s.samples, "start_time_us": s.start_time_us,
-                             "eager_time_us": s.eager_time_us,
-                             "speedup_vs_start": s.speedup_vs_start,
-                             "speedup_vs_eager": s.speedup_vs_eager,
-                             "speedup_vs_compile": s.speedup_vs_compile,
-                             "roofline_fraction": s.roofline_fraction})
-        if not e.shapes:
-            expected.append({**common, "shape": "", "correct": None, "max_abs_err": None,
-                             "max_rel_err": None, "time_us": None, "time_spread_us": None,
-                             "samples": None, "start_time_us": None, "eager_time_us": None,
-                             "speedup_vs_start": None, "speedup_vs_eager": None,
-                             "speedup_vs_compile": None, "roofline_fraction": None})
+            expected.append({**common, **asdict(s)})
+        if not e.shapes:  # nothing was measured: an empty shape, and no per-shape figures
+            expected.append({**common, **dict.fromkeys(asdict(ShapeResult("")), None), "shape": ""})
     for row in rows:
         row["knobs"] = json.loads(row["knobs"])
     assert len(rows) == len(expected) == 12
@@ -393,4 +381,18 @@ def test_mlflow_sink_resolves_a_relative_sqlite_path(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     sink = MLflowSink("sqlite:///store/mlflow.db", "e")
     assert sink.tracking_uri == f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    assert os.path.isabs(sink.tracking_uri.removeprefix("sqlite:///"))
+
+
+def test_a_run_without_a_correct_kernel_still_finishes_in_mlflow(tmp_path: Path) -> None:
+    sink = MLflowSink(f"sqlite:///{tmp_path / 'mlflow.db'}", "failures")
+    tracker = Tracker(run_info(tmp_path / "run"), [ParquetSink(), sink])
+    failing = [entry for entry in scenario() if not entry[3].ok]
+    for entry in failing:
+        tracker.record(*entry)
+    assert tracker.close("no progress").best is None and not tracker.sink_errors
+    search = read_mlflow_run(sink.tracking_uri, sink.parent_run_id)
+    assert search.parent.status == "FINISHED" and search.parent.tags["stop_reason"] == "no progress"
+    assert search.parent.metrics["best_speedup"] == [(0, 0.0)]
+    assert not any(path.startswith("best") for path in search.parent.artifacts)
+    assert [run.status for run in search.lineages.values()] == ["FINISHED", "FINISHED"]
+    assert len(read_evaluations(tmp_path / "run")) == 4  # INCORRECT has two shapes
