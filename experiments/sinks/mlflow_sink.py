@@ -81,6 +81,11 @@ def param_value(value: Any) -> str:
     return text
 
 
+def run_name(lineage: int) -> str:
+    """A lineage's child run name; negative lineages hold the starting kernel's evaluation."""
+    return "start" if lineage < 0 else f"lineage-{lineage}"
+
+
 def lineage_params(lineage: int, params: Mapping[str, Any]) -> dict[str, Any]:
     """A child run's params: its lineage, and the config's seeds and models (keys ending in
     ``seed`` or ``model``), which are what differs between lineages in a comparison."""
@@ -198,7 +203,7 @@ class MLflowSink(Sink):
         tags = {"mlflow.parentRunId": self.parent_run_id, "run_id": run.run_id,
                 "lineage": str(lineage)}
         run_id = client.create_run(self.experiment_id, tags=tags,
-                                   run_name=f"lineage-{lineage}").info.run_id
+                                   run_name=run_name(lineage)).info.run_id
         params = lineage_params(lineage, run.params)
         client.log_batch(run_id, params=[Param(param_key(k), param_value(v))
                                          for k, v in params.items()])
