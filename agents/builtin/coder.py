@@ -1,0 +1,39 @@
+"""The built-in coder: applies the named transformation of a ``rewrite:<name>`` plan."""
+
+from __future__ import annotations
+
+from kernelswarm.search import REWRITE, Candidate, Coder, LineageView, Origin, Plan
+
+from .transformation import Transformation
+from .transforms import find_transformation
+
+
+def rewrite_move(transformation: Transformation) -> str:
+    """The plan move that asks for ``transformation``."""
+    return f"{REWRITE}{transformation.name}"
+
+
+def transformation_of(move: str, language: str) -> Transformation | None:
+    """The transformation a ``rewrite:<name>`` move names for ``language``, or None."""
+    if not move.startswith(REWRITE):
+        return None
+    return find_transformation(language, move[len(REWRITE):])
+
+
+class RuleCoder(Coder):
+    """Applies ``rewrite:<name>`` moves with the transformation library; no network, no state.
+
+    Returns None when the move is not a rewrite, names no transformation for the parent's
+    language, or the transformation does not apply (pattern absent, already applied).
+    """
+
+    def code(self, plan: Plan, parent: Candidate, view: LineageView) -> Candidate | None:
+        transformation = transformation_of(plan.move, parent.language)
+        if transformation is None:
+            return None
+        result = transformation.apply(parent.source, parent.space)
+        if result is None or result[0] == parent.source:
+            return None
+        source, knob_space = result
+        return parent.derive(source=source, knob_space=knob_space,
+                             origin=Origin(role="coder", move=plan.move, rationale=plan.rationale))

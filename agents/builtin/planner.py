@@ -1,0 +1,146 @@
+"""The built-in planner: rules over the lineage's view, seeded for diversity between lineages."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from kernelswarm.search import ADOPT, STOP, TUNE, LineageView, Plan, Planner
+
+from .coder import rewrite_move
+from .kernel_record import KernelRecord, read_record
+from .transformation import Transformation
+from .transforms import transformations_for
+
+
+def seeded_order(names: list[str], seed: int) -> list[str]:
+    """A permutation of ``names`` fixed by ``seed``, led by ``names[seed % len(names)]``, so that
+    lineages with consecutive seeds start with different moves."""
+    if not names:
+        return []
+    order = random.Random(seed).sample(names, len(names))
+    first = names[seed % len(names)]
+    order.remove(first)
+    return [first, *order]
+
+
+def _last_result(facts: Mapping[str, Any]) -> str:
+    """One sentence on the latest evaluation, for the rationale."""
+    if not facts:
+        return ""
+    move = facts.get("move") or "the starting kernel"
+    if facts.get("ok"):
+        return f"Last: {move} was correct at {facts.get('speedup', 0.0):.2f}x the start. "
+    where = f" on {facts['failed_shape']}" if facts.get("failed_shape") else ""
+    return f"Last: {move} failed ({facts.get('status')}{where}). "
+
+
+class RulePlanner(Planner):
+    """Chooses moves by fixed rules; the first rule that fires decides.
+
+    1. ADOPT when the global best is more than ``adopt_margin`` (2%) faster than this lineage's
+       best and is not the kernel the lineage is on.
+    2. STOP when the analyst's facts say that the current kernel reaches ``roofline_stop``
+       (90%) of the roofline even on its farthest shape: little is left to gain.
+    3. TUNE when the current kernel has knobs that were never tuned on its source and rewrites
+       remain: a rewrite that added knobs gets one tuning trial before the next rewrite.
+    4. ``rewrite:<name>``: the next transformation, in this planner's seeded order, that applies
+       to the current source and was not tried on it. A rewrite counts as tried when its result
+       from this source was evaluated (any status, any knob setting) or came back NO_CHANGE
+       since the lineage moved to this kernel; so a rewrite that was INCORRECT (a failed shape)
+       or did not compile is never retried on the same source, while a rewrite that was merely
+       not faster gets one more chance once other rewrites have changed the kernel.
+    5. TUNE while the source has knobs, fewer than ``tune_trials`` tuning moves spent on it,
+       untried settings, and fewer than ``max_tune_failures`` tuned candidates that failed
+       (knob settings that break correctness end the tuning of that source).
+    6. STOP, saying what was exhausted.
+
+    The seed fixes the order of rewrites (different seeds lead with different rewrites); the
+    plan is a function of the seed and the view alone, so a seed is reproducible and the planner
+    keeps no state between calls.
+    """
+
+    def __init__(self, seed: int, *, adopt_margin: float = 0.02, roofline_stop: float = 0.9,
+                 tune_trials: int = 6, max_tune_failures: int = 2) -> None:
+        self.seed = seed
+        self.adopt_margin = adopt_margin
+        self.roofline_stop = roofline_stop
+        self.tune_trials = tune_trials
+        self.max_tune_failures = max_tune_failures
+
+    def order(self, language: str) -> list[Transformation]:
+        """The transformations for ``language`` in the order this planner tries them."""
+        library = {t.name: t for t in transformations_for(language)}
+        return [library[name] for name in seeded_order(list(library), self.seed)]
+
+    def plan(self, view: LineageView) -> Plan:
+        facts = view.feedback.facts if view.feedback is not None else {}
+        context = _last_result(facts)
+        adopt = self._adopt(view)
+        if adopt is not None:
+            return Plan(ADOPT, context + adopt)
+        at_roofline = self._at_roofline(view, facts)
+        if at_roofline is not None:
+            return Plan(STOP, context + at_roofline)
+        order = self.order(view.current.language)
+        record = read_record(view, order)
+        untried = [t for t in order if t.name in record.rewrites and record.rewrites[t.name] is None]
+        tunable = self._tunable(view, record)
+        if tunable and record.tune_trials == 0 and untried:
+            return Plan(TUNE, context + f"The kernel's knobs ({self._knobs(view)}) have not been "
+                        "tuned on this source; one tuning trial before the next rewrite.")
+        if untried:
+            chosen = untried[0]
+            return Plan(rewrite_move(chosen), context + f"Next untried rewrite: {chosen.name}, "
+                        f"to {chosen.description}.")
+        if tunable:
+            return Plan(TUNE, context + "No rewrite left to try on this kernel; tuning its knobs "
+                        f"({self._knobs(view)}), trial {record.tune_trials + 1} of at most "
+                        f"{self.tune_trials}.")
+        return Plan(STOP, context + self._exhausted(view, record))
+
+    def _adopt(self, view: LineageView) -> str | None:
+        if view.global_best is None or view.global_best[0].id == view.current.id:
+            return None
+        theirs = view.global_best[1].speedup
+        ours = view.best[1].speedup if view.best is not None else 0.0
+        if not theirs > ours * (1.0 + self.adopt_margin):
+            return None
+        return (f"The global best ({theirs:.2f}x) beats this lineage's best ({ours:.2f}x) by more "
+                f"than {self.adopt_margin:.0%}; continue from it.")
+
+    def _at_roofline(self, view: LineageView, facts: Mapping[str, Any]) -> str | None:
+        fraction = facts.get("roofline_fraction")
+        if not (facts.get("ok") and facts.get("candidate_id") == view.current.id):
+            return None
+        if not isinstance(fraction, (int, float)) or not math.isfinite(fraction):
+            return None
+        if fraction < self.roofline_stop:
+            return None
+        return (f"The current kernel reaches {fraction:.0%} of the roofline on every shape; at "
+                f"most {1 / fraction - 1:.0%} is left to gain, not worth more candidates.")
+
+    def _tunable(self, view: LineageView, record: KernelRecord) -> bool:
+        return (bool(view.current.space) and record.untried_settings > 0
+                and record.tune_trials < self.tune_trials
+                and record.tune_failures < self.max_tune_failures)
+
+    @staticmethod
+    def _knobs(view: LineageView) -> str:
+        return ", ".join(f"{k} in {list(v)}" for k, v in view.current.space.items())
+
+    def _exhausted(self, view: LineageView, record: KernelRecord) -> str:
+        tried = ", ".join(f"{name}: {status}" for name, status in record.rewrites.items())
+        rewrites = (f"every applicable rewrite was tried on this kernel ({tried})" if tried
+                    else "no rewrite in the library applies to this kernel")
+        if not view.current.space:
+            knobs = "it has no knobs to tune"
+        elif record.tune_failures >= self.max_tune_failures:
+            knobs = f"{record.tune_failures} tuned candidates failed, so its knobs are left as they are"
+        elif record.untried_settings <= 0:
+            knobs = f"all {record.settings_total} knob settings were tried"
+        else:
+            knobs = f"its knobs had {record.tune_trials} tuning trials"
+        return f"Nothing left to do: {rewrites}, and {knobs}."

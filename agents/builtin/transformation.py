@@ -1,0 +1,39 @@
+"""The contract of a named source transformation, the unit the built-in coder applies."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+KnobSpace = Mapping[str, tuple[Any, ...]]
+
+
+class Transformation(ABC):
+    """A named, composable rewrite of kernel source in some kernel languages.
+
+    Contract:
+    - ``apply(source, knob_space)`` returns the new source and the new knob space, or None when
+      the transformation does not apply: the pattern it needs is absent, or it is already
+      applied (so applying twice gives None the second time).
+    - It never raises because of the source: what it cannot read with confidence, it declines.
+    - The result keeps the kernel's entry points, calling contract and meaning; it may assert
+      facts the task's contract guarantees (outputs do not alias inputs). The evaluator is the
+      judge of correctness; a transformation is written so that it should never be needed.
+    - Pure and stateless: the same input gives the same output, in any thread. A transformation
+      may depend on the host (CPU features) and says so in its description.
+    - Knobs it adds are listed in ``adds_knobs``; at their first value (where a candidate starts)
+      the kernel compiles as it did before the rewrite, so a new knob alone changes nothing.
+    """
+
+    name: ClassVar[str]
+    languages: ClassVar[tuple[str, ...]]
+    description: ClassVar[str]  # one line, for people and for plan rationales
+    adds_knobs: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def apply(self, source: str,
+              knob_space: KnobSpace) -> tuple[str, dict[str, tuple[Any, ...]]] | None: ...
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} for {', '.join(self.languages)}>"
