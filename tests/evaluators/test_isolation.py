@@ -1,0 +1,64 @@
+"""What candidate code can see: a scrubbed environment, in a process of its own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kernelswarm.evaluators import SandboxEvaluator
+from kernelswarm.evaluators.environment import is_secret_name, scrubbed_environment
+from kernelswarm.search import Status
+
+from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import quick_settings
+
+
+@pytest.fixture(scope="module")
+def evaluator_started_with_secrets(compile_cache: Path, start) -> Iterator[SandboxEvaluator]:
+    """An evaluator whose sandbox was started while the parent held an API key."""
+    ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        patch.setenv("KS_TEST_VISIBLE", "1")
+        assert ev.evaluate(start).ok  # starts the sandbox now, with both variables set
+    yield ev
+    ev.close()
+
+
+def test_a_kernel_that_misbehaves_when_it_sees_an_api_key_sees_none(
+        evaluator_started_with_secrets, variant):
+    reads = variant("reads_env", KS_ENV_VAR=("OPENAI_API_KEY", "KS_TEST_VISIBLE"))
+    evaluation = evaluator_started_with_secrets.evaluate(reads)
+    assert evaluation.status is Status.OK, evaluation.message
+
+
+def test_the_same_kernel_does_misbehave_on_a_variable_that_is_passed_through(
+        evaluator_started_with_secrets, variant):
+    reads = variant("reads_env", KS_ENV_VAR=("OPENAI_API_KEY", "KS_TEST_VISIBLE"))
+    control = reads.derive(knobs={"KS_ENV_VAR": "KS_TEST_VISIBLE"})
+    evaluation = evaluator_started_with_secrets.evaluate(control)
+    assert evaluation.status is Status.INCORRECT
+    assert "got 42.0" in evaluation.message
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "AWS_REGION",
+                                  "HF_HOME", "MLFLOW_TRACKING_URI", "GITHUB_TOKEN", "DB_PASSWORD",
+                                  "my_secret", "https_proxy", "SSH_AUTH_SOCK"])
+def test_credentials_and_service_variables_are_withheld(name):
+    assert is_secret_name(name)
+    assert name not in scrubbed_environment({name: "x", "PATH": "/bin"})
+
+
+@pytest.mark.parametrize("name", ["PATH", "HOME", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG",
+                                  "CUDA_VISIBLE_DEVICES", "TMPDIR"])
+def test_what_the_sandbox_needs_to_run_is_kept(name):
+    assert scrubbed_environment({name: "x"}) == {name: "x"}
+
+
+def test_the_sandbox_runs_in_its_own_session_and_scratch_folder(evaluator_started_with_secrets):
+    sandbox = evaluator_started_with_secrets._sandbox
+    assert sandbox is not None and sandbox.alive
+    assert os.getpgid(sandbox.process.pid) == sandbox.process.pid != os.getpgid(0)
+    assert Path(os.readlink(f"/proc/{sandbox.process.pid}/cwd")) == sandbox.scratch

@@ -1,0 +1,39 @@
+"""EvaluatorSettings: defaults, the cache location, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+
+from tests.conftest import SILU_TASK
+
+
+def test_cache_dir_follows_the_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELSWARM_CACHE", str(tmp_path / "cache"))
+    assert EvaluatorSettings().cache_dir == tmp_path / "cache"
+    monkeypatch.delenv("KERNELSWARM_CACHE")
+    assert EvaluatorSettings().cache_dir == Path.home() / ".cache" / "kernelswarm" / "compile"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("run_timeout_s", 0), ("compile_timeout_s", -1.0), ("timing_budget_s", float("nan")),
+    ("seeds", 0), ("min_repeats", 2.5), ("warmup", -1), ("flush_cache", "yes"),
+    ("memory_limit_mb", 10), ("device", ""),
+])
+def test_invalid_values_name_the_field(field, value):
+    with pytest.raises(ValueError, match=f"EvaluatorSettings.{field}"):
+        EvaluatorSettings(**{field: value})
+
+
+def test_max_repeats_below_min_repeats_is_refused():
+    with pytest.raises(ValueError, match="max_repeats"):
+        EvaluatorSettings(min_repeats=10, max_repeats=5)
+
+
+def test_unknown_language_and_wrong_device_are_configuration_errors(tmp_path):
+    with pytest.raises(ValueError, match="'cuda' is not implemented.*implemented: cpp"):
+        SandboxEvaluator(SILU_TASK, "cuda", EvaluatorSettings(cache_dir=tmp_path))
+    with pytest.raises(ValueError, match="device='cuda' cannot run language 'cpp'"):
+        SandboxEvaluator(SILU_TASK, "cpp", EvaluatorSettings(device="cuda", cache_dir=tmp_path))
