@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..search.evaluation import ShapeResult, Status
-from ..search.task import Shape, Task
+from ..search.task import Shape, Task, TaskError
 from .correctness import (
     FIRST_POISON,
     SECOND_POISON,
@@ -26,6 +26,7 @@ from .correctness import (
     structure_problem,
 )
 from .languages.base import KernelLanguage, LoadedKernel
+from .sandbox import HEALTH_CHECK
 from .settings import EvaluatorSettings
 from .timing import CacheFlusher, TimingPlan, TimingStats, measure
 
@@ -227,12 +228,27 @@ def fault_message(fault: CandidateFault) -> dict[str, Any]:
             "shapes": [asdict(s) for s in fault.shapes], "metrics": {}}
 
 
+def sandbox_is_healthy(ctx: SandboxContext) -> bool:
+    """Whether the starting kernel still passes on the first tuning shape.
+
+    Run after every candidate: native code that returned normally may still have written over
+    memory that is not its own, and the next candidate must not be judged in such a process.
+    """
+    shape = ctx.task.tuning_shapes[0]
+    ctx.progress(HEALTH_CHECK, shape)
+    try:
+        check_once(ctx, ctx.start, shape, 0, f"on shape {shape.label}")
+    except CandidateFault:
+        return False
+    return True
+
+
 def check_baseline(ctx: SandboxContext) -> None:
     """The starting kernel must pass its own task; otherwise no speedup against it means much."""
     for shape in ctx.task.tuning_shapes:
         try:
             check_once(ctx, ctx.start, shape, 0, f"on shape {shape.label}")
         except CandidateFault as fault:
-            raise RuntimeError(f"task {ctx.task.name!r}: its starting "
+            raise TaskError(f"task {ctx.task.name!r}: its starting "
                                f"{ctx.language.name} kernel fails its own checks: "
                                f"{fault.message}") from None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..search.task import TaskError
 from .channel import ChannelError, FrameBuffer, write_frame
 from .environment import scrubbed_environment
 
@@ -42,12 +43,24 @@ class SandboxError(RuntimeError):
     """The sandbox could not start or reported a fault that is not the candidate's."""
 
 
+# Phases the worker reports progress in: "correctness", "held-out", "timing", and this one, the
+# re-check of the starting kernel after each candidate.
+HEALTH_CHECK = "health check"
+
+
 @dataclass(frozen=True)
 class Progress:
     """What the sandbox said it was doing last: a phase and a shape label."""
 
     phase: str
     shape: str
+
+
+def raise_fault(message: dict[str, Any], what: str) -> None:
+    """Raise the exception a fault reply stands for: ``TaskError`` or ``SandboxError``."""
+    if message.get("task_error"):
+        raise TaskError(str(message["task_error"]))
+    raise SandboxError(f"{what}:\n{message.get('error')}")
 
 
 @dataclass(frozen=True)
@@ -114,13 +127,14 @@ class Sandbox:
         return not self._closed and self.process.poll() is None
 
     def start(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send the start request; return the ready message or raise ``SandboxError``."""
+        """Send the start request; return the ready message or raise ``SandboxError`` (or
+        ``TaskError`` when the task's starting kernel fails its own checks)."""
         outcome = self.request(message, timeout_s)
         if isinstance(outcome, Replied) and outcome.message.get("type") == "ready":
             return outcome.message
         if isinstance(outcome, Replied):
             self.kill()
-            raise SandboxError(f"the sandbox failed to start:\n{outcome.message.get('error')}")
+            raise_fault(outcome.message, "the sandbox failed to start")
         what = ("did not get ready within "
                 f"{timeout_s:g} s" if isinstance(outcome, TimedOut) else "died while starting")
         raise SandboxError(f"the sandbox {what}; its log ends with:\n{outcome.log_tail}")

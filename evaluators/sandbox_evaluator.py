@@ -29,7 +29,16 @@ from .compile_cache import Build, CompileCache
 from .crash import describe_exit
 from .languages import get_language
 from .machine import MachineFigures, describe_device
-from .sandbox import Crashed, Progress, Replied, Sandbox, SandboxError, TimedOut
+from .sandbox import (
+    HEALTH_CHECK,
+    Crashed,
+    Progress,
+    Replied,
+    Sandbox,
+    SandboxError,
+    TimedOut,
+    raise_fault,
+)
 from .screen import screen
 from .settings import EvaluatorSettings
 
@@ -105,14 +114,9 @@ class SandboxEvaluator(Evaluator):
         return replace(evaluation, eval_s=time.perf_counter() - started)
 
     def _evaluate(self, candidate: Candidate) -> Evaluation:
-        finding = screen(candidate.source, self.language.screen_rules)
-        if finding is not None:
-            return self._verdict(candidate, Status.REJECTED, finding.message)
         build = self._build(candidate)
-        compile_s = build.result.seconds
         if build.artifact is None:
-            return self._verdict(candidate, Status.COMPILE_ERROR,
-                                 f"does not compile:\n{build.result.log}", compile_s=compile_s)
+            return replace(build.result.as_evaluation(), device=self._device)
         spec = candidate.spec_dict or self.start_candidate.spec_dict
         self.language.check_spec(candidate.entry, spec)
         spawn_started = time.perf_counter()
@@ -121,31 +125,38 @@ class SandboxEvaluator(Evaluator):
         outcome = sandbox.request({"type": "evaluate", "artifact": str(build.artifact),
                                    "entry": candidate.entry, "spec": spec},
                                   self.settings.run_timeout_s)
-        if not isinstance(outcome, Replied) or outcome.message.get("type") != "result":
-            self._discard_sandbox()
-        resources = {"artifact_bytes": build.artifact.stat().st_size}
-        metrics = {**self._metrics(), "sandbox_start_s": spawn_s}
+        if not isinstance(outcome, Replied) or outcome.message.get("type") != "result" \
+                or outcome.message.get("healthy") is not True:
+            self._discard_sandbox()  # the next candidate gets a fresh process
+        return self._judge(candidate, outcome, build, spawn_s)
+
+    def _judge(self, candidate: Candidate, outcome: Crashed | TimedOut | Replied, build: Build,
+               spawn_s: float) -> Evaluation:
+        """The verdict on what the sandbox did with ``candidate``."""
+        assert build.artifact is not None
+        common = {"compile_s": build.result.seconds,
+                  "resources": {"artifact_bytes": build.artifact.stat().st_size},
+                  "metrics": {**self._metrics(), "sandbox_start_s": spawn_s}}
         if isinstance(outcome, TimedOut):
             return self._verdict(candidate, Status.TIMEOUT, _timeout_message(outcome),
-                                 _where_shapes(outcome.progress), compile_s, resources, metrics)
+                                 _where_shapes(outcome.progress), **common)
         if isinstance(outcome, Crashed):
             return self._verdict(candidate, Status.RUNTIME_ERROR, _crash_message(outcome),
-                                 _where_shapes(outcome.progress), compile_s, resources, metrics)
+                                 _where_shapes(outcome.progress), **common)
         if outcome.message.get("type") == "fault":
-            raise SandboxError(f"the sandbox failed on something other than the candidate:\n"
-                               f"{outcome.message.get('error')}")
+            raise_fault(outcome.message, "the sandbox failed on something other than the "
+                                         "candidate")
         try:
             status, message, shapes, extra = self._parse_result(outcome.message)
         except MalformedReply as exc:
             self._discard_sandbox()
             return self._verdict(candidate, Status.RUNTIME_ERROR,
                                  f"the sandbox sent a malformed result ({exc}); was the result "
-                                 f"channel written by the kernel?", (), compile_s, resources,
-                                 metrics)
+                                 f"channel written by the kernel?", **common)
         if status is Status.OK:
             status, message = _roofline_verdict(shapes, self.settings.flush_cache, message)
-        return self._verdict(candidate, status, message, shapes, compile_s, resources,
-                             {**metrics, **extra})
+        common["metrics"].update(extra)
+        return self._verdict(candidate, status, message, shapes, **common)
 
     def _verdict(self, candidate: Candidate, status: Status, message: str,
                  shapes: tuple[ShapeResult, ...] = (), compile_s: float = 0.0,
@@ -258,6 +269,10 @@ class SandboxEvaluator(Evaluator):
 def _where(progress: Progress | None) -> str:
     if progress is None:
         return "before the first shape"
+    if progress.phase == HEALTH_CHECK:
+        return (f"while re-checking the starting kernel on shape {progress.shape} after this "
+                f"candidate ran (the candidate left the process corrupted, e.g. by writing "
+                f"outside its outputs)")
     if progress.phase == "held-out":
         return f"on held-out shape {progress.shape}"
     return f"on shape {progress.shape} ({progress.phase})"

@@ -9,11 +9,14 @@ descriptors (never stdout, which goes to a log file with stderr). Protocol:
    and the PyTorch reference, and replies ``{"type": "ready", machine, eager_us}``.
 2. parent -> ``{"type": "evaluate", artifact, entry, spec}``; the worker sends
    ``{"type": "progress", phase, shape}`` before each shape of each phase, then one
-   ``{"type": "result", status, message, shapes, metrics}``.
+   ``{"type": "result", status, message, shapes, metrics, healthy}``; ``healthy`` is False when
+   the starting kernel no longer passes after the candidate ran (the parent then replaces the
+   process).
 3. parent -> ``{"type": "exit"}`` or end of file: the worker exits.
 
-Anything that is not the candidate's fault (a broken task, a bug here) is answered with
-``{"type": "fault", "error": traceback}``.
+Anything that is not the candidate's fault is answered with ``{"type": "fault", "error":
+traceback}``, plus ``task_error`` (the message) when the task is broken, e.g. its starting kernel
+fails its own checks.
 """
 
 from __future__ import annotations
@@ -26,12 +29,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-# Limits are set before anything heavy is imported, so that they cover all of the process.
+from ..search.task import TaskError
+
 FILE_SIZE_LIMIT_BYTES = 64 * 1024 * 1024  # the log is the only file the sandbox writes
 
 
 def apply_limits(memory_limit_mb: int | None) -> None:
-    """No core dumps, bounded file writes, and an address-space cap when one is configured."""
+    """No core dumps, bounded file writes, and an address-space cap when one is configured.
+
+    Applied first thing in ``main``: before torch, the task or any kernel is loaded.
+    """
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT_BYTES)]
     if memory_limit_mb is not None:
         limits.append((resource.RLIMIT_AS, memory_limit_mb * 1024 * 1024))
@@ -98,21 +105,23 @@ class Worker:
     def evaluate(self, message: dict[str, Any]) -> dict[str, Any]:
         from ..search.evaluation import Status
         from .languages import LoadError
-        from .run_phase import CandidateFault, fault_message, run_candidate
+        from .run_phase import CandidateFault, fault_message, run_candidate, sandbox_is_healthy
 
         ctx = self.context
         try:
             kernel = ctx.language.load(Path(message["artifact"]), message["entry"],
                                        message["spec"])
         except LoadError as exc:
-            return {"type": "result", "status": Status.RUNTIME_ERROR.value, "message": str(exc),
-                    "shapes": [], "metrics": {}}
-        try:
-            return run_candidate(ctx, kernel)
-        except CandidateFault as fault:
-            return fault_message(fault)
-        finally:
-            ctx.language.unload(kernel)
+            reply = {"type": "result", "status": Status.RUNTIME_ERROR.value,
+                     "message": str(exc), "shapes": [], "metrics": {}}
+        else:
+            try:
+                reply = run_candidate(ctx, kernel)
+            except CandidateFault as fault:
+                reply = fault_message(fault)
+            finally:
+                ctx.language.unload(kernel)
+        return {**reply, "healthy": sandbox_is_healthy(ctx)}
 
     def serve(self) -> int:
         from .channel import read_frame
@@ -126,6 +135,8 @@ class Worker:
                 if handler is None:
                     raise ValueError(f"unknown request type {message.get('type')!r}")
                 reply = handler(message)
+            except TaskError as exc:
+                reply = {"type": "fault", "task_error": str(exc), "error": traceback.format_exc()}
             except Exception:
                 reply = {"type": "fault", "error": traceback.format_exc()}
             self.send(reply)

@@ -18,7 +18,7 @@ from tests.evaluators.kernel_library import quick_settings
 @pytest.fixture(scope="module")
 def evaluator_started_with_secrets(compile_cache: Path, start) -> Iterator[SandboxEvaluator]:
     """An evaluator whose sandbox was started while the parent held an API key."""
-    ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache))
+    ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache, memory_limit_mb=4096))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
         patch.setenv("KS_TEST_VISIBLE", "1")
@@ -62,3 +62,13 @@ def test_the_sandbox_runs_in_its_own_session_and_scratch_folder(evaluator_starte
     assert sandbox is not None and sandbox.alive
     assert os.getpgid(sandbox.process.pid) == sandbox.process.pid != os.getpgid(0)
     assert Path(os.readlink(f"/proc/{sandbox.process.pid}/cwd")) == sandbox.scratch
+
+
+def test_the_sandbox_has_no_core_dumps_bounded_files_and_the_memory_limit(
+        evaluator_started_with_secrets):
+    pid = evaluator_started_with_secrets._sandbox.process.pid
+    limits = {line[:26].strip(): line[26:].split() for line in
+              Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
+    assert limits["Max core file size"][:2] == ["0", "0"]
+    assert limits["Max file size"][0] == str(64 * 1024 * 1024)
+    assert limits["Max address space"][0] == str(4096 * 1024 * 1024)

@@ -1,4 +1,4 @@
-"""EvaluatorSettings: defaults, the cache location, and errors that name the field."""
+"""Configuration errors: settings that name the field, unusable languages, a broken task."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.search import TaskError
 
 from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import quick_settings
 
 
 def test_cache_dir_follows_the_environment_variable(monkeypatch, tmp_path):
@@ -37,3 +39,15 @@ def test_unknown_language_and_wrong_device_are_configuration_errors(tmp_path):
         SandboxEvaluator(SILU_TASK, "cuda", EvaluatorSettings(cache_dir=tmp_path))
     with pytest.raises(ValueError, match="device='cuda' cannot run language 'cpp'"):
         SandboxEvaluator(SILU_TASK, "cpp", EvaluatorSettings(device="cuda", cache_dir=tmp_path))
+
+
+def test_a_starting_kernel_that_fails_its_own_task_is_a_task_error(silu_task_copy, tmp_path):
+    kernel = silu_task_copy / "silu_and_mul.cpp"
+    kernel.write_text(kernel.read_text().replace("* up[i]", "* up[i] * 2.0f"))
+    evaluator = SandboxEvaluator(silu_task_copy, "cpp", quick_settings(tmp_path))
+    try:
+        with pytest.raises(TaskError, match="starting cpp kernel fails its own checks.*"
+                                            "wrong result on shape"):
+            evaluator.evaluate(evaluator.start_candidate)
+    finally:
+        evaluator.close()
