@@ -96,27 +96,26 @@ class _ShapeErrors:
         self.max_rel_err = max(self.max_rel_err, comparison.max_rel_err)
 
 
-def _problem(inputs: tuple, task: Task) -> tuple[tuple, tuple, tuple]:
-    """(inputs, an untouched copy of them, the reference outputs computed on another copy)."""
-    pristine = clones(inputs)
-    reference = tuple(task.module.reference(*clones(inputs)))
-    return inputs, pristine, reference
+def _pristine_and_reference(inputs: tuple, task: Task) -> tuple[tuple, tuple]:
+    """An untouched copy of ``inputs``, and the reference outputs computed on another copy."""
+    return clones(inputs), tuple(task.module.reference(*clones(inputs)))
 
 
-def _check_inputs(pristine: tuple, inputs: tuple, where: str) -> None:
+def _check_inputs(pristine: tuple, inputs: tuple, shape: Shape, where: str) -> None:
     changed = first_bit_difference(pristine, inputs)
     if changed is not None:
         raise CandidateFault(Status.REJECTED,
                              f"the kernel modified its {changed.where('input')} {where}: "
-                             f"inputs are read-only (write only into the outputs)")
+                             f"inputs are read-only (write only into the outputs)",
+                             [ShapeResult(shape=shape.label)])
 
 
 def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: int,
                where: str) -> Comparison:
     """Two calls on one problem: compared with the reference, then with each other, bit for bit."""
     task = ctx.task
-    made = tuple(task.module.make_inputs(dict(shape), seed, ctx.device))
-    inputs, pristine, reference = _problem(made, task)
+    inputs = tuple(task.module.make_inputs(dict(shape), seed, ctx.device))
+    pristine, reference = _pristine_and_reference(inputs, task)
     outputs = tuple(task.module.make_outputs(dict(shape), ctx.device))
     problem = structure_problem(outputs, reference)
     if problem:
@@ -124,7 +123,7 @@ def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: in
                              [ShapeResult(shape=shape.label)])
     poison(outputs, FIRST_POISON)
     ctx.call(kernel, inputs, outputs, shape)
-    _check_inputs(pristine, inputs, f"{where}, seed {seed}")
+    _check_inputs(pristine, inputs, shape, f"{where}, seed {seed}")
     comparison = compare(outputs, reference, task.tolerance)
     if comparison.mismatch is not None:
         raise CandidateFault(
@@ -136,7 +135,7 @@ def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: in
     first = clones(outputs)
     poison(outputs, SECOND_POISON)
     ctx.call(kernel, inputs, outputs, shape)
-    _check_inputs(pristine, inputs, f"{where}, seed {seed} (second call)")
+    _check_inputs(pristine, inputs, shape, f"{where}, seed {seed} (second call)")
     differs = first_bit_difference(first, outputs)
     if differs is not None:
         raise CandidateFault(
@@ -168,8 +167,8 @@ def _check_shapes(ctx: SandboxContext, kernel: LoadedKernel, shapes: Sequence[Sh
 def _time_shape(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape,
                 errors: _ShapeErrors) -> tuple[ShapeResult, float]:
     """Candidate and starting kernel timed interleaved on one problem; then a re-check."""
-    made = tuple(ctx.task.module.make_inputs(dict(shape), 0, ctx.device))
-    inputs, pristine, reference = _problem(made, ctx.task)
+    inputs = tuple(ctx.task.module.make_inputs(dict(shape), 0, ctx.device))
+    pristine, reference = _pristine_and_reference(inputs, ctx.task)
     ours = tuple(ctx.task.module.make_outputs(dict(shape), ctx.device))
     theirs = tuple(ctx.task.module.make_outputs(dict(shape), ctx.device))
 
@@ -183,7 +182,7 @@ def _time_shape(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape,
     mine, start = measure([candidate, baseline], ctx.plan, ctx.flusher, ctx.language.synchronize,
                           prepare=prepare)
     where = f"on shape {shape.label} after timing"
-    _check_inputs(pristine, inputs, where)
+    _check_inputs(pristine, inputs, shape, where)
     recheck = compare(ours, reference, ctx.task.tolerance)
     if recheck.mismatch is not None:
         raise CandidateFault(Status.INCORRECT,

@@ -24,7 +24,7 @@ from typing import Any
 from ..search.candidate import Candidate
 from ..search.evaluation import Evaluation, ShapeResult, Status
 from ..search.evaluator import CompileResult, Evaluator
-from ..search.task import load_task
+from ..search.task import TaskError, load_task
 from .compile_cache import Build, CompileCache
 from .crash import describe_exit
 from .languages import get_language
@@ -35,7 +35,6 @@ from .sandbox import (
     Progress,
     Replied,
     Sandbox,
-    SandboxError,
     TimedOut,
     raise_fault,
 )
@@ -56,9 +55,12 @@ class SandboxEvaluator(Evaluator):
     """Judges candidates of the task at ``task_path`` in ``language`` on ``settings.device``.
 
     Construction loads the task and checks the configuration (``ValueError``/``TaskError`` on a
-    bad one); the sandbox process starts on the first ``evaluate`` and is reused until a
-    candidate crashes or times out. ``compile`` never starts it, so a compile pool can build
-    with its own instance (instances pickle without their sandbox).
+    bad one); the sandbox process starts on the first ``evaluate`` (a few seconds: torch,
+    machine figures, eager timing) and is reused until a candidate crashes, times out or leaves
+    it unhealthy. ``compile`` never starts it, so a compile pool can build with its own instance
+    (instances pickle without their sandbox). ``evaluate`` raises only for what is not the
+    candidate's fault: ``TaskError`` (e.g. the starting kernel fails its own task) or
+    ``SandboxError`` (the sandbox cannot start, or a bug).
     """
 
     def __init__(self, task_path: Path | str, language: str,
@@ -173,7 +175,7 @@ class SandboxEvaluator(Evaluator):
         self._discard_sandbox()
         start = self._build(self.start_candidate)
         if start.artifact is None:
-            raise SandboxError(f"task {self.task.name!r}: the starting {self.language.name} "
+            raise TaskError(f"task {self.task.name!r}: the starting {self.language.name} "
                                f"kernel does not compile:\n{start.result.log}")
         sandbox = Sandbox(self.settings.memory_limit_mb)
         self._release = weakref.finalize(self, sandbox.close)
@@ -185,8 +187,8 @@ class SandboxEvaluator(Evaluator):
                  "settings": settings,
                  "start": {"artifact": str(start.artifact), "entry": self.start_candidate.entry,
                            "spec": self.start_candidate.spec_dict}}, startup_s)
-        except SandboxError:
-            self._release()
+        except BaseException:
+            self._discard_sandbox()
             raise
         self._sandbox = sandbox
         self._device = self._ready["machine"]["device"]
