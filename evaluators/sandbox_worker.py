@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import resource
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,23 @@ def apply_limits(memory_limit_mb: int | None) -> None:
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(kind, (value, value))
+
+
+def exit_with_parent(poll_s: float = 1.0) -> None:
+    """Exit when the evaluator that started this process is gone.
+
+    An idle worker notices the end of its request pipe, but one stuck in a kernel's endless loop
+    would not; a daemon thread checks the parent id (it runs while the kernel does, since ctypes
+    releases the GIL during the call).
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -145,6 +165,7 @@ class Worker:
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     apply_limits(args.memory_limit_mb)
+    exit_with_parent()
     faulthandler.enable()  # a crash leaves the Python stack in the log the parent quotes
     return Worker(args.request_fd, args.reply_fd).serve()
 

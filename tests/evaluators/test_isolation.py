@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +76,38 @@ def test_the_sandbox_has_no_core_dumps_bounded_files_and_the_memory_limit(
     assert limits["Max core file size"][:2] == ["0", "0"]
     assert limits["Max file size"][0] == str(64 * 1024 * 1024)
     assert limits["Max address space"][0] == str(4096 * 1024 * 1024)
+
+
+_ORPHANING_SCRIPT = """
+import os, sys, threading
+from kernelswarm.evaluators import SandboxEvaluator
+from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import kernel_source, quick_settings
+ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(sys.argv[1], run_timeout_s=120))
+ev.evaluate(ev.start_candidate)
+print(ev._sandbox.process.pid, flush=True)
+threading.Timer(1.0, lambda: os._exit(0)).start()  # dies while the sandbox spins
+ev.evaluate(ev.start_candidate.derive(source=kernel_source("endless_loop")))
+"""
+
+
+def test_a_sandbox_stuck_in_a_kernel_exits_when_its_evaluator_dies(compile_cache):
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _ORPHANING_SCRIPT, str(compile_cache)],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    outlived = _running(pid)
+    if outlived:
+        os.killpg(pid, signal.SIGKILL)  # do not leave a spinning process behind
+    assert not outlived, f"sandbox {pid} outlived its evaluator"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
