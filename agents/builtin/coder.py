@@ -8,9 +8,9 @@ from .transformation import Transformation
 from .transforms import find_transformation
 
 
-def rewrite_move(transformation: Transformation) -> str:
-    """The plan move that asks for ``transformation``."""
-    return f"{REWRITE}{transformation.name}"
+def rewrite_move(name: str) -> str:
+    """The plan move that asks for the transformation called ``name``."""
+    return f"{REWRITE}{name}"
 
 
 def transformation_of(move: str, language: str) -> Transformation | None:
@@ -22,6 +22,9 @@ def transformation_of(move: str, language: str) -> Transformation | None:
 
 class RuleCoder(Coder):
     """Applies ``rewrite:<name>`` moves with the transformation library; no network, no state.
+
+    Knobs the transformation adds start at its ``initial_knobs``; the parent's knobs keep their
+    values.
 
     Returns None when the move is not a rewrite, names no transformation for the parent's
     language, or the transformation does not apply (pattern absent, already applied).
@@ -35,5 +38,8 @@ class RuleCoder(Coder):
         if result is None or result[0] == parent.source:
             return None
         source, knob_space = result
-        return parent.derive(source=source, knob_space=knob_space,
+        # New knobs start where they exercise the rewrite; knobs the parent had keep their values.
+        fresh = {name: value for name, value in transformation.initial_knobs.items()
+                 if name in knob_space and name not in parent.space}
+        return parent.derive(source=source, knob_space=knob_space, knobs=fresh,
                              origin=Origin(role="coder", move=plan.move, rationale=plan.rationale))

@@ -57,8 +57,10 @@ class KernelRecord:
     """
 
     rewrites: Mapping[str, str | None]
-    tune_trials: int  # TUNE moves spent on this source, those that produced nothing included
+    rewrite_attempts: Mapping[str, int]  # attempts of each rewrite in the whole lineage
+    tune_trials: int  # tuned candidates of this source that were evaluated
     tune_failures: int  # tuned candidates of this source that were not OK
+    idle_tunes_in_a_row: int  # latest TUNE moves that produced nothing new (tuner repeating)
     settings_seen: int  # distinct knob settings of this source evaluated (or started from)
     settings_total: int  # knob settings the source has (1 without knobs)
 
@@ -82,7 +84,7 @@ def _rewrite_outcome(view: LineageView, transformation: Transformation,
     for attempt in view.history:
         if attempt.candidate_id in ids:
             status = attempt.status
-    move = rewrite_move(transformation)
+    move = rewrite_move(transformation.name)
     if any(a.move == move and a.status == NO_CHANGE for a in recent):
         status = NO_CHANGE
     return True, status
@@ -96,15 +98,23 @@ def read_record(view: LineageView, transformations: Iterable[Transformation]) ->
         applies, status = _rewrite_outcome(view, transformation, recent)
         if applies:
             rewrites[transformation.name] = status
+    attempts = {name: sum(1 for a in view.history if a.move == rewrite_move(name))
+                for name in rewrites}
     ids = _ids_of(view.current)
     tuned = [a for a in view.history if a.move == TUNE and a.candidate_id in ids]
-    idle_tunes = sum(1 for a in recent if a.move == TUNE and a.status == NO_CHANGE)
+    in_a_row = 0
+    for attempt in reversed(recent):
+        if attempt.move != TUNE or attempt.status != NO_CHANGE:
+            break
+        in_a_row += 1
     seen = {a.candidate_id for a in view.history if a.candidate_id in ids} | {view.current.id}
     space = view.current.space
     return KernelRecord(
         rewrites=rewrites,
-        tune_trials=len(tuned) + idle_tunes,
+        rewrite_attempts=attempts,
+        tune_trials=len(tuned),
         tune_failures=sum(1 for a in tuned if a.status != "OK"),
+        idle_tunes_in_a_row=in_a_row,
         settings_seen=len(seen),
         settings_total=math.prod(len(v) for v in space.values()) if space else 1,
     )

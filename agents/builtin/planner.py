@@ -46,15 +46,18 @@ class RulePlanner(Planner):
        (90%) of the roofline even on its farthest shape: little is left to gain.
     3. TUNE when the current kernel has knobs that were never tuned on its source and rewrites
        remain: a rewrite that added knobs gets one tuning trial before the next rewrite.
-    4. ``rewrite:<name>``: the next transformation, in this planner's seeded order, that applies
-       to the current source and was not tried on it. A rewrite counts as tried when its result
-       from this source was evaluated (any status, any knob setting) or came back NO_CHANGE
-       since the lineage moved to this kernel; so a rewrite that was INCORRECT (a failed shape)
-       or did not compile is never retried on the same source, while a rewrite that was merely
-       not faster gets one more chance once other rewrites have changed the kernel.
-    5. TUNE while the source has knobs, fewer than ``tune_trials`` tuning moves spent on it,
-       untried settings, and fewer than ``max_tune_failures`` tuned candidates that failed
-       (knob settings that break correctness end the tuning of that source).
+    4. ``rewrite:<name>``: the next transformation that applies to the current source and was
+       not tried on it, those never tried in this lineage first, each group in this planner's
+       seeded order. A rewrite counts as tried on a source when its result from that source was
+       evaluated (any status, any knob setting) or came back NO_CHANGE since the lineage moved
+       to the kernel; so a rewrite that was INCORRECT (a failed shape) or did not compile is
+       never retried on the same source. On a changed kernel its effect may differ, so it may
+       be tried again there, up to ``rewrite_attempts`` (2) attempts per lineage.
+    5. TUNE while the source has knobs, fewer than ``tune_trials`` (6) tuned candidates
+       evaluated, untried settings, fewer than ``max_tune_failures`` (2) tuned candidates that
+       failed (knob settings that break correctness end the tuning of that source), and fewer
+       than ``max_idle_tunes`` (5) tuning moves in a row that produced nothing new (the tuner
+       repeated a setting already evaluated; the lineage itself gives up after 8 such plans).
     6. STOP, saying what was exhausted.
 
     The seed fixes the order of rewrites (different seeds lead with different rewrites); the
@@ -63,12 +66,15 @@ class RulePlanner(Planner):
     """
 
     def __init__(self, seed: int, *, adopt_margin: float = 0.02, roofline_stop: float = 0.9,
-                 tune_trials: int = 6, max_tune_failures: int = 2) -> None:
+                 rewrite_attempts: int = 2, tune_trials: int = 6, max_tune_failures: int = 2,
+                 max_idle_tunes: int = 5) -> None:
         self.seed = seed
         self.adopt_margin = adopt_margin
         self.roofline_stop = roofline_stop
+        self.rewrite_attempts = rewrite_attempts
         self.tune_trials = tune_trials
         self.max_tune_failures = max_tune_failures
+        self.max_idle_tunes = max_idle_tunes
 
     def order(self, language: str) -> list[Transformation]:
         """The transformations for ``language`` in the order this planner tries them."""
@@ -86,15 +92,20 @@ class RulePlanner(Planner):
             return Plan(STOP, context + at_roofline)
         order = self.order(view.current.language)
         record = read_record(view, order)
-        untried = [t for t in order if t.name in record.rewrites and record.rewrites[t.name] is None]
+        untried = sorted((t for t in order if t.name in record.rewrites
+                          and record.rewrites[t.name] is None
+                          and record.rewrite_attempts[t.name] < self.rewrite_attempts),
+                         key=lambda t: record.rewrite_attempts[t.name] > 0)
         tunable = self._tunable(view, record)
         if tunable and record.tune_trials == 0 and untried:
             return Plan(TUNE, context + f"The kernel's knobs ({self._knobs(view)}) have not been "
                         "tuned on this source; one tuning trial before the next rewrite.")
         if untried:
             chosen = untried[0]
-            return Plan(rewrite_move(chosen), context + f"Next untried rewrite: {chosen.name}, "
-                        f"to {chosen.description}.")
+            again = (" It was tried on an earlier version of this kernel; the kernel has changed "
+                     "since." if record.rewrite_attempts[chosen.name] else "")
+            return Plan(rewrite_move(chosen.name), context + f"Next untried rewrite: {chosen.name}, "
+                        f"to {chosen.description}.{again}")
         if tunable:
             return Plan(TUNE, context + "No rewrite left to try on this kernel; tuning its knobs "
                         f"({self._knobs(view)}), trial {record.tune_trials + 1} of at most "
@@ -125,15 +136,17 @@ class RulePlanner(Planner):
     def _tunable(self, view: LineageView, record: KernelRecord) -> bool:
         return (bool(view.current.space) and record.untried_settings > 0
                 and record.tune_trials < self.tune_trials
-                and record.tune_failures < self.max_tune_failures)
+                and record.tune_failures < self.max_tune_failures
+                and record.idle_tunes_in_a_row < self.max_idle_tunes)
 
     @staticmethod
     def _knobs(view: LineageView) -> str:
         return ", ".join(f"{k} in {list(v)}" for k, v in view.current.space.items())
 
     def _exhausted(self, view: LineageView, record: KernelRecord) -> str:
-        tried = ", ".join(f"{name}: {status}" for name, status in record.rewrites.items())
-        rewrites = (f"every applicable rewrite was tried on this kernel ({tried})" if tried
+        tried = ", ".join(f"{name}: {status or 'tried on earlier kernels'}"
+                          for name, status in record.rewrites.items())
+        rewrites = (f"every applicable rewrite was tried ({tried})" if tried
                     else "no rewrite in the library applies to this kernel")
         if not view.current.space:
             knobs = "it has no knobs to tune"
@@ -141,6 +154,9 @@ class RulePlanner(Planner):
             knobs = f"{record.tune_failures} tuned candidates failed, so its knobs are left as they are"
         elif record.untried_settings <= 0:
             knobs = f"all {record.settings_total} knob settings were tried"
+        elif record.idle_tunes_in_a_row >= self.max_idle_tunes:
+            knobs = (f"the tuner repeated settings already tried {record.idle_tunes_in_a_row} "
+                     "times in a row")
         else:
             knobs = f"its knobs had {record.tune_trials} tuning trials"
         return f"Nothing left to do: {rewrites}, and {knobs}."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 KnobSpace = Mapping[str, tuple[Any, ...]]
@@ -22,14 +23,18 @@ class Transformation(ABC):
       judge of correctness; a transformation is written so that it should never be needed.
     - Pure and stateless: the same input gives the same output, in any thread. A transformation
       may depend on the host (CPU features) and says so in its description.
-    - Knobs it adds are listed in ``adds_knobs``; at their first value (where a candidate starts)
-      the kernel compiles as it did before the rewrite, so a new knob alone changes nothing.
+    - Knobs it adds are listed in ``adds_knobs``; at their first value the kernel compiles as it
+      did before the rewrite. ``initial_knobs`` are the values the rewritten kernel is first
+      evaluated at: a setting that exercises the rewrite, since at the first values the
+      evaluation would only measure noise around the parent, and a lineage keeps a child only
+      when it is faster (the knobs would never reach the tuner).
     """
 
     name: ClassVar[str]
     languages: ClassVar[tuple[str, ...]]
     description: ClassVar[str]  # one line, for people and for plan rationales
     adds_knobs: ClassVar[tuple[str, ...]] = ()
+    initial_knobs: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     @abstractmethod
     def apply(self, source: str,

@@ -1,0 +1,70 @@
+"""Fixtures for the built-in agent's tests: the silu_and_mul task, g++ and a real evaluator.
+
+Generated kernels never run in the test process: correctness goes through the project's
+``SandboxEvaluator`` (one per test module, since starting its sandbox costs seconds), and
+compile checks run g++ in a subprocess.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kernelswarm.search import Candidate, Task, load_task
+
+from tests.conftest import SILU_TASK
+
+CXX_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c++17")
+
+Compile = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture(scope="session")
+def silu_task() -> Task:
+    return load_task(SILU_TASK)
+
+
+@pytest.fixture(scope="session")
+def start(silu_task: Task) -> Candidate:
+    """The task's starting cpp kernel: scalar loop, libm expf, no knobs."""
+    return silu_task.starting_candidate("cpp")
+
+
+@pytest.fixture(scope="session")
+def gxx() -> str:
+    found = shutil.which("g++")
+    if found is None:
+        pytest.skip("g++ is not installed")
+    return found
+
+
+@pytest.fixture
+def compile_cpp(gxx: str, tmp_path: Path) -> Compile:
+    """``compile_cpp(source, knobs={}, extra=())``: run g++ with the evaluator's flags on it."""
+    counter = iter(range(1_000_000))
+
+    def run(source: str, knobs: Mapping[str, Any] | None = None,
+            extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        n = next(counter)
+        path = tmp_path / f"kernel{n}.cpp"
+        path.write_text(source)
+        defines = [f"-D{k}={v}" for k, v in (knobs or {}).items()]
+        argv = [gxx, *CXX_FLAGS, *defines, *extra, str(path), "-o", str(tmp_path / f"k{n}.so")]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def evaluator(compile_cache: Path) -> Iterator[Any]:
+    """A real sandboxed evaluator of silu_and_mul in cpp with small timing budgets."""
+    evaluators = pytest.importorskip("kernelswarm.evaluators")
+    settings = evaluators.EvaluatorSettings(cache_dir=compile_cache, timing_budget_s=0.05,
+                                            min_repeats=3, flush_cache=False)
+    ev = evaluators.SandboxEvaluator(SILU_TASK, "cpp", settings)
+    yield ev
+    ev.close()

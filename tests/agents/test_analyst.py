@@ -1,0 +1,58 @@
+"""RuleAnalyst: the paragraph a person reads and the facts the planner reads."""
+
+from __future__ import annotations
+
+import math
+
+from kernelswarm.agents import RuleAnalyst
+from kernelswarm.agents.builtin.analyst import MESSAGE_CHARS
+from kernelswarm.search import Candidate, Evaluation, Origin, ShapeResult, Status
+
+KERNEL = Candidate.create(language="cpp", source="// k", entry="f", knob_space={"KS_UNROLL": (1, 4)},
+                          knobs={"KS_UNROLL": 4}, origin=Origin(role="coder", move="rewrite:simd"))
+
+
+def _timed(shape: str, speedup: float, eager: float, roofline: float) -> ShapeResult:
+    return ShapeResult(shape, correct=True, time_us=10.0, speedup_vs_start=speedup,
+                       speedup_vs_eager=eager, roofline_fraction=roofline)
+
+
+def test_a_correct_kernel_is_summarised_with_speedups_worst_shape_and_roofline():
+    evaluation = Evaluation(KERNEL.id, Status.OK, "correct on 2 shapes", shapes=(
+        _timed("tokens=1", 2.0, 0.5, 0.40), _timed("tokens=16", 8.0, 2.0, 0.75)))
+    feedback = RuleAnalyst().analyse(KERNEL, evaluation)
+    facts = feedback.facts
+    assert facts["ok"] is True and facts["status"] == "OK"
+    assert facts["candidate_id"] == KERNEL.id and facts["move"] == "rewrite:simd"
+    assert math.isclose(facts["speedup"], 4.0) and math.isclose(facts["speedup_vs_eager"], 1.0)
+    assert facts["worst_shape"] == "tokens=1" and facts["worst_speedup"] == 2.0
+    assert facts["roofline_fraction"] == 0.40
+    assert facts["knobs"] == {"KS_UNROLL": 4}
+    for words in ("4.00x", "1.00x PyTorch eager", "tokens=1 (2.00x)", "40% of the roofline",
+                  "rewrite:simd", "KS_UNROLL=4"):
+        assert words in feedback.summary
+    assert "\n" not in feedback.summary
+
+
+def test_an_incorrect_kernel_names_the_failed_shape_and_its_errors():
+    evaluation = Evaluation(KERNEL.id, Status.INCORRECT, "output 0 differs at [0, 5]", shapes=(
+        ShapeResult("tokens=1", max_abs_err=0.0, max_rel_err=0.0, correct=True),
+        ShapeResult("tokens=16", max_abs_err=0.25, max_rel_err=0.5, correct=False)))
+    feedback = RuleAnalyst().analyse(KERNEL, evaluation)
+    assert feedback.facts["ok"] is False and feedback.facts["speedup"] == 0.0
+    assert feedback.facts["failed_shape"] == "tokens=16"
+    assert feedback.facts["max_abs_err"] == 0.25
+    assert "INCORRECT on shape tokens=16" in feedback.summary
+    assert "output 0 differs at [0, 5]" in feedback.summary
+    assert "roofline_fraction" not in feedback.facts
+
+
+def test_a_long_compiler_log_is_trimmed_to_one_line():
+    log = "kernel.cpp:3:5: error: 'foo' was not declared in this scope\n" + "note: ...\n" * 200
+    evaluation = Evaluation(KERNEL.id, Status.COMPILE_ERROR, log)
+    feedback = RuleAnalyst().analyse(KERNEL, evaluation)
+    assert len(feedback.facts["message"]) <= MESSAGE_CHARS
+    assert feedback.facts["message"].startswith("kernel.cpp:3:5: error: 'foo' was not declared")
+    assert "failed_shape" not in feedback.facts
+    assert "COMPILE_ERROR" in feedback.summary and "\n" not in feedback.summary
+    assert len(feedback.summary) < MESSAGE_CHARS + 200

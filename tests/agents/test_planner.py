@@ -1,0 +1,178 @@
+"""RulePlanner on hand-built lineage views of the real silu_and_mul kernel."""
+
+from __future__ import annotations
+
+import pytest
+from kernelswarm.agents import RuleCoder, RulePlanner
+from kernelswarm.search import (
+    ADOPT,
+    STOP,
+    TUNE,
+    Attempt,
+    Candidate,
+    Evaluation,
+    Feedback,
+    LineageView,
+    Plan,
+    ShapeResult,
+    Status,
+)
+
+CODER = RuleCoder()
+
+
+def _ok(candidate: Candidate, speedup: float) -> Evaluation:
+    return Evaluation(candidate.id, Status.OK, shapes=(
+        ShapeResult("n=1", correct=True, time_us=1.0, speedup_vs_start=speedup),))
+
+
+def _view(current: Candidate, history: tuple[Attempt, ...] = (), best_speedup: float = 1.0,
+          global_best: tuple[Candidate, Evaluation] | None = None,
+          facts: dict | None = None) -> LineageView:
+    return LineageView(lineage=0, step=len(history), current=current,
+                       best=(current, _ok(current, best_speedup)), global_best=global_best,
+                       history=history, feedback=Feedback("", facts or {}))
+
+
+def _rewrite(move: str, parent: Candidate) -> Candidate:
+    child = CODER.code(Plan(move), parent, _view(parent))
+    assert child is not None, move
+    return child
+
+
+def _attempt(step: int, move: str, candidate: Candidate | None, status: str,
+             speedup: float = 0.0) -> Attempt:
+    return Attempt(step, move, candidate.id if candidate else "", status, speedup)
+
+
+def _applicable(candidate: Candidate) -> list[str]:
+    order = RulePlanner(0).order(candidate.language)
+    return [t.name for t in order if t.apply(candidate.source, candidate.space) is not None]
+
+
+def test_the_same_seed_and_history_give_the_same_plans(start):
+    unrolled = _rewrite("rewrite:unroll", start)
+    history = (_attempt(1, "rewrite:unroll", unrolled, "OK", 1.1),
+               _attempt(2, TUNE, unrolled.derive(knobs={"KS_UNROLL": 8}), "OK", 1.05))
+    for seed in range(6):
+        for view in (_view(start), _view(unrolled, history, 1.1)):
+            assert RulePlanner(seed).plan(view) == RulePlanner(seed).plan(view)
+
+
+def test_different_seeds_lead_with_different_rewrites(start):
+    firsts = [RulePlanner(seed).plan(_view(start)).move for seed in range(4)]
+    assert all(move.startswith("rewrite:") for move in firsts)
+    assert len(set(firsts)) == min(4, len(_applicable(start)))
+
+
+@pytest.mark.parametrize("status", ["NO_CHANGE", "COMPILE_ERROR", "INCORRECT"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_failed_rewrite_is_never_proposed_again_and_the_planner_stops_when_all_failed(
+        start, seed, status):
+    planner, history, moves = RulePlanner(seed), [], []
+    for step in range(1, 20):
+        plan = planner.plan(_view(start, tuple(history)))
+        assert plan.rationale
+        if plan.move == STOP:
+            break
+        assert plan.move.startswith("rewrite:") and plan.move not in moves
+        moves.append(plan.move)
+        child = None if status == "NO_CHANGE" else _rewrite(plan.move, start)
+        history.append(_attempt(step, plan.move, child, status))
+    assert plan.move == STOP
+    assert sorted(moves) == sorted(f"rewrite:{n}" for n in _applicable(start))
+    assert "no knobs" in plan.rationale
+
+
+def test_a_failure_is_remembered_after_tuning_changes_the_kernel(start):
+    unrolled = _rewrite("rewrite:unroll", start)
+    tuned = unrolled.derive(knobs={"KS_UNROLL": 8})
+    broken = _rewrite("rewrite:fast_exp", unrolled)
+    history = (_attempt(1, "rewrite:unroll", unrolled, "OK", 1.1),
+               _attempt(2, "rewrite:fast_exp", broken, "INCORRECT"),
+               _attempt(3, TUNE, tuned, "OK", 1.2))
+    for seed in range(6):
+        assert RulePlanner(seed).plan(_view(tuned, history, 1.2)).move != "rewrite:fast_exp"
+
+
+def test_adopt_when_the_global_best_is_clearly_better(start):
+    other = _rewrite("rewrite:fast_exp", start)
+    assert RulePlanner(0).plan(_view(start, global_best=(other, _ok(other, 1.5)))).move == ADOPT
+    no_best = LineageView(0, 0, start, None, (other, _ok(other, 1.5)), (), None)
+    assert RulePlanner(0).plan(no_best).move == ADOPT
+    assert RulePlanner(0).plan(_view(start, global_best=(other, _ok(other, 1.01)))).move != ADOPT
+    assert RulePlanner(0).plan(_view(start, global_best=(start, _ok(start, 1.5)))).move != ADOPT
+
+
+def test_a_new_knob_gets_a_tuning_trial_before_the_next_rewrite(start):
+    unrolled = _rewrite("rewrite:unroll", start)
+    history = (_attempt(1, "rewrite:unroll", unrolled, "OK", 1.1),)
+    for seed in range(4):
+        plan = RulePlanner(seed).plan(_view(unrolled, history, 1.1))
+        assert plan.move == TUNE and "KS_UNROLL" in plan.rationale
+    history += (_attempt(2, TUNE, unrolled.derive(knobs={"KS_UNROLL": 8}), "OK", 1.0),)
+    assert RulePlanner(0).plan(_view(unrolled, history, 1.1)).move.startswith("rewrite:")
+
+
+def _fully_rewritten(start: Candidate) -> tuple[Candidate, list[Attempt]]:
+    kernel, history = start, []
+    for name in _applicable(start):
+        kernel = _rewrite(f"rewrite:{name}", kernel)
+        history.append(_attempt(len(history) + 1, f"rewrite:{name}", kernel, "OK", 1.0 + len(history)))
+    return kernel, history
+
+
+def test_once_rewrites_are_exhausted_knobs_are_tuned_until_every_setting_was_tried(start):
+    kernel, history = _fully_rewritten(start)
+    planner = RulePlanner(0)
+    assert kernel.knob_values["KS_UNROLL"] == 4
+    for value in (1, 2, 8):
+        plan = planner.plan(_view(kernel, tuple(history)))
+        assert plan.move == TUNE, plan
+        history.append(_attempt(len(history) + 1, TUNE, kernel.derive(knobs={"KS_UNROLL": value}),
+                                "OK", 1.0))
+    plan = planner.plan(_view(kernel, tuple(history)))
+    assert plan.move == STOP and "all 4 knob settings were tried" in plan.rationale
+
+
+def test_tuning_stops_after_repeated_failed_settings(start):
+    kernel, history = _fully_rewritten(start)
+    for value in (2, 8):
+        history.append(_attempt(len(history) + 1, TUNE, kernel.derive(knobs={"KS_UNROLL": value}),
+                                "INCORRECT"))
+    plan = RulePlanner(0).plan(_view(kernel, tuple(history)))
+    assert plan.move == STOP and "failed" in plan.rationale
+
+
+def test_stop_spending_once_the_kernel_is_near_the_roofline(start):
+    at_roofline = {"ok": True, "candidate_id": start.id, "roofline_fraction": 0.95}
+    assert RulePlanner(0).plan(_view(start, facts=at_roofline)).move == STOP
+    far = dict(at_roofline, roofline_fraction=0.3)
+    assert RulePlanner(0).plan(_view(start, facts=far)).move != STOP
+    someone_else = dict(at_roofline, candidate_id="0123456789abcdef")
+    assert RulePlanner(0).plan(_view(start, facts=someone_else)).move != STOP
+
+
+def test_the_rationale_reports_the_last_failure_in_words(start):
+    facts = {"ok": False, "status": "INCORRECT", "move": "rewrite:simd",
+             "failed_shape": "d=4096,dtype=float32,tokens=1"}
+    plan = RulePlanner(0).plan(_view(start, facts=facts))
+    assert "rewrite:simd failed (INCORRECT on d=4096,dtype=float32,tokens=1)" in plan.rationale
+    assert "Next untried rewrite" in plan.rationale
+
+
+def test_a_rewrite_that_was_not_faster_gets_one_more_try_after_fresh_ones(start):
+    restricted = _rewrite("rewrite:restrict", start)
+    fast = _rewrite("rewrite:fast_exp", start)
+    history = [_attempt(1, "rewrite:restrict", restricted, "OK", 1.0),
+               _attempt(2, "rewrite:fast_exp", fast, "OK", 1.7)]
+    planner, moves = RulePlanner(0), []
+    while (plan := planner.plan(_view(fast, tuple(history), 1.7))).move != STOP:
+        assert plan.move.startswith("rewrite:") and plan.move not in moves
+        moves.append(plan.move)
+        child = _rewrite(plan.move, fast)  # each is correct but not faster: fast stays current
+        history.append(_attempt(len(history) + 1, plan.move, child, "OK", 1.6))
+    assert moves[-1] == "rewrite:restrict"
+    assert "earlier version of this kernel" in planner.plan(
+        _view(fast, tuple(history[:2 + len(moves) - 1]), 1.7)).rationale
+    assert sorted(moves) == sorted(f"rewrite:{n}" for n in _applicable(fast))
