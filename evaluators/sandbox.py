@@ -190,9 +190,12 @@ class Sandbox:
         try:
             with open(self.log_path, "rb") as log:
                 log.seek(max(offset, self._log_size() - LOG_TAIL_CHARS))
-                return log.read().decode(errors="replace").strip()
+                text = log.read().decode(errors="replace")
         except OSError:
             return ""
+        # faulthandler's list of loaded extension modules says nothing about the kernel
+        return "\n".join(line for line in text.splitlines()
+                         if not line.startswith("Extension modules:")).strip()
 
     def kill(self) -> None:
         """Kill the worker's whole process group and release the pipes (the log stays)."""

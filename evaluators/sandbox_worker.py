@@ -32,7 +32,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..search.task import TaskError
+from ..search.evaluation import Status
+from ..search.task import TaskError, load_task
+from .channel import read_frame, write_frame
+from .languages import LoadError, get_language
+from .machine import last_level_cache_bytes, measure_machine
+from .settings import EvaluatorSettings
+from .timing import CacheFlusher
+
+# torch (and run_phase, which imports it) are imported inside Worker methods: only after main()
+# has put the resource limits in place.
 
 FILE_SIZE_LIMIT_BYTES = 64 * 1024 * 1024  # the log is the only file the sandbox writes
 
@@ -86,19 +95,12 @@ class Worker:
         self.context: Any = None
 
     def send(self, message: dict[str, Any]) -> None:
-        from .channel import write_frame
-
         write_frame(self.reply_fd, message)
 
     def start(self, message: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        from ..search.task import load_task
-        from .languages import get_language
-        from .machine import last_level_cache_bytes, measure_machine
         from .run_phase import SandboxContext, check_baseline
-        from .settings import EvaluatorSettings
-        from .timing import CacheFlusher
 
         # Candidates may not start threads, so the references they are compared with (eager
         # PyTorch, the machine's bandwidth and flops) are measured on one core as well.
@@ -123,8 +125,6 @@ class Worker:
         self.send({"type": "progress", "phase": phase, "shape": shape.label})
 
     def evaluate(self, message: dict[str, Any]) -> dict[str, Any]:
-        from ..search.evaluation import Status
-        from .languages import LoadError
         from .run_phase import CandidateFault, fault_message, run_candidate, sandbox_is_healthy
 
         ctx = self.context
@@ -144,8 +144,6 @@ class Worker:
         return {**reply, "healthy": sandbox_is_healthy(ctx)}
 
     def serve(self) -> int:
-        from .channel import read_frame
-
         while True:
             message = read_frame(self.request_fd)
             if message is None or message.get("type") == "exit":
@@ -166,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     apply_limits(args.memory_limit_mb)
     exit_with_parent()
-    faulthandler.enable()  # a crash leaves the Python stack in the log the parent quotes
+    faulthandler.enable(all_threads=False)  # a crash leaves its Python stack in the quoted log
     return Worker(args.request_fd, args.reply_fd).serve()
 
 
