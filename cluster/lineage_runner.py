@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,11 @@ from kernelswarm.search import (
     Roles,
     journal_storage,
 )
+
+
+# How long a lineage waits for another's verdict on the same kernel before evaluating it itself
+# (the other may have died); long enough for a compile plus a queued evaluation.
+CLAIM_WAIT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -54,13 +60,23 @@ class LineageRunner:
         self._stop.set()
 
     def _evaluate(self, candidate: Candidate) -> Evaluation:
-        known = ray.get(self._tracker.lookup.remote(candidate.id))
+        known, mine = ray.get(self._tracker.claim.remote(candidate.id))
         if known is not None:
             return known
-        built = self._compiler.compile(candidate)
-        if not built.ok:
-            return built.as_evaluation()
-        return ray.get(self._dispatcher.evaluate.remote(candidate))
+        if not mine:  # another lineage is evaluating this very kernel: take its verdict
+            deadline = time.monotonic() + CLAIM_WAIT_S
+            while time.monotonic() < deadline and not self._stop.is_set():
+                time.sleep(0.25)
+                if (known := ray.get(self._tracker.lookup.remote(candidate.id))) is not None:
+                    return known
+        try:
+            built = self._compiler.compile(candidate)
+            if not built.ok:
+                return built.as_evaluation()
+            return ray.get(self._dispatcher.evaluate.remote(candidate))
+        except BaseException:
+            self._tracker.release.remote(candidate.id)
+            raise
 
     def run(self) -> LineageResult:
         lineage = self._lineage

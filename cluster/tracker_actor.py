@@ -18,6 +18,12 @@ class TrackerActor:
         self._status = Counter()
         self._lineages: dict[int, dict[str, Any]] = {}
 
+    def claim(self, candidate_id: str) -> tuple[Evaluation | None, bool]:
+        return self._tracker.claim(candidate_id)
+
+    def release(self, candidate_id: str) -> None:
+        self._tracker.release(candidate_id)
+
     def lookup(self, candidate_id: str) -> Evaluation | None:
         return self._tracker.lookup(candidate_id)
 

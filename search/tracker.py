@@ -33,6 +33,7 @@ class Tracker:
         self._background = [s for s in sinks if not s.durable]
         self._started = time.monotonic()
         self._lock = threading.Lock()
+        self._claimed: set[str] = set()
         self._queue: queue.Queue[Record | None] = queue.Queue()
         for sink in sinks:
             sink.open(run)
@@ -53,6 +54,22 @@ class Tracker:
                 self.sink_errors.append(message)
                 sinks.remove(sink)
 
+    def claim(self, candidate_id: str) -> tuple[Evaluation | None, bool]:
+        """Reserve a candidate for evaluation: (its known verdict, False) if recorded already;
+        (None, True) if the caller should evaluate it; (None, False) if another caller is
+        evaluating it now and its verdict is coming (wait for it with ``lookup``)."""
+        with self._lock:
+            known = self.archive.seen(candidate_id)
+            if known is not None or candidate_id in self._claimed:
+                return known, False
+            self._claimed.add(candidate_id)
+            return None, True
+
+    def release(self, candidate_id: str) -> None:
+        """Give up a claim without recording (the evaluation could not be done)."""
+        with self._lock:
+            self._claimed.discard(candidate_id)
+
     def lookup(self, candidate_id: str) -> Evaluation | None:
         """The evaluation already recorded for this id, if any (duplicates are not re-evaluated)."""
         return self.archive.seen(candidate_id)
@@ -60,6 +77,7 @@ class Tracker:
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> Record:
         """Store one evaluation; returns the record once durable sinks hold it."""
         with self._lock:
+            self._claimed.discard(candidate.id)
             self.archive.add(candidate, evaluation)
             lineage_best = self.archive.lineage_best(lineage)
             best = self.archive.best

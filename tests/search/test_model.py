@@ -139,3 +139,18 @@ def test_tracker_lookup_returns_the_recorded_verdict(tmp_path):
     assert tracker.lookup(c.id) == verdict
     assert tracker.lookup("nope") is None
     tracker.close("done")
+
+
+def test_a_claimed_candidate_is_evaluated_once(tmp_path):
+    tracker = Tracker(_run_info(tmp_path), [])
+    c = _candidate("k")
+    assert tracker.claim(c.id) == (None, True)
+    assert tracker.claim(c.id) == (None, False)  # someone else is on it: wait, don't evaluate
+    verdict = _ok(c, 2.0)
+    tracker.record(0, 1, c, verdict)
+    assert tracker.claim(c.id) == (verdict, False)
+    other = _candidate("k2")
+    tracker.claim(other.id)
+    tracker.release(other.id)
+    assert tracker.claim(other.id) == (None, True)
+    tracker.close("done")
