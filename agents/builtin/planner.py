@@ -30,7 +30,8 @@ def _last_result(facts: Mapping[str, Any]) -> str:
     """One sentence on the latest evaluation, for the rationale."""
     if not facts:
         return ""
-    move = facts.get("move") or "the starting kernel"
+    move = facts.get("move")
+    move = "the starting kernel" if move in (None, "", "start") else move
     if facts.get("ok"):
         return f"Last: {move} was correct at {facts.get('speedup', 0.0):.2f}x the start. "
     where = f" on {facts['failed_shape']}" if facts.get("failed_shape") else ""
@@ -89,7 +90,7 @@ class RulePlanner(Planner):
             return Plan(ADOPT, context + adopt)
         at_roofline = self._at_roofline(view, facts)
         if at_roofline is not None:
-            return Plan(STOP, context + at_roofline)
+            return Plan(STOP, at_roofline)
         order = self.order(view.current.language)
         record = read_record(view, order)
         untried = sorted((t for t in order if t.name in record.rewrites
@@ -97,7 +98,7 @@ class RulePlanner(Planner):
                           and record.rewrite_attempts[t.name] < self.rewrite_attempts),
                          key=lambda t: record.rewrite_attempts[t.name] > 0)
         tunable = self._tunable(view, record)
-        if tunable and record.tune_trials == 0 and untried:
+        if tunable and record.tune_trials == 0 and record.idle_tunes_in_a_row == 0 and untried:
             return Plan(TUNE, context + f"The kernel's knobs ({self._knobs(view)}) have not been "
                         "tuned on this source; one tuning trial before the next rewrite.")
         if untried:
@@ -110,7 +111,7 @@ class RulePlanner(Planner):
             return Plan(TUNE, context + "No rewrite left to try on this kernel; tuning its knobs "
                         f"({self._knobs(view)}), trial {record.tune_trials + 1} of at most "
                         f"{self.tune_trials}.")
-        return Plan(STOP, context + self._exhausted(view, record))
+        return Plan(STOP, self._exhausted(view, record))  # a stop reason stands on its own
 
     def _adopt(self, view: LineageView) -> str | None:
         if view.global_best is None or view.global_best[0].id == view.current.id:

@@ -7,6 +7,7 @@ compile checks run g++ in a subprocess.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -45,7 +46,7 @@ def gxx() -> str:
 @pytest.fixture
 def compile_cpp(gxx: str, tmp_path: Path) -> Compile:
     """``compile_cpp(source, knobs={}, extra=())``: run g++ with the evaluator's flags on it."""
-    counter = iter(range(1_000_000))
+    counter = itertools.count()
 
     def run(source: str, knobs: Mapping[str, Any] | None = None,
             extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

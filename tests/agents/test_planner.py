@@ -176,3 +176,19 @@ def test_a_rewrite_that_was_not_faster_gets_one_more_try_after_fresh_ones(start)
     assert "earlier version of this kernel" in planner.plan(
         _view(fast, tuple(history[:2 + len(moves) - 1]), 1.7)).rationale
     assert sorted(moves) == sorted(f"rewrite:{n}" for n in _applicable(fast))
+
+
+def test_a_language_without_rewrites_is_only_tuned_then_stopped():
+    plain = Candidate.create(language="cuda", source="// k", entry="k")
+    plan = RulePlanner(0).plan(_view(plain))
+    assert plan.move == STOP and "no rewrite in the library applies" in plan.rationale
+    knobbed = Candidate.create(language="cuda", source="// k", entry="k",
+                               knob_space={"BLOCK": (128, 256)})
+    assert RulePlanner(0).plan(_view(knobbed)).move == TUNE
+
+
+def test_a_repeating_tuner_does_not_hold_up_the_rewrites(start):
+    unrolled = _rewrite("rewrite:unroll", start)
+    history = (_attempt(1, "rewrite:unroll", unrolled, "OK", 1.1),
+               _attempt(1, TUNE, None, "NO_CHANGE"))
+    assert RulePlanner(0).plan(_view(unrolled, history, 1.1)).move.startswith("rewrite:")

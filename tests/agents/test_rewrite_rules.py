@@ -73,6 +73,15 @@ def test_fast_exp_replaces_calls_but_not_comments_strings_members_or_other_names
     assert rewritten.count("static inline float ks_fast_expf(float x)") == 1
 
 
+def test_fast_exp_defines_its_helper_once_when_new_calls_appear_later(compile_cpp):
+    once = _apply("fast_exp", SCALE.replace("2.0f * x[i]", "expf(x[i])"))
+    later = once + 'extern "C" void g(float* o, const float* x) { o[0] = expf(x[0]); }\n'
+    twice = _apply("fast_exp", later)
+    assert twice.count("static inline float ks_fast_expf(float x)") == 1
+    assert "o[0] = ks_fast_expf(x[0]);" in twice
+    assert compile_cpp(twice).returncode == 0
+
+
 def test_fast_exp_does_not_apply_without_exp_calls():
     assert LIB["fast_exp"].apply(SCALE, {}) is None
 
