@@ -23,7 +23,7 @@ def test_two_lineages_find_a_faster_correct_kernel_and_share_it(start, evaluator
     start_eval = evaluator.evaluate(start)
     assert start_eval.status is Status.OK, start_eval.message
     lineages = [Lineage(i, start, start_eval, builtin_roles(seed=i), KnobTuner(seed=i),
-                        Budget(candidates=6)) for i in range(2)]
+                        Budget(candidates=4)) for i in range(2)]
     summary = LocalExecutor(evaluator, tracker).run(lineages)
 
     assert summary.best is not None
