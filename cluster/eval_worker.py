@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 
 import ray
-from kernelswarm.search import Candidate, Evaluation, Evaluator, Status
 from ray.exceptions import RayActorError
+
+from kernelswarm.search import Candidate, Evaluation, Evaluator, Status
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ray
+
 from kernelswarm.search import (
     Budget,
     Candidate,
@@ -20,7 +21,6 @@ from kernelswarm.search import (
     Roles,
     journal_storage,
 )
-
 
 # How long a lineage waits for another's verdict on the same kernel before evaluating it itself
 # (the other may have died); long enough for a compile plus a queued evaluation.

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.exceptions import RayError
+
 from kernelswarm.search import (
     Budget,
     Candidate,
@@ -98,8 +100,19 @@ class Swarm:
         for runner in self.runners:
             runner.stop.remote()
 
+    def _lineage_results(self) -> list[LineageResult]:
+        """Each lineage's result; a runner that died is reported, the others are kept."""
+        results = []
+        for lineage, ref in enumerate(self._pending):
+            try:
+                results.append(ray.get(ref))
+            except RayError as exc:
+                results.append(LineageResult(lineage, 0, "crashed", 0.0,
+                                             f"the lineage's actor died: {exc}"))
+        return results
+
     def finish(self, stop_reason: str | None = None) -> SwarmResult:
-        lineages = ray.get(self._pending) if self._pending else []
+        lineages = self._lineage_results()
         utilisation = ray.get(self.dispatcher.utilisation.remote())
         reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
         summary, sink_errors, locations = ray.get(self.tracker.close.remote(

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 import ray
+
 from kernelswarm.search import Candidate, Evaluation, RunInfo, RunSummary, Sink, Tracker
 
 

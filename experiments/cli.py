@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kernelswarm.search import StartingKernelFailed, TaskError
 from rich.console import Console
+
+from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import ConfigError, load_config
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kernelswarm.cluster import SwarmResult
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+from kernelswarm.cluster import SwarmResult
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:

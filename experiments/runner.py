@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from rich.console import Console
+
 from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import Budget, Roles, RunInfo, Sink, load_task
-from rich.console import Console
 
 from .config import Config, ConfigError
 from .progress import ProgressView, closing_table

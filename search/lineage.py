@@ -109,7 +109,10 @@ class Lineage:
             if not space:
                 return None, _Pending(plan)
             family = knob_family(self.current)
-            number, knobs = self.tuner.ask(family, space)
+            asked = self.tuner.ask(family, space)
+            if asked is None:  # every setting tried
+                return None, _Pending(plan)
+            number, knobs = asked
             child = self.current.derive(knobs=knobs, lineage=self.lineage,
                                         origin=Origin(role="tuner", **origin_kwargs))
             return child, _Pending(plan, family, number)

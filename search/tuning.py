@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
+import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,14 @@ def journal_storage(path: str | Path) -> optuna.storages.JournalStorage:
     return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
 
+ENUMERABLE = 4096  # knob spaces up to this many settings are enumerated when the sampler repeats
+MAX_REPEATS = 16
+
+
+def _key(params: Mapping[str, Any]) -> tuple:
+    return tuple(sorted(params.items()))
+
+
 class KnobTuner:
     """One Optuna study per knob family (a source with its knob space), asked and told explicitly.
 
@@ -45,6 +56,7 @@ class KnobTuner:
         self._prefix = prefix
         self._studies: dict[str, optuna.Study] = {}
         self._trials: dict[tuple[str, int], optuna.trial.Trial] = {}
+        self._rng = random.Random(seed)
 
     def _study(self, family: str) -> optuna.Study:
         if family not in self._studies:
@@ -55,12 +67,52 @@ class KnobTuner:
                 direction="maximize", load_if_exists=True)
         return self._studies[family]
 
-    def ask(self, family: str, space: Mapping[str, tuple[Any, ...]]) -> tuple[int, dict[str, Any]]:
-        """A trial number and the knob values to try."""
+    def ask(self, family: str,
+            space: Mapping[str, tuple[Any, ...]]) -> tuple[int, dict[str, Any]] | None:
+        """A trial number and knob values not tried before in this family; None once every
+        setting has been tried.
+
+        A knob setting always compiles to the same kernel, so a setting the sampler proposes
+        again is answered from the study (the sampler learns from it) and an untried one is
+        handed out instead.
+        """
         study = self._study(family)
-        trial = study.ask(distributions(space))
-        self._trials[(family, trial.number)] = trial
-        return trial.number, dict(trial.params)
+        dists = distributions(space)
+        for _ in range(MAX_REPEATS):
+            trial = study.ask(dists)
+            key = _key(trial.params)
+            earlier = self._finished(study, key, trial.number)
+            if earlier is None:
+                self._trials[(family, trial.number)] = trial
+                return trial.number, dict(trial.params)
+            if earlier.state == optuna.trial.TrialState.COMPLETE:
+                study.tell(trial, earlier.value)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            untried = self._untried(study, space)
+            if untried is None:
+                continue  # too many settings to list: ask the sampler again
+            if not untried:
+                return None
+            study.enqueue_trial(untried[self._rng.randrange(len(untried))])
+        return None
+
+    @staticmethod
+    def _finished(study: optuna.Study, key: tuple, number: int) -> optuna.trial.FrozenTrial | None:
+        for trial in study.get_trials(deepcopy=False):
+            if trial.number != number and trial.state.is_finished() and _key(trial.params) == key:
+                return trial
+        return None
+
+    @staticmethod
+    def _untried(study: optuna.Study, space: Mapping[str, tuple[Any, ...]]) -> list[dict] | None:
+        names = sorted(space)
+        if math.prod(len(space[n]) for n in names) > ENUMERABLE:
+            return None
+        tried = {_key(t.params) for t in study.get_trials(deepcopy=False)}
+        settings = (dict(zip(names, values, strict=True))
+                    for values in itertools.product(*(space[n] for n in names)))
+        return [p for p in settings if _key(p) not in tried]
 
     def tell(self, family: str, number: int, value: float | None) -> None:
         """Report a trial: its speedup, or None when the candidate failed."""

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from kernelswarm.experiments.config import ConfigError, load_config
 
 

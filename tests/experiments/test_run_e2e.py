@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
+import ray
+import ray.cloudpickle
 from mlflow.tracking import MlflowClient
 from rich.console import Console
 
@@ -58,9 +61,12 @@ def test_a_run_records_the_same_evaluations_in_parquet_and_mlflow(tmp_path, comp
     assert max(r["candidate_speedup"] for r in records.values()) == pytest.approx(best_eval.speedup)
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    parent = MlflowClient(uri).search_runs(
-        [MlflowClient(uri).get_experiment_by_name("e2e").experiment_id],
-        filter_string=f"tags.run_id = '{outcome.run_dir.name}'")[0]
+    client = MlflowClient(uri)
+    tagged = client.search_runs([client.get_experiment_by_name("e2e").experiment_id],
+                                filter_string=f"tags.run_id = '{outcome.run_dir.name}'")
+    parents = [r for r in tagged if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1 and len(tagged) == 1 + 3  # the start's run and two lineages
+    parent = parents[0]
     logged_search = read_mlflow_run(uri, parent.info.run_id)
     assert parent.info.status == "FINISHED"
     best_artifacts = [a for a in logged_search.parent.artifacts if a.startswith("best/")]
@@ -107,14 +113,24 @@ class _HostileFirst(Coder):
         return self.inner.code(plan, parent, view)
 
 
+# Ray workers cannot import this test module: ship the roles factory's code with it.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class _BuggyCoder(Coder):
+    def code(self, plan, parent, view):
+        raise RuntimeError("bug in a coder")
+
+
 def _hostile_roles(seed: int) -> Roles:
     roles = builtin_roles(seed)
-    return Roles(roles.planner, _HostileFirst(roles.coder), roles.analyst)
+    coder = _HostileFirst(roles.coder) if seed % 1000 == 0 else _BuggyCoder()
+    return Roles(roles.planner, coder, roles.analyst)
 
 
-def test_a_crashing_and_a_hanging_candidate_are_classified_and_the_run_completes(
+def test_crashing_hanging_kernels_and_a_crashing_lineage_leave_the_run_complete(
         tmp_path, compile_cache, ray_session):
-    config = _config(tmp_path, compile_cache, "search.lineages=1",
+    config = _config(tmp_path, compile_cache, "search.lineages=2",
                      "search.candidates_per_lineage=4", "evaluator.run_timeout_s=4")
     outcome = run(config, _quiet(), make_roles=_hostile_roles)
     rows = read_evaluations(outcome.run_dir).to_pylist()
@@ -128,3 +144,5 @@ def test_a_crashing_and_a_hanging_candidate_are_classified_and_the_run_completes
     assert steps == {1, 2, 3, 4}  # the lineage went on after both
     assert outcome.result.summary.best is not None
     assert not math.isnan(outcome.result.summary.best[1].speedup)
+    crashed = [r for r in outcome.result.lineages if r.error]
+    assert [r.lineage for r in crashed] == [1] and "bug in a coder" in crashed[0].error

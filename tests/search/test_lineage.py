@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kernelswarm.search import (
     ADOPT,
     STOP,
@@ -60,7 +61,8 @@ def _start() -> tuple[Candidate, Evaluation]:
     return start, _ok(start, 1.0)
 
 
-def _lineage(moves, budget=Budget(candidates=10), seed=0):
+def _lineage(moves, budget=None, seed=0):
+    budget = budget or Budget(candidates=10)
     start, start_eval = _start()
     planner = _Script(moves)
     roles = Roles(planner, _AppendCoder(), _Analyst())
@@ -136,3 +138,14 @@ def test_the_same_seed_and_verdicts_reproduce_the_same_candidates():
         return ids
 
     assert trace(7) == trace(7)
+
+
+def test_the_tuner_never_repeats_a_setting_and_reports_exhaustion():
+    tuner = KnobTuner(seed=3)
+    space = {"UNROLL": (1, 2, 4, 8), "VEC": (1, 2)}
+    seen = []
+    while (asked := tuner.ask("fam", space)) is not None:
+        number, knobs = asked
+        seen.append(tuple(sorted(knobs.items())))
+        tuner.tell("fam", number, float(knobs["UNROLL"] * knobs["VEC"]))
+    assert len(seen) == len(set(seen)) == 8

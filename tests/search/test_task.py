@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kernelswarm.search import Shape, TaskError, load_task
 
+from kernelswarm.search import Shape, TaskError, load_task
 from tests.conftest import SILU_TASK
 
 
