@@ -178,7 +178,9 @@ def _time_shape(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape,
     def baseline() -> None:
         ctx.call(ctx.start, inputs, theirs, shape)
 
-    prepare = [lambda: poison(ours, FIRST_POISON), None]
+    # Both outputs are poisoned before their call: the same stores, so neither kernel finds
+    # its output lines freshly written (cache-hot) when the other does not.
+    prepare = [lambda: poison(ours, FIRST_POISON), lambda: poison(theirs, FIRST_POISON)]
     mine, start = measure([candidate, baseline], ctx.plan, ctx.flusher, ctx.language.synchronize,
                           prepare=prepare)
     where = f"on shape {shape.label} after timing"

@@ -67,7 +67,7 @@ class SandboxEvaluator(Evaluator):
                  settings: EvaluatorSettings | None = None) -> None:
         self.task_path = Path(task_path)
         self.settings = settings or EvaluatorSettings()
-        self.task = load_task(self.task_path)
+        self.task = load_task(self.task_path, self.settings.device.split(":")[0])
         self.language = get_language(language)
         if self.settings.device.split(":")[0] not in self.language.devices:
             raise ValueError(f"EvaluatorSettings.device={self.settings.device!r} cannot run "

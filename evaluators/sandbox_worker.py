@@ -106,7 +106,7 @@ class Worker:
         # PyTorch, the machine's bandwidth and flops) are measured on one core as well.
         torch.set_num_threads(1)
         settings = EvaluatorSettings(**message["settings"])
-        task = load_task(message["task"])
+        task = load_task(message["task"], settings.device.split(":")[0])
         language = get_language(message["language"])
         baseline = message["start"]
         start = language.load(Path(baseline["artifact"]), baseline["entry"], baseline["spec"])

@@ -99,7 +99,7 @@ def run(config: Config, console: Console | None = None,
     """
     console = console or Console()
     task_path = config.task_path()
-    task = load_task(task_path)
+    task = load_task(task_path, config.evaluator.device)
     language = config.task.language
     start = task.starting_candidate(language)
     run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"

@@ -7,8 +7,10 @@ and launchers run in the evaluator's sandbox.
 Module-level names ``task.py`` must define:
 
 ``NAME``             str
-``TUNING_SHAPES``    list of dicts (str -> int or str); the shapes a search is scored on
-``HELDOUT_SHAPES``   list of dicts; checked before a kernel is reported as a result
+``TUNING_SHAPES``    list of dicts (str -> int or str); the shapes a search is scored on; or a
+                     dict device kind ("cpu", "cuda") -> such a list
+``HELDOUT_SHAPES``   list of dicts (or per device, likewise); checked before a kernel is
+                     reported as a result
 ``TOLERANCES``       dict dtype name -> {"atol": float, "rtol": float}
 ``KERNELS``          dict language -> {"source": file name, "entry": symbol, "knobs": {name: [values]},
                      "argtypes": [...] (cpp), ...}
@@ -146,8 +148,13 @@ def _import_task_module(path: Path) -> ModuleType:
     return module
 
 
-def _shapes(module: ModuleType, attr: str, where: Path) -> tuple[Shape, ...]:
+def _shapes(module: ModuleType, attr: str, where: Path, device: str) -> tuple[Shape, ...]:
     raw = getattr(module, attr, [])
+    if isinstance(raw, Mapping):  # shapes per device kind: {"cpu": [...], "cuda": [...]}
+        if device not in raw:
+            raise TaskError(f"{where}: {attr} has no shapes for device {device!r}; it has: "
+                            f"{', '.join(sorted(raw)) or 'none'}")
+        raw = raw[device]
     if not isinstance(raw, (list, tuple)) or not all(isinstance(s, Mapping) for s in raw):
         raise TaskError(f"{where}: {attr} must be a list of dicts, got {type(raw).__name__}")
     return tuple(Shape.of(s) for s in raw)
@@ -182,8 +189,9 @@ def _kernels(module: ModuleType, folder: Path, where: Path) -> dict[str, Startin
     return kernels
 
 
-def load_task(path: str | Path) -> Task:
-    """Load the task folder at ``path`` (or a ``task.py`` directly)."""
+def load_task(path: str | Path, device: str = "cpu") -> Task:
+    """Load the task folder at ``path`` (or a ``task.py`` directly) with its shapes for
+    ``device`` (``cpu`` or ``cuda``; used where the task declares shapes per device)."""
     path = Path(path).expanduser().resolve()
     file = path / "task.py" if path.is_dir() else path
     if not file.is_file():
@@ -192,7 +200,7 @@ def load_task(path: str | Path) -> Task:
     missing = [n for n in _REQUIRED if not hasattr(module, n)]
     if missing:
         raise TaskError(f"{file}: missing {', '.join(missing)} (see the task format in docs/tasks.md)")
-    tuning = _shapes(module, "TUNING_SHAPES", file)
+    tuning = _shapes(module, "TUNING_SHAPES", file, device)
     if not tuning:
         raise TaskError(f"{file}: TUNING_SHAPES is empty")
     tolerances = {}
@@ -206,7 +214,7 @@ def load_task(path: str | Path) -> Task:
         path=file.parent,
         description=str(getattr(module, "DESCRIPTION", "")).strip(),
         tuning_shapes=tuning,
-        heldout_shapes=_shapes(module, "HELDOUT_SHAPES", file),
+        heldout_shapes=_shapes(module, "HELDOUT_SHAPES", file, device),
         tolerances=tolerances,
         kernels=_kernels(module, file.parent, file),
         module=module,

@@ -56,3 +56,13 @@ def test_malformed_task_folders_name_the_broken_part(silu_task_copy, edit, messa
 def test_missing_task_file(tmp_path):
     with pytest.raises(TaskError, match="no task.py"):
         load_task(tmp_path)
+
+
+def test_shapes_can_be_declared_per_device(silu_task_copy):
+    task_py = silu_task_copy / "task.py"
+    text = task_py.read_text().replace("TUNING_SHAPES = [", "TUNING_SHAPES = {'cpu': [", 1)
+    text = text.replace("]\n# Odd and non-power-of-two", "]}\n# Odd and non-power-of-two", 1)
+    task_py.write_text(text)
+    assert len(load_task(silu_task_copy, "cpu").tuning_shapes) == 3
+    with pytest.raises(TaskError, match="no shapes for device 'cuda'; it has: cpu"):
+        load_task(silu_task_copy, "cuda")
