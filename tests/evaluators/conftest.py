@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.search import Candidate, load_task
-
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import kernel_source, quick_settings
 

@@ -17,6 +17,6 @@ def kernel_source(name: str) -> str:
 def quick_settings(cache_dir: Path, **overrides) -> EvaluatorSettings:
     """Small timing budgets, no cache flush, and a 3 s run limit: fast, still every check."""
     values = dict(cache_dir=cache_dir, run_timeout_s=RUN_TIMEOUT_S, seeds=2, warmup=1,
-                  min_repeats=5, max_repeats=30, timing_budget_s=0.05, flush_cache=False)
+                  min_repeats=10, max_repeats=40, timing_budget_s=0.05, flush_cache=False)
     values.update(overrides)
     return EvaluatorSettings(**values)

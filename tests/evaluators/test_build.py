@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 from kernelswarm.search import Status
-
 from tests.evaluators.kernel_library import kernel_source
 
 

@@ -7,6 +7,7 @@ import signal
 import struct
 
 import pytest
+
 from kernelswarm.evaluators.channel import (
     ChannelError,
     FrameBuffer,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from kernelswarm.evaluators.correctness import FIRST_POISON, compare, first_bit_difference, poison
 from kernelswarm.search import Tolerance
 

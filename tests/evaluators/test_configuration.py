@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import TaskError
-
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import quick_settings
 

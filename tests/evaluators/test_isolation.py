@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.evaluators.environment import is_secret_name, scrubbed_environment
 from kernelswarm.search import Status
-
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import quick_settings
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from kernelswarm.evaluators.languages.cpp import CPP_SCREEN_RULES
 from kernelswarm.evaluators.screen import screen
-
 from tests.evaluators.kernel_library import kernel_source
 
 

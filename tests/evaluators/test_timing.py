@@ -7,17 +7,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.evaluators.timing import summarize
 from kernelswarm.search import Evaluation
-
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import quick_settings
 
 
 @pytest.fixture(scope="module")
 def flushed_start(compile_cache: Path, start) -> Iterator[Evaluation]:
-    settings = quick_settings(compile_cache, flush_cache=True, timing_budget_s=0.3,
+    settings = quick_settings(compile_cache, flush_cache=True, timing_budget_s=0.3, min_repeats=5,
                               run_timeout_s=30.0, seeds=1, check_heldout=False)
     with SandboxEvaluator(SILU_TASK, "cpp", settings) as ev:
         yield ev.evaluate(start)
