@@ -64,8 +64,10 @@ class ProgressView:
 def closing_table(result: SwarmResult) -> Table:
     """Best speedup per lineage vs the starting kernel and vs PyTorch."""
     table = Table(title="kernelswarm: best kernel per lineage")
-    for column in ("lineage", "steps", "best vs start", "best vs PyTorch", "candidate", "stopped"):
-        table.add_column(column)
+    for column in ("lineage", "steps", "best vs start", "best vs PyTorch", "candidate"):
+        table.add_column(column, no_wrap=True)
+    # One line per lineage; the full stop reasons are in summary.json and printed below.
+    table.add_column("stopped", no_wrap=True, overflow="ellipsis", max_width=40)
     best = dict(result.summary.lineage_best)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         entry = best.get(lineage.lineage)

@@ -157,7 +157,10 @@ def _drive(swarm: Swarm, console: Console) -> SwarmResult:
 
 def _print_locations(console: Console, outcome: RunOutcome) -> None:
     result = outcome.result
-    console.print(f"stopped: {result.summary.stop_reason}")
+    for lineage in sorted(result.lineages, key=lambda r: r.lineage):
+        if lineage.stop_reason and not lineage.error:
+            console.print(f"lineage {lineage.lineage} stopped: {lineage.stop_reason}",
+                          highlight=False)
     for lineage in result.lineages:
         if lineage.error:
             console.print(f"[red]lineage {lineage.lineage} crashed:[/]\n{lineage.error}")
