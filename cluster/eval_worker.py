@@ -7,9 +7,11 @@ import time
 from collections.abc import Callable
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import ActorUnavailableError, RayActorError
 
 from kernelswarm.search import Candidate, Evaluation, Evaluator, Status
+
+RESTART_WAIT_S = 300.0
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
@@ -56,15 +58,29 @@ class EvalDispatcher:
             began = time.monotonic()
             try:
                 return await worker.evaluate.remote(candidate)
-            except RayActorError as exc:
+            except (RayActorError, ActorUnavailableError) as exc:
                 self._deaths += 1
                 error = exc
+                await self._restarted(worker)
             finally:
                 self._busy_s += time.monotonic() - began
                 free.put_nowait(worker)
         return Evaluation(candidate.id, Status.RUNTIME_ERROR,
                           f"the evaluation worker died twice while evaluating this candidate "
                           f"(its process was lost, e.g. killed or out of memory): {error}")
+
+    @staticmethod
+    async def _restarted(worker: ray.actor.ActorHandle) -> None:
+        """Wait until Ray has restarted a worker (its sandbox and imports take seconds)."""
+        deadline = time.monotonic() + RESTART_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                await worker.__ray_ready__.remote()
+                return
+            except ActorUnavailableError:
+                await asyncio.sleep(0.5)
+            except RayActorError:
+                return  # gone for good: the retry reports it
 
     async def utilisation(self) -> dict[str, float]:
         elapsed = max(time.monotonic() - self._started, 1e-9)

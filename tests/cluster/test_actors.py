@@ -1,0 +1,58 @@
+"""The cluster layer on a real local Ray instance: tracker actor, dispatcher, dead workers."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import pytest
+import ray
+
+from kernelswarm.cluster import EvalDispatcher, EvalWorker, TrackerActor
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.search import Candidate, Evaluation, RunInfo, Status, load_task
+from tests.conftest import SILU_TASK
+
+pytestmark = pytest.mark.slow
+
+
+def _settings(cache) -> EvaluatorSettings:
+    return EvaluatorSettings(cache_dir=cache, timing_budget_s=0.05, min_repeats=3,
+                             flush_cache=False)
+
+
+def test_tracker_actor_orders_records_and_serves_claims(tmp_path, ray_session):
+    run = RunInfo("r", "t", tmp_path, "silu_and_mul", "cpp", 2)
+    tracker = TrackerActor.remote(run, [], 4)
+    candidates = [Candidate.create(language="cpp", source=f"// {i}", entry="f", lineage=i % 2)
+                  for i in range(6)]
+    seqs = ray.get([tracker.record.remote(c.lineage, i, c, Evaluation(c.id, Status.INCORRECT, "x"))
+                    for i, c in enumerate(candidates)])
+    assert sorted(seqs) == list(range(6))
+    assert ray.get(tracker.claim.remote(candidates[0].id))[0].status is Status.INCORRECT
+    fresh = Candidate.create(language="cpp", source="// new", entry="f")
+    assert ray.get(tracker.claim.remote(fresh.id)) == (None, True)
+    assert ray.get(tracker.claim.remote(fresh.id)) == (None, False)
+    stats = ray.get(tracker.stats.remote())
+    assert stats["records"] == 6 and stats["status"] == {"INCORRECT": 6}
+    summary, errors, _ = ray.get(tracker.close.remote("done"))
+    assert summary.records == 6 and errors == []
+    ray.kill(tracker)
+
+
+def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(
+        compile_cache, ray_session):
+    make = partial(SandboxEvaluator, SILU_TASK, "cpp", _settings(compile_cache))
+    worker = EvalWorker.options(num_cpus=0).remote(make)
+    dispatcher = EvalDispatcher.remote([worker])
+    ray.get(worker.__ray_ready__.remote())
+    start = load_task(SILU_TASK).starting_candidate("cpp")
+    pending = dispatcher.evaluate.remote(start)
+    time.sleep(1.5)  # the sandbox takes seconds to start: the evaluation is in flight
+    ray.kill(worker, no_restart=False)
+    verdict = ray.get(pending, timeout=180)
+    assert verdict.status is Status.OK, verdict.message
+    assert ray.get(dispatcher.utilisation.remote())["worker_deaths"] == 1
+    ray.get(dispatcher.close.remote())
+    ray.kill(dispatcher)
+    ray.kill(worker, no_restart=True)
