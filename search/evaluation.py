@@ -62,24 +62,23 @@ class Evaluation:
     def ok(self) -> bool:
         return self.status is Status.OK
 
-    @property
-    def speedup(self) -> float:
-        """Geometric mean over shapes of the speedup vs the starting kernel; 0 unless ``ok``."""
+    def _geomean(self, field: str) -> float:
         if not self.ok or not self.shapes:
             return 0.0
-        values = [s.speedup_vs_start for s in self.shapes]
-        if any(not (v > 0) for v in values):
+        values = [getattr(s, field) for s in self.shapes]
+        if any(not (v > 0) for v in values):  # nan (untimed) or non-positive: not a result
             return 0.0
         return math.exp(sum(math.log(v) for v in values) / len(values))
 
     @property
+    def speedup(self) -> float:
+        """Geometric mean over shapes of the speedup vs the starting kernel; 0 unless ``ok``."""
+        return self._geomean("speedup_vs_start")
+
+    @property
     def speedup_vs_eager(self) -> float:
-        if not self.ok or not self.shapes:
-            return 0.0
-        values = [s.speedup_vs_eager for s in self.shapes]
-        if any(not (v > 0) for v in values):
-            return 0.0
-        return math.exp(sum(math.log(v) for v in values) / len(values))
+        """Geometric mean over shapes of the speedup vs the PyTorch reference; 0 unless ``ok``."""
+        return self._geomean("speedup_vs_eager")
 
     def failed_shape(self) -> ShapeResult | None:
         return next((s for s in self.shapes if not s.correct), None)
