@@ -66,6 +66,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
 from kernelswarm.search import Candidate, Record, RunInfo, RunSummary, ShapeResult, Sink
 
 from .sources import source_file_name

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernelswarm.search import Candidate, Task, load_task
 
+from kernelswarm.search import Candidate, Task, load_task
 from tests.conftest import SILU_TASK
 
 CXX_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c++17")

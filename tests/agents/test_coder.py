@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kernelswarm.agents import RuleCoder, transformations_for
 from kernelswarm.agents.builtin.cpp_rewrites import TARGET_FEATURES, host_cpu_flags
 from kernelswarm.search import ADOPT, STOP, TUNE, Candidate, LineageView, Plan

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from kernelswarm.agents import TRANSFORMATIONS
 from kernelswarm.agents.builtin.cpp_fast_exp import MAX_REL_ERROR
 from kernelswarm.agents.builtin.cpp_rewrites import TARGET_FEATURES, host_cpu_flags

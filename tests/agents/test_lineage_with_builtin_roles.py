@@ -4,6 +4,7 @@ scores a candidate by what its source contains (no compiling: the rules are what
 from __future__ import annotations
 
 import pytest
+
 from kernelswarm.agents import builtin_roles
 from kernelswarm.search import (
     REWRITE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kernelswarm.agents import RuleCoder, RulePlanner
 from kernelswarm.search import (
     ADOPT,

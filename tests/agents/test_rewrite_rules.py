@@ -4,6 +4,7 @@ and the effect g++ reports for each (``-fopt-info``), on small kernels written f
 from __future__ import annotations
 
 import pytest
+
 from kernelswarm.agents import TRANSFORMATIONS
 from kernelswarm.agents.builtin.cpp_rewrites import TARGET_FEATURES, host_cpu_flags
 

@@ -7,6 +7,7 @@ import itertools
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from kernelswarm.agents import TRANSFORMATIONS, transformations_for
 from kernelswarm.agents.builtin.cpp_rewrites import TARGET_FEATURES, host_cpu_flags
 from kernelswarm.search import Candidate, Status

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from kernelswarm.experiments.sinks import (
     LoggedSearch,
     MLflowSink,
