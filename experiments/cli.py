@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from rich.console import Console
@@ -10,6 +11,7 @@ from rich.console import Console
 from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import ConfigError, load_config
+from .task_commands import add_tasks_parser, run_tasks_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="override a setting, e.g. --set search.lineages=8 (repeatable)")
     run.add_argument("--address", help="the Ray cluster to join (default: $RAY_ADDRESS, else a "
                                        "local instance)")
+    run.add_argument("--task", help="a built-in task name or a task folder (sets task.name)")
+    add_tasks_parser(commands)
     return parser
 
 
@@ -32,6 +36,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     overrides = list(args.overrides)
     if args.address:
         overrides.append(f'cluster.address="{args.address}"')
+    if args.task:
+        overrides.append(f"task.name={json.dumps(args.task)}")  # a TOML string, quotes escaped
     config = load_config(args.config, overrides)
     from .runner import run  # imports Ray and MLflow; keep --help and config errors fast
 
@@ -45,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args, console)
+        if args.command == "tasks":
+            return run_tasks_command(args, console)
     except (ConfigError, TaskError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return 2

@@ -7,8 +7,9 @@ and launchers run in the evaluator's sandbox.
 Module-level names ``task.py`` must define:
 
 ``NAME``             str
-``TUNING_SHAPES``    list of dicts (str -> int or str); the shapes a search is scored on; or a
-                     dict device kind ("cpu", "cuda") -> such a list
+``TUNING_SHAPES``    list of dicts (str -> int or str), each with a "dtype" that TOLERANCES
+                     has; the shapes a search is scored on; or a dict device kind ("cpu",
+                     "cuda") -> such a list
 ``HELDOUT_SHAPES``   list of dicts (or per device, likewise); checked before a kernel is
                      reported as a result
 ``TOLERANCES``       dict dtype name -> {"atol": float, "rtol": float}
@@ -26,6 +27,7 @@ Optional: ``DESCRIPTION`` (str).
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -157,6 +159,11 @@ def _shapes(module: ModuleType, attr: str, where: Path, device: str) -> tuple[Sh
         raw = raw[device]
     if not isinstance(raw, (list, tuple)) or not all(isinstance(s, Mapping) for s in raw):
         raise TaskError(f"{where}: {attr} must be a list of dicts, got {type(raw).__name__}")
+    for i, s in enumerate(raw):
+        # The dtype picks the tolerance and the tensors' type: a shape without one is ambiguous.
+        if not isinstance(s.get("dtype"), str):
+            raise TaskError(f"{where}: {attr}[{i}] = {dict(s)} has no 'dtype' (a name such as "
+                            f"'float32', a key of TOLERANCES)")
     return tuple(Shape.of(s) for s in raw)
 
 
@@ -176,6 +183,11 @@ def _kernels(module: ModuleType, folder: Path, where: Path) -> dict[str, Startin
         if not source_path.is_file():
             raise TaskError(f"{where}: KERNELS[{language!r}]['source'] names {spec['source']!r}, "
                             f"which is not a file in {folder}")
+        if language == "cpp" and (not isinstance(spec.get("argtypes"), (list, tuple))
+                                  or not spec["argtypes"]):
+            raise TaskError(f"{where}: KERNELS['cpp'] needs 'argtypes', the entry point's "
+                            f"parameters in order as 'ptr', 'i64', 'i32', 'f32' or 'f64'; got "
+                            f"{spec.get('argtypes')!r}")
         launcher = f"launch_{language.replace('-', '_')}"
         if not callable(getattr(module, launcher, None)):
             raise TaskError(f"{where}: KERNELS has {language!r} but no function {launcher}()")
@@ -187,6 +199,38 @@ def _kernels(module: ModuleType, folder: Path, where: Path) -> dict[str, Startin
         kernels[language] = StartingKernel(language, source_path.read_text(), spec["entry"],
                                            knobs, extras)
     return kernels
+
+
+def _check_dtypes(tuning: tuple[Shape, ...], heldout: tuple[Shape, ...],
+                  tolerances: Mapping[str, Tolerance], where: Path) -> None:
+    """Every dtype a shape names has a tolerance (found here, not mid-search on that shape)."""
+    for attr, shapes in (("TUNING_SHAPES", tuning), ("HELDOUT_SHAPES", heldout)):
+        for shape in shapes:
+            if shape["dtype"] not in tolerances:
+                raise TaskError(f"{where}: TOLERANCES has no entry for dtype {shape['dtype']!r}, "
+                                f"which {attr} uses ({shape.label}); it has: "
+                                f"{', '.join(sorted(tolerances)) or 'none'}")
+
+
+def _check_roofline(module: ModuleType, shapes: tuple[Shape, ...], where: Path) -> None:
+    """``roofline`` gives two finite, non-negative numbers on every tuning shape.
+
+    Checked at load because the evaluator calls it only after a kernel has been timed.
+    """
+    for shape in shapes:
+        try:
+            result = module.roofline(dict(shape))
+        except Exception as exc:
+            raise TaskError(f"{where}: roofline({shape.label}) raised "
+                            f"{type(exc).__name__}: {exc}") from exc
+        try:
+            moved, flops = (float(v) for v in result)
+        except (TypeError, ValueError):
+            raise TaskError(f"{where}: roofline({shape.label}) must return (bytes, flops), two "
+                            f"numbers; got {result!r}") from None
+        if not all(math.isfinite(v) and v >= 0 for v in (moved, flops)) or moved + flops == 0:
+            raise TaskError(f"{where}: roofline({shape.label}) = ({moved}, {flops}): bytes and "
+                            f"flops must be finite, non-negative and not both zero")
 
 
 def load_task(path: str | Path, device: str = "cpu") -> Task:
@@ -209,12 +253,15 @@ def load_task(path: str | Path, device: str = "cpu") -> Task:
             tolerances[dtype] = Tolerance(float(tol["atol"]), float(tol["rtol"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise TaskError(f"{file}: TOLERANCES[{dtype!r}] must be {{'atol': x, 'rtol': y}}") from exc
+    heldout = _shapes(module, "HELDOUT_SHAPES", file, device)
+    _check_dtypes(tuning, heldout, tolerances, file)
+    _check_roofline(module, tuning, file)
     return Task(
         name=str(module.NAME),
         path=file.parent,
         description=str(getattr(module, "DESCRIPTION", "")).strip(),
         tuning_shapes=tuning,
-        heldout_shapes=_shapes(module, "HELDOUT_SHAPES", file, device),
+        heldout_shapes=heldout,
         tolerances=tolerances,
         kernels=_kernels(module, file.parent, file),
         module=module,

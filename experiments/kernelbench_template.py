@@ -1,0 +1,250 @@
+"""The ``task.py`` that ``kernelswarm tasks import-kernelbench`` writes beside a problem file.
+
+Kept as text (it imports torch, which only task files may) with ``$``-placeholders for what
+differs between problems: ``$name``, ``$origin``, ``$tuning``, ``$heldout``, ``$fixed``.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+TASK_PY = Template('''\
+"""KernelBench problem $name, imported from $origin.
+
+The reference is ``Model.forward`` of problem.py (a copy of the problem file), the model built
+from ``get_init_inputs()`` and run in eval mode. A shape sets the problem's integer constants
+before ``get_inputs()`` runs; the constants the model is built from (FIXED) keep the file's
+values in every shape; edit problem.py to change those.
+
+Inputs, in order: the tensors of ``get_inputs()`` (drawn with the problem's seed), then the
+model's parameters and floating-point buffers (``named_parameters()``, then ``named_buffers()``,
+drawn with SEED + the problem's seed). Outputs: the result(s) of ``forward``.
+
+cpp calling contract (``c_signature()`` prints it for this problem):
+
+    extern "C" void forward(<inputs>, <outputs>, const int64_t* sizes);
+
+each tensor a pointer to its contiguous data in its own dtype; ``sizes`` holds the dimensions of
+every input, then of every output, in that order.
+"""
+
+import copy
+import ctypes
+import importlib.util
+import inspect
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+NAME = $name
+DESCRIPTION = __doc__
+
+TUNING_SHAPES = $tuning
+HELDOUT_SHAPES = $heldout
+FIXED = $fixed  # constants the model is built from: the same in every shape
+
+# KernelBench itself allows 1e-2; a float32 kernel that only sums in another order stays well
+# inside these.
+TOLERANCES = {
+    "float32": {"atol": 1e-4, "rtol": 1e-4},
+    "float16": {"atol": 1e-3, "rtol": 1e-3},
+    "bfloat16": {"atol": 1e-2, "rtol": 1e-2},
+}
+SEED = 0
+
+_C_TYPES = {torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
+            torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
+            torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t",
+            torch.bool: "bool"}
+
+
+def _load_problem():
+    path = Path(__file__).with_name("problem.py")
+    spec = importlib.util.spec_from_file_location(f"kernelbench_problem_{abs(hash(str(path))):x}",
+                                                  path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_problem = _load_problem()
+
+
+def _all_shapes():
+    for shapes in (TUNING_SHAPES, HELDOUT_SHAPES):
+        yield from (s for group in shapes.values() for s in group)
+
+
+for _shape in _all_shapes():
+    for _name in FIXED:
+        if _name in _shape and _shape[_name] != getattr(_problem, _name):
+            raise ValueError(f"shape {_shape}: {_name} is a constant the model is built from; "
+                             f"it must keep problem.py's value {getattr(_problem, _name)}")
+
+
+def _set_sizes(shape):
+    for key, value in shape.items():
+        if key != "dtype":
+            setattr(_problem, key, value)
+
+
+def _as_tuple(result):
+    if isinstance(result, torch.Tensor):
+        return (result,)
+    if isinstance(result, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in result):
+        return tuple(result)
+    raise TypeError(f"Model.forward must return a tensor or a tuple of tensors, got "
+                    f"{type(result).__name__}")
+
+
+def _new_model(seed):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + seed)
+        return _problem.Model(*_problem.get_init_inputs()).eval()
+
+
+def _state(model):
+    """The tensors a kernel gets besides forward's arguments, as (name, tensor)."""
+    buffers = [(n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+    return [*model.named_parameters(), *buffers]
+
+
+_SKELETON = _new_model(0)
+_STATE_NAMES = [name for name, _ in _state(_SKELETON)]
+_PLACED = {}
+_PARAMETERS = {}
+_DESCRIBED = {}
+
+
+def _forward_inputs(shape, seed):
+    _set_sizes(shape)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        args = list(_problem.get_inputs())
+    for i, arg in enumerate(args):
+        if not isinstance(arg, torch.Tensor):
+            raise TypeError(f"get_inputs()[{i}] is a {type(arg).__name__}; only tensors can be "
+                            f"passed to a kernel")
+    return args
+
+
+def _trace(shape):
+    """Forward's arguments, results and counted flops for ``shape``: on the meta device where
+    every op has a meta kernel (shapes and dtypes only, no compute), for real otherwise."""
+    counter = FlopCounterMode(display=False)
+    try:
+        _set_sizes(shape)
+        with torch.device("meta"):
+            model = _problem.Model(*_problem.get_init_inputs()).eval()
+            args = list(_problem.get_inputs())
+            with torch.no_grad(), counter:
+                results = _as_tuple(model(*args))
+    except (NotImplementedError, RuntimeError):
+        counter = FlopCounterMode(display=False)
+        args = _forward_inputs(shape, 0)
+        with torch.no_grad(), counter:
+            results = _as_tuple(_SKELETON(*args))
+    return args, results, counter.get_total_flops()
+
+
+def _described(shape):
+    """(output sizes and dtypes, bytes, flops) of ``shape``, traced once."""
+    key = tuple(sorted(shape.items()))
+    if key not in _DESCRIBED:
+        args, results, flops = _trace(shape)
+        tensors = [*args, *(t for _, t in _state(_SKELETON)), *results]
+        moved = sum(t.numel() * t.element_size() for t in tensors)
+        _DESCRIBED[key] = ([(r.shape, r.dtype) for r in results], moved, flops)
+    return _DESCRIBED[key]
+
+
+def _first_shape():
+    return (TUNING_SHAPES.get("cpu") or next(iter(TUNING_SHAPES.values())))[0]
+
+
+_ARGS, _RESULTS, _ = _trace(_first_shape())
+_N_FORWARD = len(_ARGS)
+
+KERNELS = {
+    "cpp": {
+        "source": "kernel.cpp",
+        "entry": "forward",
+        "argtypes": ["ptr"] * (_N_FORWARD + len(_STATE_NAMES) + len(_RESULTS) + 1),
+        "knobs": {},
+    },
+}
+
+
+def make_inputs(shape, seed, device):
+    if seed not in _PARAMETERS:
+        _PARAMETERS[seed] = [t.detach().clone() for _, t in _state(_new_model(seed))]
+    tensors = [*_forward_inputs(shape, seed), *_PARAMETERS[seed]]
+    # a copy every call: a kernel that writes an input must not change the next problem's
+    return tuple(t.detach().to(device=device, copy=True).contiguous() for t in tensors)
+
+
+def make_outputs(shape, device):
+    return tuple(torch.empty(size, dtype=dtype, device=device)
+                 for size, dtype in _described(shape)[0])
+
+
+def reference(*inputs):
+    args, state = inputs[:_N_FORWARD], inputs[_N_FORWARD:]
+    device = inputs[0].device
+    if device not in _PLACED:
+        _PLACED[device] = copy.deepcopy(_SKELETON).to(device)
+    with torch.no_grad():
+        result = torch.func.functional_call(_PLACED[device], dict(zip(_STATE_NAMES, state)),
+                                            tuple(args))
+    return _as_tuple(result)
+
+
+def launch_cpp(fn, inputs, outputs, shape):
+    tensors = (*inputs, *outputs)
+    dims = [d for t in tensors for d in t.shape] or [0]
+    # a fresh array each call: a kernel that writes it cannot change the next call's sizes
+    sizes = (ctypes.c_int64 * len(dims))(*dims)
+    fn(*(t.data_ptr() for t in tensors), sizes)
+
+
+def roofline(shape):
+    """Bytes: every input read once and every output written once. Flops: those torch's flop
+    counter knows (matmuls, convolutions; not elementwise ops), so a lower bound."""
+    _, moved, flops = _described(shape)
+    return moved, flops
+
+
+def _forward_names():
+    parameters = list(inspect.signature(_problem.Model.forward).parameters.values())[1:]
+    named = [p.name for p in parameters
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [named[i] if i < len(named) else f"in{i}" for i in range(_N_FORWARD)]
+
+
+def c_signature():
+    """The cpp entry point for this problem, each parameter commented with its sizes."""
+    state = [t for _, t in _state(_SKELETON)]
+    rows = [*zip(_forward_names(), _ARGS, ["input"] * _N_FORWARD),
+            *zip([n.replace(".", "_") for n in _STATE_NAMES], state, ["parameter"] * len(state)),
+            *zip([f"out{i}" for i in range(len(_RESULTS))], _RESULTS, ["output"] * len(_RESULTS))]
+    lines, offset = [], 0
+    for name, tensor, role in rows:
+        const = "" if role == "output" else "const "
+        dims = list(tensor.shape)
+        where = {0: "no sizes", 1: f"sizes[{offset}]"}.get(
+            len(dims), f"sizes[{offset}..{offset + len(dims) - 1}]")
+        lines.append(f"    {const}{_C_TYPES.get(tensor.dtype, 'void')}* {name},"
+                     f"  // {role} {name}: {where} = {dims}")
+        offset += len(dims)
+    return 'extern "C" void forward(\\n' + "\\n".join(lines) + "\\n    const int64_t* sizes)"
+''')
+
+STUB_CPP = Template('''\
+// KernelBench problem $name: write the kernel here (it must compute Model.forward of
+// problem.py; `kernelswarm tasks check . --evaluate` runs it against the reference).
+#include <stdint.h>
+
+$signature {
+}
+''')

@@ -1,0 +1,264 @@
+"""``kernelswarm tasks``: list the tasks, scaffold a new one, check a folder, import KernelBench.
+
+    kernelswarm tasks [--config C]                  the built-in tasks (and the config's)
+    kernelswarm tasks new NAME [--dir D]            a folder D/NAME that already evaluates
+    kernelswarm tasks check PATH [--evaluate]       the first problem of a task folder
+    kernelswarm tasks import-kernelbench FILE DIR   a task folder from a KernelBench problem
+
+A broken task raises ``TaskError`` naming the part that is wrong; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kernelswarm.search import Task, TaskError, load_task
+
+from .config import BUILTIN_TASKS, load_config
+from .task_template import KERNEL_CPP, TASK_PY
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+DEVICES = ("cpu", "cuda")
+
+
+def add_tasks_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``tasks`` and its subcommands on the CLI's subparsers."""
+    tasks = commands.add_parser(
+        "tasks", help="list, scaffold, check and import tasks",
+        description="Without a subcommand: list the built-in tasks with their languages and "
+                    "CPU/GPU shape counts.")
+    tasks.add_argument("--config", help="also list the task this configuration names")
+    sub = tasks.add_subparsers(dest="tasks_command")
+    new = sub.add_parser("new", help="scaffold a task folder that already evaluates",
+                         description="Write DIR/NAME: a small elementwise op (out = alpha*x + y) "
+                                     "with a cpp starting kernel, to adapt to your op.")
+    new.add_argument("name", help="the task's name: a C identifier (also the entry point)")
+    new.add_argument("--dir", default=".", help="where to create the folder (default: here)")
+    check = sub.add_parser("check", help="load a task folder and report its first problem",
+                           description="Load the task, check its kernel specs, and call "
+                                       "make_inputs/make_outputs/reference on every CPU shape.")
+    check.add_argument("path", help="a task folder (or its task.py)")
+    check.add_argument("--device", choices=DEVICES, default="cpu",
+                       help="whose shapes to load (calls are made on the cpu only)")
+    check.add_argument("--evaluate", action="store_true",
+                       help="also run each starting kernel that runs on the device through the "
+                            "evaluator (a few seconds)")
+    kb = sub.add_parser("import-kernelbench", help="a task folder from a KernelBench problem",
+                        description="Write DIR with the problem file, a task.py whose reference "
+                                    "is the problem's Model.forward, and a cpp starting kernel.")
+    kb.add_argument("file", help="the problem file (defines Model, get_inputs, get_init_inputs)")
+    kb.add_argument("dir", help="the task folder to create (must not exist, or be empty)")
+    kb.add_argument("--cpp", help="the starting cpp kernel (default: a stub to fill in)")
+    kb.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                    help="shrink a size constant for the cpu shapes, e.g. batch_size=8 "
+                         "(repeatable)")
+
+
+def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
+    """Run ``kernelswarm tasks ...``; the exit status."""
+    if args.tasks_command == "new":
+        folder = scaffold_task(args.name, Path(args.dir))
+        console.print(f"wrote {folder}; check it with: kernelswarm tasks check {folder} "
+                      f"--evaluate", highlight=False)
+        return 0
+    if args.tasks_command == "check":
+        return _check(args, console)
+    if args.tasks_command == "import-kernelbench":
+        return _import_kernelbench(args, console)
+    console.print(task_table(args.config))
+    return 0
+
+
+@dataclass(frozen=True)
+class TaskListing:
+    """One row of ``kernelswarm tasks``."""
+
+    folder: Path
+    name: str
+    languages: tuple[str, ...]
+    shapes: dict[str, tuple[int, int] | None]  # device -> (tuning, held-out); None: none there
+    problem: str = ""  # why the task does not load
+
+
+def _counts(task: Task) -> tuple[int, int]:
+    return len(task.tuning_shapes), len(task.heldout_shapes)
+
+
+def list_tasks(extra: Sequence[Path] = ()) -> list[TaskListing]:
+    """The built-in tasks (and ``extra`` folders), each loaded for every device."""
+    folders = sorted(p for p in BUILTIN_TASKS.iterdir() if (p / "task.py").is_file())
+    folders += [p for p in extra if p.resolve() not in {f.resolve() for f in folders}]
+    listings = []
+    for folder in folders:
+        loaded: dict[str, Task | TaskError] = {}
+        for device in DEVICES:
+            try:
+                loaded[device] = load_task(folder, device)
+            except TaskError as exc:
+                loaded[device] = exc
+        tasks = [t for t in loaded.values() if isinstance(t, Task)]
+        if not tasks:
+            listings.append(TaskListing(folder, folder.name, (), dict.fromkeys(DEVICES),
+                                        problem=str(loaded["cpu"])))
+            continue
+        shapes = {d: _counts(t) if isinstance(t, Task) else None for d, t in loaded.items()}
+        listings.append(TaskListing(folder, tasks[0].name, tuple(sorted(tasks[0].kernels)),
+                                    shapes))
+    return listings
+
+
+def task_table(config: str | None = None) -> Table:
+    """``list_tasks`` as a table (the configuration's task added when one is given)."""
+    extra = [load_config(config).task_path()] if config else []
+    table = Table(title="tasks", title_justify="left")
+    for column in ("task", "languages", "CPU shapes", "GPU shapes", "where"):
+        table.add_column(column)
+    builtin = BUILTIN_TASKS.resolve()
+    for item in list_tasks(extra):
+        cells = [_shape_cell(item.shapes[d]) for d in DEVICES]
+        where = "built-in" if item.folder.resolve().parent == builtin else str(item.folder)
+        languages = ", ".join(item.languages) or f"[red]broken:[/] {escape(item.problem)}"
+        table.add_row(item.name, languages, *cells, where)
+    table.caption = "shapes: tuning + held-out"
+    return table
+
+
+def _shape_cell(counts: tuple[int, int] | None) -> str:
+    return "-" if counts is None else f"{counts[0]} + {counts[1]}"
+
+
+def scaffold_task(name: str, parent: Path) -> Path:
+    """Write ``parent/name`` from the elementwise template; refuses an existing folder."""
+    if not _IDENTIFIER.match(name):
+        raise TaskError(f"task name {name!r}: must be a C identifier (letters, digits, _), as it "
+                        f"is also the kernel's entry point")
+    folder = parent.expanduser().resolve() / name
+    if folder.exists():
+        raise TaskError(f"{folder}: already exists; pick another name or --dir")
+    folder.mkdir(parents=True)
+    (folder / "task.py").write_text(TASK_PY.substitute(name=name))
+    (folder / f"{name}.cpp").write_text(KERNEL_CPP.substitute(name=name))
+    return folder
+
+
+def check_task(path: str | Path, device: str = "cpu") -> Task:
+    """Load ``path`` and check it further than loading does; ``TaskError`` on the first problem.
+
+    Kernel specs are checked by their language; on the cpu, every shape's ``make_inputs``,
+    ``make_outputs`` and ``reference`` are called, and the reference's outputs must match
+    ``make_outputs`` in count, shape and dtype.
+    """
+    from kernelswarm.evaluators.correctness import structure_problem
+    from kernelswarm.evaluators.languages import get_language
+
+    task = load_task(path, device)
+    where = task.path / "task.py"
+    for language, kernel in task.kernels.items():
+        try:
+            implementation = get_language(language)
+        except ValueError:
+            continue  # a language these evaluators do not run: nothing more to check here
+        try:
+            implementation.check_spec(kernel.entry, kernel.spec)
+        except ValueError as exc:
+            raise TaskError(f"{where}: {exc}") from None
+    if device != "cpu":
+        return task
+    for shape in (*task.tuning_shapes, *task.heldout_shapes):
+        problem = _structure(task, dict(shape), structure_problem)
+        if problem:
+            raise TaskError(f"{where}: on shape {shape.label}: {problem}")
+    return task
+
+
+def _structure(task: Task, shape: dict, structure_problem) -> str | None:
+    """Why ``shape``'s reference does not match ``make_outputs``, or an error calling either."""
+    module = task.module
+    steps = (("make_inputs", lambda: tuple(module.make_inputs(shape, 0, "cpu"))),
+             ("make_outputs", lambda: tuple(module.make_outputs(shape, "cpu"))))
+    values = []
+    for name, step in steps:
+        try:
+            values.append(step())
+        except Exception as exc:
+            return f"{name}() raised {type(exc).__name__}: {exc}"
+    inputs, outputs = values
+    try:
+        reference = tuple(module.reference(*inputs))
+    except Exception as exc:
+        return f"reference() raised {type(exc).__name__}: {exc}"
+    problem = structure_problem(outputs, reference)
+    return f"make_outputs() and reference() disagree: {problem}" if problem else None
+
+
+def _check(args: argparse.Namespace, console: Console) -> int:
+    task = check_task(args.path, args.device)
+    counts = _counts(task)
+    console.print(f"ok: task {task.name!r} ({task.path}): languages "
+                  f"{', '.join(sorted(task.kernels))}; {args.device}: {counts[0]} tuning + "
+                  f"{counts[1]} held-out shapes", highlight=False)
+    if not args.evaluate:
+        return 0
+    return 0 if evaluate_starting_kernels(task, args.device, console) else 1
+
+
+def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool:
+    """Run each starting kernel that runs on ``device`` through the evaluator; all OK?"""
+    from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+    from kernelswarm.evaluators.languages import get_language
+    from kernelswarm.search import Status
+
+    settings = EvaluatorSettings(device=device, timing_budget_s=0.05, min_repeats=3,
+                                 flush_cache=False)
+    all_ok, ran = True, 0
+    for language in sorted(task.kernels):
+        try:
+            runs_here = device in get_language(language).devices
+        except ValueError:
+            runs_here = False
+        if not runs_here:
+            continue
+        ran += 1
+        with SandboxEvaluator(task.path, language, settings) as evaluator:
+            evaluation = evaluator.evaluate(task.starting_candidate(language))
+        colour = "green" if evaluation.status is Status.OK else "red"
+        console.print(f"starting {language} kernel: [{colour}]{evaluation.status.value}[/] "
+                      f"{evaluation.message}", highlight=False)
+        all_ok &= evaluation.status is Status.OK
+    if not ran:
+        console.print(f"no starting kernel of this task runs on {device}", highlight=False)
+    return all_ok
+
+
+def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
+    from .kernelbench import import_problem
+
+    sizes = {}
+    for item in args.size:
+        name, _, value = item.partition("=")
+        if not value.strip().isdigit():
+            raise TaskError(f"--size {item!r}: expected NAME=VALUE with a positive integer")
+        sizes[name.strip()] = int(value)
+    source = None
+    if args.cpp:
+        try:
+            source = Path(args.cpp).read_text()
+        except OSError as exc:
+            raise TaskError(f"--cpp {args.cpp}: cannot be read: {exc}") from None
+    task = import_problem(args.file, args.dir, cpp_source=source, sizes=sizes)
+    console.print(f"wrote {task.path}: task {task.name!r}, cpu shapes "
+                  f"{', '.join(s.label for s in task.tuning_shapes)}", highlight=False)
+    console.print("the cpp entry point:\n" + task.module.c_signature(), highlight=False,
+                  markup=False)
+    if source is None:
+        console.print(f"write the kernel in {task.path / 'kernel.cpp'}, then: kernelswarm tasks "
+                      f"check {task.path} --evaluate", highlight=False)
+    return 0
