@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelswarm.search import Task, TaskError, load_task
+from kernelswarm.search import Shape, Task, TaskError, load_task
 
 from .kernelbench_template import STUB_CPP, TASK_PY
 
@@ -116,12 +116,32 @@ def problem_shapes(problem: Problem, sizes: Mapping[str, int] | None = None
     return tuning, heldout
 
 
-def _render_task(problem: Problem, sizes: Mapping[str, int] | None) -> str:
+def _render_task(problem: Problem, sizes: Mapping[str, int] | None,
+                 traced: Mapping[str, object]) -> str:
     tuning, heldout = problem_shapes(problem, sizes)
     return TASK_PY.substitute(
-        name=repr(problem.name), origin=problem.path.name,
-        tuning=json.dumps(tuning, indent=4), heldout=json.dumps(heldout, indent=4),
-        fixed=repr(sorted(problem.fixed)))
+        name=repr(problem.name), origin=problem.path.name, tuning=_literal(tuning),
+        heldout=_literal(heldout), fixed=repr(sorted(problem.fixed)), traced=_literal(traced))
+
+
+def _literal(mapping: Mapping[str, object]) -> str:
+    """A Python literal of ``mapping`` with one key per line (JSON of ints, strings and lists
+    is Python too)."""
+    if not mapping:
+        return "{}"
+    lines = "".join(f"    {json.dumps(k)}: {json.dumps(v)},\n" for k, v in mapping.items())
+    return "{\n" + lines + "}"
+
+
+def _trace_all(task: Task, problem: Problem, sizes: Mapping[str, int] | None) -> dict[str, object]:
+    """``trace()`` of the written task.py on every shape of every device, by shape label."""
+    traced: dict[str, object] = {}
+    for shapes in problem_shapes(problem, sizes):
+        for shape in (s for group in shapes.values() for s in group):
+            label = Shape.of(shape).label
+            if label not in traced:
+                traced[label] = task.module.trace(shape)
+    return traced
 
 
 def import_problem(problem_file: str | Path, dest: str | Path, *, cpp_source: str | None = None,
@@ -140,15 +160,21 @@ def import_problem(problem_file: str | Path, dest: str | Path, *, cpp_source: st
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
         shutil.copyfile(problem.path, staging / "problem.py")
-        (staging / "task.py").write_text(_render_task(problem, sizes))
+        (staging / "task.py").write_text(_render_task(problem, sizes, {}))
         (staging / "kernel.cpp").write_text(cpp_source or "")
         task = load_task(staging, "cpu")
+        traced = _trace_all(task, problem, sizes)
+        (staging / "task.py").write_text(_render_task(problem, sizes, traced))
         if cpp_source is None:
             stub = STUB_CPP.substitute(name=problem.name, signature=task.module.c_signature())
             (staging / "kernel.cpp").write_text(stub)
         if dest.exists():
             dest.rmdir()
         staging.rename(dest)
+    except TaskError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        # name the files where the user will look for them, not the staging folder
+        raise TaskError(str(exc).replace(str(staging), str(dest))) from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -1,7 +1,8 @@
 """The ``task.py`` that ``kernelswarm tasks import-kernelbench`` writes beside a problem file.
 
 Kept as text (it imports torch, which only task files may) with ``$``-placeholders for what
-differs between problems: ``$name``, ``$origin``, ``$tuning``, ``$heldout``, ``$fixed``.
+differs between problems: ``$name``, ``$origin``, ``$tuning``, ``$heldout``, ``$fixed`` and
+``$traced`` (the figures ``trace()`` in the written file gives for each shape).
 """
 
 from __future__ import annotations
@@ -35,14 +36,17 @@ import inspect
 from pathlib import Path
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 NAME = $name
 DESCRIPTION = __doc__
 
 TUNING_SHAPES = $tuning
 HELDOUT_SHAPES = $heldout
-FIXED = $fixed  # constants the model is built from: the same in every shape
+# Constants the model is built from: the same in every shape.
+FIXED = $fixed
+# Per shape label, from trace() when the folder was written, so that loading the task runs
+# nothing but the model's constructor. A shape missing here is traced when first used.
+TRACED = $traced
 
 # KernelBench itself allows 1e-2; a float32 kernel that only sums in another order stays well
 # inside these.
@@ -53,10 +57,9 @@ TOLERANCES = {
 }
 SEED = 0
 
-_C_TYPES = {torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
-            torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
-            torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t",
-            torch.bool: "bool"}
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "uint16_t",
+            "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
+            "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
 
 
 def _load_problem():
@@ -114,7 +117,6 @@ _SKELETON = _new_model(0)
 _STATE_NAMES = [name for name, _ in _state(_SKELETON)]
 _PLACED = {}
 _PARAMETERS = {}
-_DESCRIBED = {}
 
 
 def _forward_inputs(shape, seed):
@@ -129,9 +131,17 @@ def _forward_inputs(shape, seed):
     return args
 
 
-def _trace(shape):
-    """Forward's arguments, results and counted flops for ``shape``: on the meta device where
-    every op has a meta kernel (shapes and dtypes only, no compute), for real otherwise."""
+def _described(tensors):
+    return [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in tensors]
+
+
+def trace(shape):
+    """What TRACED holds for ``shape``: forward's arguments and results (sizes, dtypes), bytes
+    (every input read once, every output written once) and flops (those torch's flop counter
+    knows: matmuls, convolutions, not elementwise ops; so a lower bound). Traced on the meta
+    device where every op has a meta kernel (no compute), for real otherwise."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
     try:
         _set_sizes(shape)
@@ -145,32 +155,31 @@ def _trace(shape):
         args = _forward_inputs(shape, 0)
         with torch.no_grad(), counter:
             results = _as_tuple(_SKELETON(*args))
-    return args, results, counter.get_total_flops()
+    tensors = [*args, *(t for _, t in _state(_SKELETON)), *results]
+    return {"args": _described(args), "outputs": _described(results),
+            "bytes": sum(t.numel() * t.element_size() for t in tensors),
+            "flops": int(counter.get_total_flops())}
 
 
-def _described(shape):
-    """(output sizes and dtypes, bytes, flops) of ``shape``, traced once."""
-    key = tuple(sorted(shape.items()))
-    if key not in _DESCRIBED:
-        args, results, flops = _trace(shape)
-        tensors = [*args, *(t for _, t in _state(_SKELETON)), *results]
-        moved = sum(t.numel() * t.element_size() for t in tensors)
-        _DESCRIBED[key] = ([(r.shape, r.dtype) for r in results], moved, flops)
-    return _DESCRIBED[key]
+def _traced(shape):
+    label = ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
+    if label not in TRACED:  # a shape added by hand: trace it here (slower to load)
+        TRACED[label] = trace(shape)
+    return TRACED[label]
 
 
 def _first_shape():
     return (TUNING_SHAPES.get("cpu") or next(iter(TUNING_SHAPES.values())))[0]
 
 
-_ARGS, _RESULTS, _ = _trace(_first_shape())
-_N_FORWARD = len(_ARGS)
+_FIRST = _traced(_first_shape())
+_N_FORWARD = len(_FIRST["args"])
 
 KERNELS = {
     "cpp": {
         "source": "kernel.cpp",
         "entry": "forward",
-        "argtypes": ["ptr"] * (_N_FORWARD + len(_STATE_NAMES) + len(_RESULTS) + 1),
+        "argtypes": ["ptr"] * (_N_FORWARD + len(_STATE_NAMES) + len(_FIRST["outputs"]) + 1),
         "knobs": {},
     },
 }
@@ -185,8 +194,8 @@ def make_inputs(shape, seed, device):
 
 
 def make_outputs(shape, device):
-    return tuple(torch.empty(size, dtype=dtype, device=device)
-                 for size, dtype in _described(shape)[0])
+    return tuple(torch.empty(size, dtype=getattr(torch, dtype), device=device)
+                 for size, dtype in _traced(shape)["outputs"])
 
 
 def reference(*inputs):
@@ -195,7 +204,7 @@ def reference(*inputs):
     if device not in _PLACED:
         _PLACED[device] = copy.deepcopy(_SKELETON).to(device)
     with torch.no_grad():
-        result = torch.func.functional_call(_PLACED[device], dict(zip(_STATE_NAMES, state)),
+        result = torch.func.functional_call(_PLACED[device], dict(zip(_STATE_NAMES, state, strict=True)),
                                             tuple(args))
     return _as_tuple(result)
 
@@ -209,10 +218,9 @@ def launch_cpp(fn, inputs, outputs, shape):
 
 
 def roofline(shape):
-    """Bytes: every input read once and every output written once. Flops: those torch's flop
-    counter knows (matmuls, convolutions; not elementwise ops), so a lower bound."""
-    _, moved, flops = _described(shape)
-    return moved, flops
+    """(bytes, flops) from TRACED; see trace()."""
+    traced = _traced(shape)
+    return traced["bytes"], traced["flops"]
 
 
 def _forward_names():
@@ -224,17 +232,18 @@ def _forward_names():
 
 def c_signature():
     """The cpp entry point for this problem, each parameter commented with its sizes."""
-    state = [t for _, t in _state(_SKELETON)]
-    rows = [*zip(_forward_names(), _ARGS, ["input"] * _N_FORWARD),
-            *zip([n.replace(".", "_") for n in _STATE_NAMES], state, ["parameter"] * len(state)),
-            *zip([f"out{i}" for i in range(len(_RESULTS))], _RESULTS, ["output"] * len(_RESULTS))]
+    state = _described(t for _, t in _state(_SKELETON))
+    outputs = _FIRST["outputs"]
+    names = [*_forward_names(), *(n.replace(".", "_") for n in _STATE_NAMES),
+             *(f"out{i}" for i in range(len(outputs)))]
+    roles = ["input"] * _N_FORWARD + ["parameter"] * len(state) + ["output"] * len(outputs)
+    rows = zip(names, [*_FIRST["args"], *state, *outputs], roles, strict=True)
     lines, offset = [], 0
-    for name, tensor, role in rows:
+    for name, (dims, dtype), role in rows:
         const = "" if role == "output" else "const "
-        dims = list(tensor.shape)
         where = {0: "no sizes", 1: f"sizes[{offset}]"}.get(
             len(dims), f"sizes[{offset}..{offset + len(dims) - 1}]")
-        lines.append(f"    {const}{_C_TYPES.get(tensor.dtype, 'void')}* {name},"
+        lines.append(f"    {const}{_C_TYPES.get(dtype, 'void')}* {name},"
                      f"  // {role} {name}: {where} = {dims}")
         offset += len(dims)
     return 'extern "C" void forward(\\n' + "\\n".join(lines) + "\\n    const int64_t* sizes)"

@@ -27,7 +27,7 @@ _PROJECTIONS = [(11008, 4096), (4096, 11008),  # 7B
 # prefill token counts times every projection, bf16.
 TUNING_SHAPES = {
     "cpu": [{"m": 1, "n": 1024, "k": 1024, "dtype": "float32"},
-            {"m": 16, "n": 512, "k": 1024, "dtype": "float32"},
+            {"m": 16, "n": 512, "k": 512, "dtype": "float32"},
             {"m": 64, "n": 256, "k": 512, "dtype": "float32"}],
     "cuda": [{"m": m, "n": n, "k": k, "dtype": "bfloat16"}
              for n, k in _PROJECTIONS for m in (1, 16, 128, 1024, 8192)],

@@ -1,0 +1,244 @@
+"""KernelBench problems imported as task folders: the reference is the problem's model, a right
+cpp kernel passes the real evaluator and a wrong one does not; malformed problems are named."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.kernelbench import import_problem, problem_shapes, read_problem
+from kernelswarm.search import Status, TaskError
+
+# Problem files in KernelBench's format (a Model, get_inputs, get_init_inputs, size constants).
+RELU = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = 16
+dim = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+ROW_SOFTMAX = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Softmax over each row of a [batch, features] input."""
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+batch_size = 8
+features = 1000
+
+
+def get_inputs():
+    return [3.0 * torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+LINEAR = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+batch_size = 8
+in_features = 256
+out_features = 128
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
+'''
+
+# (problem, right kernel, wrong kernel); sizes come from the sizes array, never constants.
+PROBLEMS = {
+    "relu": (RELU, """
+#include <stdint.h>
+extern "C" void forward(const float* x, float* out, const int64_t* sizes) {
+    for (int64_t i = 0; i < sizes[0] * sizes[1]; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}""", """
+#include <stdint.h>
+extern "C" void forward(const float* x, float* out, const int64_t* sizes) {
+    for (int64_t i = 0; i < sizes[0] * sizes[1]; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.01f * x[i];
+}"""),
+    "row_softmax": (ROW_SOFTMAX, """
+#include <math.h>
+#include <stdint.h>
+extern "C" void forward(const float* x, float* out, const int64_t* sizes) {
+    int64_t rows = sizes[0], cols = sizes[1];
+    for (int64_t r = 0; r < rows; ++r) {
+        float m = -INFINITY, sum = 0.0f;
+        for (int64_t i = 0; i < cols; ++i) m = fmaxf(m, x[r * cols + i]);
+        for (int64_t i = 0; i < cols; ++i) sum += out[r * cols + i] = expf(x[r * cols + i] - m);
+        for (int64_t i = 0; i < cols; ++i) out[r * cols + i] /= sum;
+    }
+}""", """
+#include <math.h>
+#include <stdint.h>
+extern "C" void forward(const float* x, float* out, const int64_t* sizes) {
+    for (int64_t i = 0; i < sizes[0] * sizes[1]; ++i) out[i] = expf(x[i]);
+}"""),
+    "linear": (LINEAR, """
+#include <stdint.h>
+extern "C" void forward(const float* x, const float* w, const float* b, float* out,
+                        const int64_t* sizes) {
+    int64_t batch = sizes[0], in = sizes[1], out_features = sizes[2];
+    for (int64_t i = 0; i < batch; ++i)
+        for (int64_t j = 0; j < out_features; ++j) {
+            float acc = b[j];
+            for (int64_t k = 0; k < in; ++k) acc += x[i * in + k] * w[j * in + k];
+            out[i * out_features + j] = acc;
+        }
+}""", """
+#include <stdint.h>
+extern "C" void forward(const float* x, const float* w, const float* b, float* out,
+                        const int64_t* sizes) {
+    int64_t batch = sizes[0], in = sizes[1], out_features = sizes[2];
+    for (int64_t i = 0; i < batch; ++i)
+        for (int64_t j = 0; j < out_features; ++j) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < in; ++k) acc += x[i * in + k] * w[j * in + k];
+            out[i * out_features + j] = acc;
+        }
+}"""),
+}
+
+
+def _problem_file(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path
+             ) -> Iterator[dict[str, SandboxEvaluator]]:
+    """Each problem imported with its right kernel as the starting kernel, and an evaluator."""
+    root = tmp_path_factory.mktemp("kernelbench")
+    settings = EvaluatorSettings(cache_dir=compile_cache, seeds=2, warmup=1, min_repeats=3,
+                                 max_repeats=10, timing_budget_s=0.02, flush_cache=False)
+    made = {}
+    for name, (text, right, _) in PROBLEMS.items():
+        task = import_problem(_problem_file(root, name, text), root / "tasks" / name,
+                              cpp_source=right)
+        made[name] = SandboxEvaluator(task.path, "cpp", settings)
+    yield made
+    for evaluator in made.values():
+        evaluator.close()
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_a_right_kernel_passes_and_a_wrong_one_does_not(imported, name):
+    evaluator = imported[name]
+    right = evaluator.evaluate(evaluator.start_candidate)
+    assert right.status is Status.OK, right.message
+    assert "1 held-out shapes" in right.message  # the odd-sized shape ran too
+    wrong = evaluator.evaluate(evaluator.start_candidate.derive(source=PROBLEMS[name][2]))
+    assert wrong.status is Status.INCORRECT and "wrong result" in wrong.message
+
+
+def test_parameters_are_inputs_and_the_reference_is_the_models_forward(imported):
+    module = imported["linear"].task.module
+    shape = dict(imported["linear"].task.tuning_shapes[0])
+    x, weight, bias = module.make_inputs(shape, 3, "cpu")
+    assert weight.shape == (128, 256) and bias.shape == (128,)
+    (out,) = module.reference(x, weight, bias)
+    torch.testing.assert_close(out, x @ weight.T + bias)
+    other = module.make_inputs(shape, 4, "cpu")
+    assert not torch.equal(other[1], weight)  # each seed draws its own parameters
+    assert [o.shape for o in module.make_outputs(shape, "cpu")] == [(8, 128)]
+
+
+def test_shapes_come_from_the_problems_constants(tmp_path):
+    problem = read_problem(_problem_file(tmp_path, "linear", LINEAR))
+    assert dict(problem.constants) == {"batch_size": 8, "in_features": 256, "out_features": 128}
+    assert problem.fixed == {"in_features", "out_features"} and problem.varied == ("batch_size",)
+    tuning, heldout = problem_shapes(problem, {"batch_size": 2})
+    assert tuning["cpu"][0]["batch_size"] == 2 and tuning["cuda"][0]["batch_size"] == 8
+    assert heldout["cuda"][0] == {**tuning["cuda"][0], "batch_size": 5}  # an odd half
+    with pytest.raises(TaskError, match="the model is built from in_features"):
+        problem_shapes(problem, {"in_features": 64})
+    with pytest.raises(TaskError, match="has no integer constant 'batch'"):
+        problem_shapes(problem, {"batch": 2})
+
+
+def test_without_a_kernel_the_import_writes_a_stub_with_the_signature(tmp_path, capsys):
+    problem = _problem_file(tmp_path, "linear", LINEAR)
+    dest = tmp_path / "linear_task"
+    assert main(["tasks", "import-kernelbench", str(problem), str(dest),
+                 "--size", "batch_size=4"]) == 0
+    stub = (dest / "kernel.cpp").read_text()
+    assert 'extern "C" void forward(' in stub
+    for part in ("const float* x,  // input x: sizes[0..1] = [4, 256]",
+                 "const float* fc_weight,  // parameter fc_weight: sizes[2..3] = [128, 256]",
+                 "const float* fc_bias,  // parameter fc_bias: sizes[4] = [128]",
+                 "float* out0,  // output out0: sizes[5..6] = [4, 128]",
+                 "const int64_t* sizes)"):
+        assert part in stub
+    assert (dest / "problem.py").read_text() == LINEAR
+    assert "fc_weight" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, message", [
+    (RELU.replace("def get_inputs", "def inputs"), "it does not define get_inputs"),
+    (RELU.replace("return torch.relu(x)", "return {\"y\": torch.relu(x)}"),
+     "Model.forward must return a tensor"),
+    ("def broken(:\n", "not valid Python"),
+])
+def test_a_bad_problem_is_named_and_leaves_nothing_behind(tmp_path, text, message):
+    dest = tmp_path / "tasks" / "bad"
+    with pytest.raises(TaskError, match=message) as raised:
+        import_problem(_problem_file(tmp_path, "bad", text), dest)
+    assert ".bad-" not in str(raised.value)  # named where the folder would be, not staged
+    assert not dest.exists()
+    assert not (tmp_path / "tasks").exists() or not any((tmp_path / "tasks").iterdir())
+
+
+def test_an_existing_folder_is_not_overwritten(tmp_path):
+    dest = tmp_path / "taken"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("mine")
+    with pytest.raises(TaskError, match="already exists"):
+        import_problem(_problem_file(tmp_path, "relu", RELU), dest)
+    assert (dest / "notes.txt").read_text() == "mine"
