@@ -156,7 +156,6 @@ def check_task(path: str | Path, device: str = "cpu") -> Task:
     ``make_outputs`` and ``reference`` are called, and the reference's outputs must match
     ``make_outputs`` in count, shape and dtype.
     """
-    from kernelswarm.evaluators.correctness import structure_problem
     from kernelswarm.evaluators.languages import get_language
 
     task = load_task(path, device)
@@ -173,14 +172,16 @@ def check_task(path: str | Path, device: str = "cpu") -> Task:
     if device != "cpu":
         return task
     for shape in (*task.tuning_shapes, *task.heldout_shapes):
-        problem = _structure(task, dict(shape), structure_problem)
+        problem = _structure(task, dict(shape))
         if problem:
             raise TaskError(f"{where}: on shape {shape.label}: {problem}")
     return task
 
 
-def _structure(task: Task, shape: dict, structure_problem) -> str | None:
+def _structure(task: Task, shape: dict) -> str | None:
     """Why ``shape``'s reference does not match ``make_outputs``, or an error calling either."""
+    from kernelswarm.evaluators.correctness import structure_problem  # imports torch
+
     module = task.module
     steps = (("make_inputs", lambda: tuple(module.make_inputs(shape, 0, "cpu"))),
              ("make_outputs", lambda: tuple(module.make_outputs(shape, "cpu"))))
