@@ -31,7 +31,9 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> ClusterI
         if address:
             ray.init(address=address, **kwargs)
         else:
-            ray.init(num_cpus=num_cpus, **kwargs)
+            # "local" starts a new instance; with no address Ray would join whatever cluster
+            # /tmp/ray/ray_current_cluster names, even a dead one.
+            ray.init(address="local", num_cpus=num_cpus, **kwargs)
             started = True
     resources = ray.cluster_resources()
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))

@@ -32,9 +32,12 @@ def test_shape_is_an_ordered_hashable_mapping():
     assert dict(a)["tokens"] == 1
 
 
-def test_unknown_language_is_named(tmp_path):
-    with pytest.raises(TaskError, match="no starting kernel for language 'cuda'"):
-        load_task(SILU_TASK).kernel("cuda")
+def test_a_language_the_task_lacks_is_named(silu_task_copy):
+    task_py = silu_task_copy / "task.py"
+    task_py.write_text(task_py.read_text() + '\nKERNELS = {"cpp": KERNELS["cpp"]}\n')
+    task = load_task(silu_task_copy)
+    with pytest.raises(TaskError, match="no starting kernel for language 'cuda'; it has: cpp"):
+        task.kernel("cuda")
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -58,11 +61,11 @@ def test_missing_task_file(tmp_path):
         load_task(tmp_path)
 
 
-def test_shapes_can_be_declared_per_device(silu_task_copy):
+def test_shapes_are_chosen_per_device(silu_task_copy):
+    cpu, cuda = load_task(SILU_TASK, "cpu"), load_task(SILU_TASK, "cuda")
+    assert {s["dtype"] for s in cpu.tuning_shapes} == {"float32"}
+    assert "bfloat16" in {s["dtype"] for s in cuda.tuning_shapes}
     task_py = silu_task_copy / "task.py"
-    text = task_py.read_text().replace("TUNING_SHAPES = [", "TUNING_SHAPES = {'cpu': [", 1)
-    text = text.replace("]\n# Odd and non-power-of-two", "]}\n# Odd and non-power-of-two", 1)
-    task_py.write_text(text)
-    assert len(load_task(silu_task_copy, "cpu").tuning_shapes) == 3
-    with pytest.raises(TaskError, match="no shapes for device 'cuda'; it has: cpu"):
+    task_py.write_text(task_py.read_text().replace('    "cuda": [', '    "gpu": [', 1))
+    with pytest.raises(TaskError, match="no shapes for device 'cuda'; it has: cpu, gpu"):
         load_task(silu_task_copy, "cuda")
