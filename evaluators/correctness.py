@@ -43,6 +43,15 @@ def clones(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return tuple(t.clone() for t in tensors)
 
 
+def refill(buffers: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> bool:
+    """Copy ``values`` into ``buffers`` in place (same storage, new contents); True when any
+    bit changed, i.e. when a call on the refilled buffers tells a cached result from a fresh one."""
+    changed = first_bit_difference(buffers, values) is not None
+    for buffer, value in zip(buffers, values, strict=True):
+        buffer.copy_(value)
+    return changed
+
+
 @dataclass(frozen=True)
 class Difference:
     """The first element where two tensor lists differ."""

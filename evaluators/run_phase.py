@@ -23,12 +23,17 @@ from .correctness import (
     compare,
     first_bit_difference,
     poison,
+    refill,
     structure_problem,
 )
+from .integrity import IntegrityViolation, ProcessSnapshot, guarded_call
 from .languages.base import KernelLanguage, LoadedKernel
 from .sandbox import HEALTH_CHECK
 from .settings import EvaluatorSettings
 from .timing import CacheFlusher, TimingPlan, TimingStats, measure
+
+# The seed of the values refilled into a checked call's input buffers: never a checked seed.
+REFILL_SEED = 7919
 
 
 class CandidateFault(Exception):
@@ -55,6 +60,7 @@ class SandboxContext:
     flusher: CacheFlusher | None
     progress: Progress
     eager: dict[str, TimingStats] = field(default_factory=dict)
+    snapshot: ProcessSnapshot | None = None  # taken once the starting kernel passed
 
     @property
     def device(self) -> str:
@@ -67,15 +73,26 @@ class SandboxContext:
                           s.timing_budget_s)
 
     def call(self, kernel: LoadedKernel, inputs: tuple, outputs: tuple, shape: Shape) -> None:
-        """One launch through the task's launcher; an exception is the candidate's fault."""
+        """One launch through the task's launcher, under the integrity checks
+        (evaluators/integrity.py); an exception or a violation is the candidate's fault."""
         launch = getattr(self.task.module, self.language.launcher)
-        try:
+
+        def once() -> None:
             launch(kernel.fn, inputs, outputs, dict(shape))
             self.language.synchronize()
+
+        try:
+            problem = guarded_call(once, inputs, outputs, host_code=self.language.host_code,
+                                   source_file=self.language.source_file(kernel))
+        except IntegrityViolation as exc:
+            problem = str(exc)
         except Exception as exc:
             raise CandidateFault(Status.RUNTIME_ERROR,
                                  f"calling the kernel raised {type(exc).__name__}: {exc} "
                                  f"on shape {shape.label}") from None
+        if problem:
+            raise CandidateFault(Status.REJECTED, f"on shape {shape.label}, the kernel {problem}",
+                                 [ShapeResult(shape=shape.label)])
 
     def measure_eager(self) -> None:
         """Time the PyTorch reference on every tuning shape (once per sandbox)."""
@@ -144,7 +161,38 @@ def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: in
             f"{differs.where('output')} (outputs are poisoned differently before each call, so "
             f"an element written only sometimes shows here too)",
             [ShapeResult(shape=shape.label)])
+    _check_refilled(ctx, kernel, inputs, outputs, shape, f"{where}, seed {seed}")
+    check_process(ctx, shape, where)
     return comparison
+
+
+def _check_refilled(ctx: SandboxContext, kernel: LoadedKernel, inputs: tuple, outputs: tuple,
+                    shape: Shape, where: str) -> None:
+    """A third call on the same buffers refilled with new values must give the new answer: a
+    kernel that caches results between calls (keyed by pointer, shape or a sample) fails here."""
+    fresh = tuple(ctx.task.module.make_inputs(dict(shape), REFILL_SEED, ctx.device))
+    if not refill(inputs, fresh):
+        return  # the task draws the same values for every seed: nothing to tell apart
+    pristine, reference = _pristine_and_reference(inputs, ctx.task)
+    poison(outputs, FIRST_POISON)
+    ctx.call(kernel, inputs, outputs, shape)
+    _check_inputs(pristine, inputs, shape, f"{where} (refilled inputs)")
+    comparison = compare(outputs, reference, ctx.task.tolerance)
+    if comparison.mismatch is not None:
+        raise CandidateFault(
+            Status.INCORRECT,
+            f"stale result {where}: after the same input buffers were refilled with new values, "
+            f"the kernel's output is wrong ({comparison.mismatch.describe()}) — a kernel may not "
+            f"cache results between calls (by pointer, shape or sampled values)",
+            [ShapeResult(shape=shape.label)])
+
+
+def check_process(ctx: SandboxContext, shape: Shape, where: str) -> None:
+    """REJECTED when a function the judge relies on was replaced (taken against the snapshot)."""
+    problem = ctx.snapshot.changed() if ctx.snapshot is not None else None
+    if problem:
+        raise CandidateFault(Status.REJECTED, f"{where}, the kernel {problem}",
+                             [ShapeResult(shape=shape.label)])
 
 
 def _check_shapes(ctx: SandboxContext, kernel: LoadedKernel, shapes: Sequence[Shape],
@@ -216,6 +264,7 @@ def run_candidate(ctx: SandboxContext, kernel: LoadedKernel) -> dict[str, Any]:
         ctx.progress("timing", shape)
         result, rel_se[shape.label] = _time_shape(ctx, kernel, shape, errors[shape.label])
         results.append(result)
+    check_process(ctx, task.tuning_shapes[-1], "after timing")
     heldout = len(task.heldout_shapes) if ctx.settings.check_heldout else 0
     return {"type": "result", "status": Status.OK.value,
             "message": f"correct on {len(results)} tuning shapes x {ctx.settings.seeds} seeds "
@@ -253,3 +302,4 @@ def check_baseline(ctx: SandboxContext) -> None:
             raise TaskError(f"task {ctx.task.name!r}: its starting "
                                f"{ctx.language.name} kernel fails its own checks: "
                                f"{fault.message}") from None
+    ctx.snapshot = ProcessSnapshot([ctx.task.module])

@@ -108,6 +108,7 @@ class Worker:
         settings = EvaluatorSettings(**message["settings"])
         task = load_task(message["task"], settings.device.split(":")[0])
         language = get_language(message["language"])
+        os.environ.update(language.sandbox_environment())  # e.g. TRITON_INTERPRET=1 on CPU
         baseline = message["start"]
         start = language.load(Path(baseline["artifact"]), baseline["entry"], baseline["spec"])
         llc = last_level_cache_bytes()

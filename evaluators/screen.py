@@ -1,17 +1,22 @@
 """Static screen: refuse sources that use what a kernel must not (threads, I/O, timers, ...).
 
 The screen is a first line of defence and a fast, actionable message for the coder; the sandbox
-process is the real boundary. Each language declares its rules as data (``ScreenRule``); a rule is
-a regular expression matched against each logical source line after comments are blanked out
-(so that a comment mentioning ``fork`` is harmless) and backslash-continued lines are joined (so
-that splitting a name over two lines does not hide it). String literals are kept, so that a quoted
-``#include "..."`` is still seen.
+process is the real boundary. Each language declares its rules as data, of two kinds:
+
+- ``ScreenRule`` (C-like sources): a regular expression matched against each logical source line
+  after comments are blanked out (so that a comment mentioning ``fork`` is harmless) and
+  backslash-continued lines are joined (so that splitting a name over two lines does not hide
+  it). String literals are kept, so that a quoted ``#include "..."`` is still seen.
+- ``SyntaxRule`` (Python sources): a function that finds forbidden nodes in the module's syntax
+  tree, which sees through comments, strings, line breaks and spacing alike. A source that does
+  not parse passes the screen; the build reports its syntax error.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 
@@ -28,10 +33,19 @@ class ScreenRule:
 
 
 @dataclass(frozen=True)
+class SyntaxRule:
+    """One forbidden construct in Python: ``find(tree)`` yields the nodes that use it."""
+
+    name: str
+    reason: str
+    find: Callable[[ast.Module], Iterable[ast.AST]]
+
+
+@dataclass(frozen=True)
 class ScreenFinding:
     """The first line a rule refused."""
 
-    rule: ScreenRule
+    rule: ScreenRule | SyntaxRule
     line: int
     text: str
 
@@ -96,12 +110,43 @@ def logical_lines(source: str) -> list[tuple[int, str]]:
     return lines
 
 
-def screen(source: str, rules: Iterable[ScreenRule]) -> ScreenFinding | None:
-    """The first forbidden construct in ``source``, or None when it passes."""
+def screen(source: str, rules: Iterable[ScreenRule | SyntaxRule]) -> ScreenFinding | None:
+    """The first forbidden construct in ``source`` (by line), or None when it passes."""
+    rules = tuple(rules)
+    findings = [_screen_lines(source, [r for r in rules if isinstance(r, ScreenRule)]),
+                _screen_syntax(source, [r for r in rules if isinstance(r, SyntaxRule)])]
+    return min((f for f in findings if f is not None), key=lambda f: f.line, default=None)
+
+
+def _screen_lines(source: str, rules: list[ScreenRule]) -> ScreenFinding | None:
+    """The first logical line (comments blanked) that a regular-expression rule matches."""
     compiled = [(rule, re.compile(rule.pattern)) for rule in rules]
+    if not compiled:
+        return None
     for number, text in logical_lines(blank_comments(source)):
         for rule, pattern in compiled:
             if pattern.search(text):
                 shown = " ".join(text.split())
                 return ScreenFinding(rule, number, shown[:160])
     return None
+
+
+def _screen_syntax(source: str, rules: list[SyntaxRule]) -> ScreenFinding | None:
+    """The earliest node (by line, then column) that any syntax rule finds."""
+    if not rules:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    lines = source.splitlines()
+    found: list[tuple[int, int, int, SyntaxRule]] = []
+    for order, rule in enumerate(rules):
+        for node in rule.find(tree):
+            line = getattr(node, "lineno", 1)
+            found.append((line, getattr(node, "col_offset", 0), order, rule))
+    if not found:
+        return None
+    line, _, _, rule = min(found, key=lambda item: item[:3])
+    text = " ".join(lines[line - 1].split()) if 0 < line <= len(lines) else ""
+    return ScreenFinding(rule, line, text[:160])

@@ -11,6 +11,7 @@ from rich.console import Console
 from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import ConfigError, load_config
+from .eval_command import add_eval_parser, run_eval_command
 from .task_commands import add_tasks_parser, run_tasks_command
 
 
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
                                        "local instance)")
     run.add_argument("--task", help="a built-in task name or a task folder (sets task.name)")
     add_tasks_parser(commands)
+    add_eval_parser(commands)
     return parser
 
 
@@ -53,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, console)
         if args.command == "tasks":
             return run_tasks_command(args, console)
+        if args.command == "eval":
+            return run_eval_command(args, console)
     except (ConfigError, TaskError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return 2

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError
 from .cpp import CppLanguage
+from .torch_ext import TorchExtLanguage
+from .triton import TritonLanguage
 
-_LANGUAGES: dict[str, type[KernelLanguage]] = {CppLanguage.name: CppLanguage}
+_LANGUAGES: dict[str, type[KernelLanguage]] = {CppLanguage.name: CppLanguage,
+                                               TritonLanguage.name: TritonLanguage,
+                                               TorchExtLanguage.name: TorchExtLanguage}
 
 
 def get_language(name: str) -> KernelLanguage:
@@ -17,4 +21,4 @@ def get_language(name: str) -> KernelLanguage:
 
 
 __all__ = ["BuildError", "CppLanguage", "KernelLanguage", "LoadError", "LoadedKernel",
-           "get_language"]
+           "TorchExtLanguage", "TritonLanguage", "get_language"]

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from ...search.candidate import Candidate
 from ..environment import scrubbed_environment
-from ..screen import ScreenRule
+from ..screen import ScreenRule, SyntaxRule
 
 
 class BuildError(Exception):
@@ -59,7 +59,10 @@ class KernelLanguage(ABC):
     name: ClassVar[str]
     devices: ClassVar[tuple[str, ...]]  # device kinds it runs on: "cpu", "cuda"
     artifact_suffix: ClassVar[str]
-    screen_rules: ClassVar[tuple[ScreenRule, ...]]
+    screen_rules: ClassVar[tuple[ScreenRule | SyntaxRule, ...]]
+    # True where the kernel brings host code that runs in the sandbox around its launches
+    # (Python, or C++ that can call ATen): every call then runs under the integrity guard.
+    host_code: ClassVar[bool] = False
 
     @property
     def launcher(self) -> str:
@@ -86,6 +89,14 @@ class KernelLanguage(ABC):
 
     def synchronize(self) -> None:  # noqa: B027 - CPU kernels are synchronous
         """In the sandbox: wait until launched work has finished (a no-op on CPU)."""
+
+    def sandbox_environment(self) -> dict[str, str]:
+        """Variables the sandbox sets in its own environment before loading any kernel."""
+        return {}
+
+    def source_file(self, kernel: LoadedKernel) -> str | None:
+        """In the sandbox: the file the kernel's host code runs from, to name its lines."""
+        return None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -36,6 +36,16 @@ KERNELS = {
         "argtypes": ["ptr", "ptr", "i64", "i64"],
         "knobs": {},
     },
+    "triton": {
+        "source": "silu_and_mul_triton.py",
+        "entry": "silu_and_mul",
+        "knobs": {"BLOCK": [1024, 256, 512, 2048, 4096]},
+    },
+    "torch-ext": {
+        "source": "silu_and_mul_ext.cpp",
+        "entry": "silu_and_mul",
+        "knobs": {},
+    },
 }
 
 
@@ -57,6 +67,18 @@ def reference(x):
 def launch_cpp(fn, inputs, outputs, shape):
     (x,), (out,) = inputs, outputs
     fn(out.data_ptr(), x.data_ptr(), shape["tokens"], shape["d"])
+
+
+def launch_triton(fn, inputs, outputs, shape):
+    # fn: the module's entry point, a Python function that launches its @triton.jit kernels
+    (x,), (out,) = inputs, outputs
+    fn(out, x, shape["tokens"], shape["d"])
+
+
+def launch_torch_ext(fn, inputs, outputs, shape):
+    # fn: the extension's bound function; it takes the tensors and reads the sizes off them
+    (x,), (out,) = inputs, outputs
+    fn(out, x)
 
 
 def roofline(shape):

@@ -1,0 +1,282 @@
+"""Anti-cheat checks in the sandbox: a call of a kernel may do only what a kernel may do.
+
+The static screen (evaluators/screen.py and each language's rules) refuses most cheats by their
+source; the checks here run around and after the candidate's calls and catch what gets past it.
+Only the sandbox imports this module (it imports torch, and it snapshots the sandbox's own state).
+
+Cheats the evaluator catches, and where:
+
+==========================================  =====================================================
+cheat                                       caught by
+==========================================  =====================================================
+stale memory that already holds the answer  outputs poisoned (NaN, then -Inf) before every call,
+(writing nothing, or only on a first call)  timed calls included; INCORRECT
+work on a side stream or a host thread      screen (threads, streams, events, graphs); the timer
+                                            synchronises the whole device; REJECTED
+caching results by pointer or input         the same buffers refilled with new values must give
+                                            the new answer (run_phase); INCORRECT
+modifying the inputs                        inputs compared bit for bit after every checked call;
+                                            REJECTED
+PyTorch compute in a "custom" kernel        ``ComputeGuard`` around every call of a kernel with
+                                            host code (triton, torch-ext): any aten op but
+                                            allocation and views; REJECTED
+a lazy, subclassed or rebound output        outputs must stay the very ``torch.Tensor`` objects
+                                            and storage passed in; a returned tensor is refused;
+                                            REJECTED
+tampering with timers or the judge          screen (time, torch.cuda.Event, attribute writes);
+                                            timers checked after every call and the functions the
+                                            judge relies on after every check; REJECTED
+specialising to the tuning shapes           held-out shapes (run_phase); INCORRECT
+behaving differently once timed (by call    the outputs of the last timed call are re-checked;
+count, or by seeing the same buffers)       INCORRECT
+a speedup beyond the roofline               the roofline verdict (sandbox_evaluator); REJECTED
+==========================================  =====================================================
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib.util import find_spec
+from types import FrameType, ModuleType
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# aten ops a kernel's host code may issue: allocation, zero-filling a workspace, and views
+# (metadata only). Anything else is PyTorch doing the work the kernel is judged on.
+ALLOWED_TORCH_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+    "zeros_like", "new_zeros", "zero_", "fill_", "lift_fresh",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "slice", "select",
+    "narrow", "t", "transpose", "permute", "unsqueeze", "squeeze", "expand", "alias", "detach",
+    "unbind", "split", "split_with_sizes", "chunk", "view_as", "flatten", "unflatten", "movedim",
+    "view_as_real", "view_as_complex", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "is_contiguous", "is_non_overlapping_and_dense",
+})
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_THIS_FILE = __file__
+
+
+def _package_dir(name: str) -> str | None:
+    spec = find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(list(spec.submodule_search_locations)[0], "")
+
+
+# Triton's own launch machinery (the CPU interpreter copies arguments with torch) may use torch.
+_TRITON_DIR = _package_dir("triton")
+
+
+class IntegrityViolation(Exception):
+    """Raised inside a call when the kernel did what a kernel may not (a REJECTED verdict)."""
+
+
+@dataclass(frozen=True)
+class TorchCall:
+    """One aten op the guard saw, and the candidate's code line that issued it (if known)."""
+
+    op: str
+    where: str
+
+
+class ComputeGuard(TorchDispatchMode):
+    """Records aten compute issued while a kernel's call runs (allocation and views allowed).
+
+    An op is attributed to the nearest Python frame outside torch: ops issued by triton's own
+    launcher are not the kernel's; ops issued from C++ (a torch extension calling ``at::mul``)
+    are attributed to the task's launcher frame and count. Nothing is raised inside the call
+    (the kernel could catch it); the caller reads ``calls`` afterwards.
+    """
+
+    def __init__(self, source_file: str | None = None) -> None:
+        super().__init__()
+        self.source_file = source_file
+        self.calls: list[TorchCall] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        name = func.name()  # e.g. "aten::mul.Tensor"
+        namespace, _, rest = name.partition("::")
+        if namespace != "aten" or rest.split(".")[0] not in ALLOWED_TORCH_OPS:
+            frame = _issuing_frame(sys._getframe(1))
+            if frame is not None and not (_TRITON_DIR and
+                                          frame.f_code.co_filename.startswith(_TRITON_DIR)):
+                self.calls.append(TorchCall(name, self._where(frame)))
+        return func(*args, **(kwargs or {}))
+
+    def _where(self, frame: FrameType) -> str:
+        if self.source_file and frame.f_code.co_filename == self.source_file:
+            return f"line {frame.f_lineno} of the kernel"
+        if frame.f_code.co_name.startswith("launch_"):  # the task's launcher called native code
+            return "the kernel's native code"
+        return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+    def verdict(self) -> str | None:
+        if not self.calls:
+            return None
+        ops = list(dict.fromkeys(c.op for c in self.calls))
+        first = self.calls[0]
+        more = f"; also {', '.join(ops[1:4])}" if len(ops) > 1 else ""
+        return (f"calls PyTorch compute ({first.op} at {first.where}{more}): a custom kernel "
+                f"must do the work in its own code; PyTorch may only allocate and view tensors")
+
+
+def _issuing_frame(frame: FrameType | None) -> FrameType | None:
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
+                                 or frame.f_code.co_filename == _THIS_FILE):
+        frame = frame.f_back
+    return frame
+
+
+def _layout(tensors: Sequence[Any]) -> list[tuple[Any, ...] | None]:
+    """Identity of each tensor's storage and view; None for one that is not a plain Tensor."""
+    # type() first: a subclass could answer data_ptr() however it likes.
+    return [(t.data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t.device)
+            if type(t) is torch.Tensor else None for t in tensors]
+
+
+def _layout_change(before: list[tuple[Any, ...] | None], tensors: Sequence[Any],
+                   what: str) -> str | None:
+    for i, (old, new) in enumerate(zip(before, _layout(tensors), strict=True)):
+        if old is None:
+            continue  # not a plain tensor before the call either (a task's own object)
+        if new is None:
+            return (f"replaced {what} {i} by a {type(tensors[i]).__name__} (a Tensor subclass "
+                    f"or lazy tensor): a kernel writes into the plain tensors it is given")
+        if old != new:
+            return (f"rebound {what} {i} to other storage or another view (`.data =`, `set_`): "
+                    f"a kernel writes into the tensors it is given, in place")
+    return None
+
+
+def guarded_call(call: Callable[[], object], inputs: Sequence[Any], outputs: Sequence[Any],
+                 *, host_code: bool, source_file: str | None = None) -> str | None:
+    """Run one call of a kernel; return why it is REJECTED, or None.
+
+    Exceptions of ``call`` propagate (``IntegrityViolation`` included). For a language with host
+    code the call runs under ``ComputeGuard`` and the tensors' identity is compared before and
+    after; the timers are checked for every language (a few identity comparisons).
+    """
+    if not host_code:
+        call()
+        return replaced_timers()
+    before_out, before_in = _layout(outputs), _layout(inputs)
+    guard = ComputeGuard(source_file)
+    with guard:
+        call()
+    return (guard.verdict() or _layout_change(before_out, outputs, "output")
+            or _layout_change(before_in, inputs, "input") or replaced_timers())
+
+
+def checked_entry(fn: Callable[..., Any]) -> Callable[..., None]:
+    """``fn`` refusing to return a tensor other than those it was given: results go into the
+    outputs, never into a returned (lazy or subclassed) tensor that could compute on access or
+    stand in for the real buffer. Returning nothing, or the outputs themselves, is fine."""
+
+    def entry(*args: Any, **kwargs: Any) -> None:
+        result = fn(*args, **kwargs)
+        given = {id(a) for a in (*args, *kwargs.values()) if type(a) is torch.Tensor}
+        foreign = next((t for t in _tensors_in(result) if id(t) not in given), None)
+        if foreign is not None:
+            raise IntegrityViolation(
+                f"returned a {type(foreign).__name__} that is not one of its outputs: a kernel "
+                f"writes into the outputs it is given; a returned (lazy or subclassed) tensor is "
+                f"never taken as the result")
+
+    entry.__name__ = getattr(fn, "__name__", "entry")
+    return entry
+
+
+def _tensors_in(value: object) -> Iterator[Any]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_in(item)
+
+
+def _timer_table() -> list[tuple[Any, str, str, Any]]:
+    """(live namespace, dotted name, attribute, original) of each clock the timing reads.
+
+    The namespaces are held once (a class's mapping proxy stays live), so that the check after
+    every call costs a few dictionary lookups; the rest of ``time`` and ``torch.cuda`` is in the
+    ``ProcessSnapshot`` checked after every correctness check.
+    """
+    table = [(vars(time), f"time.{name}", name, getattr(time, name))
+             for name in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns")]
+    table += [(vars(torch.cuda), f"torch.cuda.{name}", name, getattr(torch.cuda, name))
+              for name in ("Event", "synchronize")]
+    event = vars(torch.cuda.Event)
+    table += [(event, f"torch.cuda.Event.{name}", name, event.get(name))
+              for name in ("record", "elapsed_time", "synchronize")]
+    return table
+
+
+_TIMERS = _timer_table()  # captured when the sandbox imports this module, before any kernel
+
+
+def replaced_timers() -> str | None:
+    """Why the clocks are no longer the originals captured at start, or None."""
+    for namespace, dotted, name, original in _TIMERS:
+        if namespace.get(name) is not original:
+            return (f"replaced {dotted}: a kernel may not touch the clocks or events the "
+                    f"evaluator times it with")
+    return None
+
+
+class ProcessSnapshot:
+    """The functions and classes the judge relies on, by identity, to find patched ones.
+
+    Taken once the sandbox has checked the starting kernel, before any candidate is loaded;
+    covers time, math, builtins, torch (module, ``Tensor`` with its bases, ``cuda``,
+    ``nn.functional``), the task module and every loaded ``kernelswarm`` module. A class is
+    looked up through its bases, so that a method set on ``torch.Tensor`` which shadows one
+    of its C base class counts as a replacement.
+    """
+
+    def __init__(self, extra: Iterable[ModuleType] = ()) -> None:
+        owners: list[tuple[str, Any]] = [
+            ("time", time), ("math", math), ("builtins", builtins), ("torch", torch),
+            ("torch.Tensor", torch.Tensor), ("torch.cuda", torch.cuda),
+            ("torch.cuda.Event", torch.cuda.Event),
+            ("torch.nn.functional", torch.nn.functional)]
+        owners += [(m.__name__, m) for m in extra]
+        owners += [(name, module) for name, module in list(sys.modules.items())
+                   if name.startswith("kernelswarm.") and module is not None]
+        self._entries = []
+        for label, owner in owners:
+            names = dir(owner) if isinstance(owner, type) else list(vars(owner))
+            for key in names:
+                value = _lookup(owner, key)
+                if callable(value):
+                    self._entries.append((label, owner, key, value))
+
+    def changed(self) -> str | None:
+        """Why the process was tampered with (the first replaced name), or None."""
+        for label, owner, key, value in self._entries:
+            if _lookup(owner, key) is not value:
+                return (f"replaced {label}.{key} in the evaluator's process: a kernel may not "
+                        f"patch PyTorch, the clocks, the task or the evaluator")
+        return None
+
+
+def _lookup(owner: Any, key: str) -> Any:
+    """``owner.key`` as stored (no descriptor runs): through the bases for a class."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if key in vars(klass):
+                return vars(klass)[key]
+        return None
+    return vars(owner).get(key)

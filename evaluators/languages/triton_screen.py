@@ -1,0 +1,216 @@
+"""The static screen of Python kernel modules (the ``triton`` language), on the syntax tree.
+
+A Python kernel module runs in the sandbox next to the code that judges it, so what it may use is
+an allow-list rather than a list of dangers: it imports only triton, ``triton.language`` (and its
+submodules), torch, math and typing; it uses modules only as ``module.name`` (never as a value
+that could be passed around under another name); it sets no attributes, defines no classes and
+reaches no private or dunder names; and of torch and triton it may not touch what would move work
+out of the timer's sight (streams, events, graphs, ``torch.compile``, custom ops), change global
+state the reference shares (``torch.set_*``, ``torch.backends``), or drive triton's launch and
+benchmarking machinery (``triton.runtime``, ``triton.autotune``, ...).
+
+PyTorch *compute* (``torch.mul``, ``x * y``) is not screened: the sandbox watches every call of a
+Python kernel and rejects one that computes with PyTorch (evaluators/integrity.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ..screen import SyntaxRule
+
+ALLOWED_IMPORTS = ("triton", "triton.language", "torch", "math", "typing", "__future__")
+_ALLOWED_IMPORT_PREFIXES = ("triton.language.",)
+
+# Builtins that run strings as code, reach objects by name, build classes or touch files.
+FORBIDDEN_BUILTINS = frozenset({
+    "eval", "exec", "compile", "__import__", "open", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "breakpoint", "exit", "quit", "input", "help", "type", "super",
+    "memoryview", "classmethod", "staticmethod", "property",
+})
+
+# Dotted names a kernel module may not use; an entry ending in "_" is a prefix of names
+# (torch.set_ covers torch.set_num_threads), any other covers itself and what is below it.
+STREAMS_EVENTS_GRAPHS = (
+    "torch.Stream", "torch.Event", "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.Event",
+    "torch.cuda.ExternalStream", "torch.cuda.set_stream", "torch.cuda.graph",
+    "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables",
+    "torch.cpu.Stream", "torch.cpu.stream", "torch.accelerator",
+)
+TORCH_ESCAPE_HATCHES = (
+    "torch.compile", "torch.jit", "torch.ops", "torch.library", "torch.utils", "torch.autograd",
+    "torch.overrides", "torch.fx", "torch.export", "torch.func", "torch.classes",
+    "torch.cuda.jiterator", "torch.cuda.cudart", "torch.cuda.nvtx", "torch.profiler",
+    "torch.testing",
+)
+TORCH_GLOBAL_STATE = (
+    "torch.set_", "torch.use_", "torch.backends", "torch.manual_seed", "torch.seed",
+    "torch.random", "torch.cuda.set_", "torch.cuda.manual_seed", "torch.cuda.memory",
+    "torch.cuda.tunable", "torch.cuda.empty_cache",
+)
+TORCH_IO = ("torch.load", "torch.save", "torch.from_file", "torch.hub", "torch.multiprocessing",
+            "torch.distributed", "torch.package")
+TRITON_INTERNALS = ("triton.runtime", "triton.testing", "triton.tools", "triton.knobs",
+                    "triton.compiler", "triton.backends", "triton.set_allocator",
+                    "triton.profiler", "triton.autotune", "triton.Config")
+
+# Modules that a name may stand for even when bound by ``from x import y``.
+_MODULE_PATHS = frozenset({"torch", "torch.cuda", "torch.cpu", "triton", "triton.language"})
+
+
+def _covers(entry: str, dotted: str) -> bool:
+    if entry.endswith("_"):
+        return dotted.startswith(entry)
+    return dotted == entry or dotted.startswith(entry + ".")
+
+
+class ModuleView:
+    """What the rules need to know about one module: import aliases and each node's parent."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.aliases: dict[str, str] = {}  # local name -> dotted module path it stands for
+        self.module_names: set[str] = set()  # local names bound to a module
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    local = alias.asname or alias.name.split(".")[0]
+                    self.aliases[local] = alias.name if alias.asname else local
+                    self.module_names.add(local)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    dotted = f"{node.module}.{alias.name}"
+                    local = alias.asname or alias.name
+                    self.aliases[local] = dotted
+                    if dotted in _MODULE_PATHS:
+                        self.module_names.add(local)
+
+    def dotted(self, node: ast.AST) -> str | None:
+        """``torch.cuda.Event`` for an attribute chain rooted at an imported name, else None."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self.aliases:
+            return None
+        return ".".join([self.aliases[node.id], *reversed(parts)])
+
+    def used_names(self) -> Iterator[tuple[ast.AST, str]]:
+        """Every dotted name the module uses: its imports and its longest attribute chains."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    yield node, f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield node, alias.name
+            elif isinstance(node, (ast.Attribute, ast.Name)):
+                parent = self.parents.get(node)
+                if isinstance(parent, ast.Attribute) and parent.value is node:
+                    continue  # the longer chain above is checked instead
+                dotted = self.dotted(node)
+                if dotted is not None:
+                    yield node, dotted
+
+
+def _dotted_rule(name: str, entries: tuple[str, ...], reason: str) -> SyntaxRule:
+    def find(tree: ast.Module) -> Iterator[ast.AST]:
+        for node, dotted in ModuleView(tree).used_names():
+            if any(_covers(entry, dotted) for entry in entries):
+                yield node
+
+    return SyntaxRule(name, reason, find)
+
+
+def _find_imports(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level or node.module is None or any(a.name == "*" for a in node.names):
+                yield node
+                continue
+            modules = [node.module]
+        else:
+            continue
+        if not all(m in ALLOWED_IMPORTS or m.startswith(_ALLOWED_IMPORT_PREFIXES)
+                   for m in modules):
+            yield node
+
+
+def _find_builtins(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and (node.id in FORBIDDEN_BUILTINS
+                                           or (node.id.startswith("__")
+                                               and node.id.endswith("__"))):
+            yield node
+
+
+def _find_private(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            yield node
+        elif isinstance(node, ast.ImportFrom) and any(a.name.startswith("_")
+                                                      for a in node.names):
+            yield node
+
+
+def _find_attribute_writes(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            yield node
+
+
+def _find_classes(tree: ast.Module) -> Iterator[ast.AST]:
+    return (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef))
+
+
+def _find_modules_as_values(tree: ast.Module) -> Iterator[ast.AST]:
+    view = ModuleView(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in view.module_names:
+            parent = view.parents.get(node)
+            if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                yield node
+
+
+TRITON_SCREEN_RULES = (
+    SyntaxRule("imports", "a kernel module may import only triton, triton.language (and its "
+               "submodules), torch, math and typing: os, sys, subprocess, threading, socket, "
+               "ctypes, time and the like reach outside the kernel or the measurement",
+               _find_imports),
+    SyntaxRule("dynamic code", "eval/exec/compile, open, getattr/setattr, globals/vars and "
+               "dunder names run strings as code, touch files or reach objects the screen "
+               "cannot follow", _find_builtins),
+    SyntaxRule("private names", "private (underscore) attributes of torch and triton can switch "
+               "off the evaluator's checks or reach its internals", _find_private),
+    SyntaxRule("attribute assignment", "a kernel module may not set or delete attributes: "
+               "patching time, torch or triton, or rebinding a tensor (`out.data = ...`), "
+               "changes what the evaluator measures or checks", _find_attribute_writes),
+    SyntaxRule("classes", "a kernel module defines functions only: a class could subclass "
+               "torch.Tensor (a lazy or fake output) or hook __torch_function__",
+               _find_classes),
+    SyntaxRule("modules as values", "use a module only as `module.name`: a module passed or "
+               "stored under another name hides what is called from the screen",
+               _find_modules_as_values),
+    _dotted_rule("streams, events and graphs", STREAMS_EVENTS_GRAPHS,
+                 "work on another stream or in a graph escapes the timer, and events are the "
+                 "timer's own; launch on the current stream"),
+    _dotted_rule("PyTorch escape hatches", TORCH_ESCAPE_HATCHES,
+                 "compiled graphs, custom ops and dispatch controls could compute with PyTorch "
+                 "out of the evaluator's sight, or switch its checks off"),
+    _dotted_rule("global PyTorch state", TORCH_GLOBAL_STATE,
+                 "the kernel shares its process with the reference: changing PyTorch's global "
+                 "settings (threads, precision, seeds, backends) changes the reference or the "
+                 "measurement"),
+    _dotted_rule("files and processes", TORCH_IO,
+                 "a kernel reads its inputs and writes its outputs only"),
+    _dotted_rule("triton internals", TRITON_INTERNALS,
+                 "the runtime, its knobs and benchmarking utilities reach into the launch "
+                 "machinery or time inside the measurement; tune through the task's knobs, "
+                 "not triton.autotune"),
+)

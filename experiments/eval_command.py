@@ -1,0 +1,189 @@
+"""``kernelswarm eval TASK CANDIDATE_FILE``: judge one kernel file against a task, once.
+
+The file is evaluated exactly as a search would evaluate a candidate (screen, build, sandbox,
+correctness on every tuning and held-out shape, timing interleaved with the task's starting
+kernel) and the verdict is printed as a table, or as JSON with ``--json``. Exit status: 0 when
+the kernel is OK, 1 for any other verdict, 2 for arguments that cannot be used (an unknown task,
+a missing file, a language the task has no starting kernel for), each named in the message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.search import LANGUAGES, Evaluation, Origin, Status, TaskError, load_task
+
+from .config import BUILTIN_TASKS
+
+LANGUAGE_BY_SUFFIX = {".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".cu": "cuda", ".py": "triton"}
+# A torch extension compiles for about a minute (with CUDA); the default 60 s limit is for cpp.
+TORCH_EXT_COMPILE_TIMEOUT_S = 600.0
+
+
+class EvalUsageError(Exception):
+    """Arguments of ``kernelswarm eval`` that cannot be used; the message names which."""
+
+
+def add_eval_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "eval", help="evaluate one kernel file against a task (does it beat the baseline?)",
+        description="Evaluate CANDIDATE_FILE as a candidate of TASK: screen, build, check on "
+                    "every shape, time against the task's starting kernel and PyTorch. Exit "
+                    "status 0 when OK, 1 for any other verdict, 2 for unusable arguments.")
+    parser.add_argument("task", metavar="TASK", help="a built-in task name or a task folder")
+    parser.add_argument("candidate", metavar="CANDIDATE_FILE", help="the kernel's source file")
+    parser.add_argument("--language", choices=LANGUAGES,
+                        help="the kernel language (default: from the file's extension: "
+                             ".cpp -> cpp, .cu -> cuda, .py -> triton)")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda where the language "
+                                         "runs there and nvidia-smi finds a GPU, else cpu)")
+    parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+
+
+def resolve_task(name: str) -> Path:
+    """The task folder for a built-in name or a path (a folder or its task.py)."""
+    builtin = BUILTIN_TASKS / name
+    if (builtin / "task.py").is_file():
+        return builtin
+    path = Path(name).expanduser()
+    if (path / "task.py").is_file() or (path.name == "task.py" and path.is_file()):
+        return path.resolve()
+    names = ", ".join(sorted(p.name for p in BUILTIN_TASKS.iterdir() if (p / "task.py").is_file()))
+    raise EvalUsageError(f"TASK {name!r} is neither a built-in task ({names}) nor a folder "
+                         f"holding a task.py")
+
+
+def infer_language(candidate: Path, given: str | None) -> str:
+    """``given``, else the language the file's extension stands for."""
+    if given:
+        return given
+    language = LANGUAGE_BY_SUFFIX.get(candidate.suffix.lower())
+    if language is None:
+        known = ", ".join(f"{s} -> {lang}" for s, lang in LANGUAGE_BY_SUFFIX.items())
+        raise EvalUsageError(f"cannot tell the language of {candidate.name!r} from its "
+                             f"extension ({known}): pass --language")
+    return language
+
+
+def default_device(language: str) -> str:
+    if language in ("cuda", "triton", "torch-ext") and shutil.which("nvidia-smi"):
+        return "cuda"
+    return "cpu"
+
+
+def _evaluate(task_path: Path, candidate_file: Path, language: str,
+              device: str) -> tuple[Evaluation, str]:
+    settings = {"device": device}
+    if language == "torch-ext":
+        settings["compile_timeout_s"] = TORCH_EXT_COMPILE_TIMEOUT_S
+    try:
+        task = load_task(task_path, device.split(":")[0])
+        if language not in task.kernels:
+            raise EvalUsageError(f"task {task.name!r} has no starting kernel in {language!r} to "
+                                 f"compare with; it has: {', '.join(sorted(task.kernels))}")
+        evaluator = SandboxEvaluator(task_path, language, EvaluatorSettings(**settings))
+    except ValueError as exc:  # TaskError included: an unusable task, language or device
+        raise EvalUsageError(str(exc)) from None
+    origin = Origin(role="user", move="eval", rationale=str(candidate_file))
+    with evaluator:
+        start = evaluator.start_candidate
+        candidate = start.derive(source=candidate_file.read_text(), origin=origin)
+        return evaluator.evaluate(candidate), task.name
+
+
+def run_eval_command(args: argparse.Namespace, console: Console) -> int:
+    """Evaluate the file and print the verdict; the exit status (0, 1 or 2)."""
+    try:
+        candidate = Path(args.candidate).expanduser()
+        if not candidate.is_file():
+            raise EvalUsageError(f"CANDIDATE_FILE {str(candidate)!r} is not a file")
+        task_path = resolve_task(args.task)
+        language = infer_language(candidate, args.language)
+        device = args.device or default_device(language)
+        evaluation, task_name = _evaluate(task_path, candidate, language, device)
+    except (EvalUsageError, TaskError) as exc:
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
+    if args.json:
+        doc = evaluation_document(evaluation, task_name, language, candidate)
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        console.print(evaluation_table(evaluation, task_name, language))
+        console.print(verdict_text(evaluation), highlight=False)
+    return 0 if evaluation.ok else 1
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with non-finite floats as None, recursively (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def evaluation_document(evaluation: Evaluation, task: str, language: str,
+                        candidate: Path) -> dict[str, Any]:
+    """The evaluation as a JSON-able dict (NaN as null)."""
+    doc = asdict(evaluation)
+    doc["status"] = evaluation.status.value
+    doc.update(task=task, language=language, file=str(candidate),
+               speedup_vs_start=evaluation.speedup, speedup_vs_eager=evaluation.speedup_vs_eager)
+    return _finite(doc)
+
+
+def _number(value: float, fmt: str, suffix: str = "") -> str:
+    return f"{value:{fmt}}{suffix}" if math.isfinite(value) else "—"
+
+
+def _compact_labels(labels: list[str]) -> tuple[dict[str, str], str]:
+    """Each shape label without the ``key=value`` parts all shapes share, and those parts."""
+    parts = {label: label.split(",") for label in labels}
+    shared = set.intersection(*(set(p) for p in parts.values())) if len(labels) > 1 else set()
+    compact = {label: ",".join(p for p in items if p not in shared) or label
+               for label, items in parts.items()}
+    common = ",".join(p for p in parts[labels[0]] if p in shared) if labels else ""
+    return compact, common
+
+
+def evaluation_table(evaluation: Evaluation, task: str, language: str) -> Table:
+    """One row per shape: correctness, largest error, median time and its interquartile range
+    (µs), speedups vs the starting kernel and PyTorch, percent of the roofline."""
+    labels, common = _compact_labels([s.shape for s in evaluation.shapes])
+    title = " · ".join(p for p in (task, language, evaluation.device, common) if p)
+    table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
+                  show_edge=False)
+    table.add_column("shape")
+    for column in ("ok", "max err", "µs", "IQR µs", "× start", "× torch", "roofline"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for s in evaluation.shapes:
+        table.add_row(escape(labels[s.shape].replace(",", ", ")), "yes" if s.correct else "[red]no[/]",
+                      _number(s.max_abs_err, ".1e"), _number(s.time_us, ".1f"),
+                      _number(s.time_spread_us, ".1f"),
+                      _number(s.speedup_vs_start, ".2f", "x"),
+                      _number(s.speedup_vs_eager, ".2f", "x"),
+                      _number(s.roofline_fraction * 100, ".1f", "%"))
+    return table
+
+
+def verdict_text(evaluation: Evaluation) -> str:
+    colour = "green" if evaluation.ok else "red"
+    text = f"[bold {colour}]{evaluation.status.value}[/] {escape(evaluation.message)}"
+    if evaluation.status is Status.OK:
+        text += (f"\nspeedup (geometric mean): {evaluation.speedup:.3f}x vs the starting kernel, "
+                 f"{evaluation.speedup_vs_eager:.3f}x vs PyTorch")
+    return text

@@ -1,0 +1,112 @@
+"""The static screen of Python kernel modules: what it refuses, and what it must not."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelswarm.evaluators.languages.triton_screen import TRITON_SCREEN_RULES
+from kernelswarm.evaluators.screen import screen
+from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import KERNELS
+
+HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
+
+
+@pytest.mark.parametrize("line, rule", [
+    ("import os", "imports"),
+    ("import subprocess", "imports"),
+    ("from threading import Thread", "imports"),
+    ("import ctypes", "imports"),
+    ("import time", "imports"),
+    ("import concurrent.futures", "imports"),
+    ("from . import helper", "imports"),
+    ("from math import *", "imports"),
+    ("import torch.utils.cpp_extension", "imports"),
+    ("data = open('/etc/passwd').read()", "dynamic code"),
+    ("eval('1 + 1')", "dynamic code"),
+    ("exec('x = 1')", "dynamic code"),
+    ("mul = getattr(torch, 'mul')", "dynamic code"),
+    ("g = globals()", "dynamic code"),
+    ("f = __builtins__", "dynamic code"),
+    ("t = type('Lazy', (torch.Tensor,), {})", "dynamic code"),
+    ("c = torch._C", "private names"),
+    ("from torch import _C", "private names"),
+    ("k = tl.core._unwrap_if_constexpr", "private names"),
+    ("torch.Tensor.isnan = lambda self: self", "attribute assignment"),
+    ("triton.jit = None", "attribute assignment"),
+    ("del torch.mul", "attribute assignment"),
+    ("class Lazy(torch.Tensor):\n    pass", "classes"),
+    ("t = torch", "modules as values"),
+    ("def f(m=triton):\n    return m", "modules as values"),
+    ("s = torch.cuda.Stream()", "streams, events and graphs"),
+    ("e = torch.cuda.Event(enable_timing=True)", "streams, events and graphs"),
+    ("with torch.cuda.stream(s):\n    pass", "streams, events and graphs"),
+    ("g = torch.cuda.CUDAGraph()", "streams, events and graphs"),
+    ("from torch.cuda import Event", "imports"),
+    ("e = torch.Event()", "streams, events and graphs"),
+    ("f = torch.compile(fn)", "PyTorch escape hatches"),
+    ("y = torch.ops.aten.mul(a, b)", "PyTorch escape hatches"),
+    ("torch.library.define('x', 'y')", "PyTorch escape hatches"),
+    ("torch.set_num_threads(8)", "global PyTorch state"),
+    ("torch.backends.cuda.matmul.allow_tf32 = True", "attribute assignment"),
+    ("torch.backends.cudnn.benchmark", "global PyTorch state"),
+    ("torch.manual_seed(0)", "global PyTorch state"),
+    ("torch.save(x, 'x.pt')", "files and processes"),
+    ("from triton.runtime import driver", "imports"),
+    ("d = triton.runtime.driver", "triton internals"),
+    ("ms = triton.testing.do_bench(f)", "triton internals"),
+    ("@triton.autotune(configs=[], key=[])\ndef f():\n    pass", "triton internals"),
+    ("from triton import knobs", "triton internals"),
+])
+def test_forbidden_constructs_are_refused_with_their_line(line, rule):
+    finding = screen(f"{HEADER}\n{line}\n", TRITON_SCREEN_RULES)
+    assert finding is not None, line
+    assert finding.rule.name == rule and finding.line == 5, finding.message
+    assert f"line 5 uses {rule}" in finding.message
+
+
+def test_comments_and_strings_do_not_trigger_the_screen():
+    source = (HEADER + "# import os; eval(open('x'))\n"
+              "def f(out, x):\n    '''Never import threading or time.perf_counter here.'''\n"
+              "    return 'torch.cuda.Stream'\n")
+    assert screen(source, TRITON_SCREEN_RULES) is None
+
+
+def test_a_call_split_over_lines_is_still_seen():
+    source = HEADER + "s = (torch\n     .cuda\n     .Stream)()\n"
+    finding = screen(source, TRITON_SCREEN_RULES)
+    assert finding is not None and finding.rule.name == "streams, events and graphs"
+
+
+def test_an_alias_does_not_hide_a_module():
+    finding = screen("import torch as t\nt.cuda.Event()\n", TRITON_SCREEN_RULES)
+    assert finding is not None and finding.rule.name == "streams, events and graphs"
+    finding = screen("from torch import cuda as c\nc.Stream()\n", TRITON_SCREEN_RULES)
+    assert finding is not None and finding.line == 2
+
+
+def test_ordinary_triton_code_passes():
+    source = HEADER + (
+        "import math\nfrom triton.language.extra import libdevice\n\n"
+        "@triton.jit\ndef _k(o, x, n, BLOCK: tl.constexpr):\n"
+        "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(o + i, libdevice.exp(tl.load(x + i, mask=i < n)), mask=i < n)\n\n"
+        "def entry(out, x, BLOCK=1024):\n"
+        "    n = x.numel()\n    tmp = torch.empty_like(out)\n"
+        "    _k[(triton.cdiv(n, BLOCK),)](tmp, x, n, BLOCK=BLOCK)\n"
+        "    return math.ceil(n / BLOCK)\n")
+    assert screen(source, TRITON_SCREEN_RULES) is None
+
+
+@pytest.mark.parametrize("path", [
+    SILU_TASK / "silu_and_mul_triton.py",
+    KERNELS / "triton_computes_with_torch.py",
+    KERNELS / "triton_pointer_cache.py",
+    KERNELS / "triton_writes_only_first_call.py",
+], ids=lambda p: p.name)
+def test_kernels_the_sandbox_must_judge_pass_the_screen(path):
+    assert screen(path.read_text(), TRITON_SCREEN_RULES) is None
+
+
+def test_a_source_that_does_not_parse_is_left_to_the_build():
+    assert screen("def f(:\n", TRITON_SCREEN_RULES) is None
