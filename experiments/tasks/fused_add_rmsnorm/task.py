@@ -62,7 +62,18 @@ KERNELS = {
         "argtypes": ["ptr", "ptr", "ptr", "ptr", "ptr", "i64", "i64", "f32"],
         "knobs": {},
     },
+    "cuda": {
+        "source": "fused_add_rmsnorm.cu",
+        "entry": "fused_add_rmsnorm_bf16",
+        "knobs": {"BLOCK": [256, 128, 512, 1024]},
+    },
+    "triton": {
+        "source": "fused_add_rmsnorm_triton.py",
+        "entry": "fused_add_rmsnorm",
+        "knobs": {"BLOCK": [4096, 1024, 2048, 8192], "ROWS": [4, 1, 2, 8]},
+    },
 }
+_CUDA_KERNELS = {torch.bfloat16: "fused_add_rmsnorm_bf16", torch.float16: "fused_add_rmsnorm_f16"}
 
 
 def make_inputs(shape, seed, device):
@@ -91,6 +102,20 @@ def launch_cpp(fn, inputs, outputs, shape):
     (x, residual, weight), (x_out, residual_out) = inputs, outputs
     fn(x_out.data_ptr(), residual_out.data_ptr(), x.data_ptr(), residual.data_ptr(),
        weight.data_ptr(), shape["tokens"], shape["hidden"], EPS)
+
+
+def launch_cuda(fn, inputs, outputs, shape):
+    # One block per token; the BLOCK knob is the block size the kernel was compiled for.
+    (x, residual, weight), (x_out, residual_out) = inputs, outputs
+    kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
+    block = int(fn.knobs.get("BLOCK", 256))
+    kernel(shape["tokens"], block, x_out, residual_out, x, residual, weight, shape["hidden"], EPS)
+
+
+def launch_triton(fn, inputs, outputs, shape):
+    # fn: the module's entry point, a Python function that launches its @triton.jit kernels
+    (x, residual, weight), (x_out, residual_out) = inputs, outputs
+    fn(x_out, residual_out, x, residual, weight, shape["tokens"], shape["hidden"], EPS)
 
 
 def roofline(shape):

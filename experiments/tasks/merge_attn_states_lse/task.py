@@ -62,7 +62,14 @@ KERNELS = {
         "argtypes": ["ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "i64", "i64", "i64"],
         "knobs": {},
     },
+    "cuda": {
+        "source": "merge_attn_states_lse.cu",
+        "entry": "merge_attn_states_lse_bf16",
+        "knobs": {"BLOCK": [128, 64, 256]},
+    },
 }
+_CUDA_KERNELS = {torch.bfloat16: "merge_attn_states_lse_bf16",
+                 torch.float16: "merge_attn_states_lse_f16"}
 
 
 def _part(shape, g, device):
@@ -105,6 +112,16 @@ def launch_cpp(fn, inputs, outputs, shape):
     (o_a, lse_a, o_b, lse_b), (out, out_lse) = inputs, outputs
     fn(out.data_ptr(), out_lse.data_ptr(), o_a.data_ptr(), lse_a.data_ptr(), o_b.data_ptr(),
        lse_b.data_ptr(), shape["tokens"], shape["heads"], shape["head_dim"])
+
+
+def launch_cuda(fn, inputs, outputs, shape):
+    # One block per (token, head) pair; the BLOCK knob is the block size the kernel was
+    # compiled for.
+    (o_a, lse_a, o_b, lse_b), (out, out_lse) = inputs, outputs
+    kernel = fn.kernel(_CUDA_KERNELS[o_a.dtype])
+    block = int(fn.knobs.get("BLOCK", 128))
+    kernel(shape["tokens"] * shape["heads"], block, out, out_lse, o_a, lse_a, o_b, lse_b,
+           shape["head_dim"])
 
 
 def roofline(shape):

@@ -51,7 +51,18 @@ KERNELS = {
         "argtypes": ["ptr", "ptr", "i64", "i64"],  # out, x, rows, cols
         "knobs": {},
     },
+    "cuda": {
+        "source": "softmax.cu",
+        "entry": "softmax_bf16",
+        "knobs": {"BLOCK": [256, 128, 512, 1024]},
+    },
+    "triton": {
+        "source": "softmax_triton.py",
+        "entry": "softmax",
+        "knobs": {"BLOCK": [4096, 1024, 2048, 8192], "ROWS": [4, 1, 2, 8]},
+    },
 }
+_CUDA_KERNELS = {torch.bfloat16: "softmax_bf16", torch.float32: "softmax_f32"}
 
 
 def make_inputs(shape, seed, device):
@@ -72,6 +83,20 @@ def reference(x):
 def launch_cpp(fn, inputs, outputs, shape):
     (x,), (out,) = inputs, outputs
     fn(out.data_ptr(), x.data_ptr(), shape["rows"], shape["cols"])
+
+
+def launch_cuda(fn, inputs, outputs, shape):
+    # One block per row; the BLOCK knob is the block size the kernel was compiled for.
+    (x,), (out,) = inputs, outputs
+    kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
+    block = int(fn.knobs.get("BLOCK", 256))
+    kernel(shape["rows"], block, out, x, shape["cols"])
+
+
+def launch_triton(fn, inputs, outputs, shape):
+    # fn: the module's entry point, a Python function that launches its @triton.jit kernels
+    (x,), (out,) = inputs, outputs
+    fn(out, x, shape["rows"], shape["cols"])
 
 
 def roofline(shape):

@@ -1,0 +1,267 @@
+"""Baselines on a CUDA GPU: PyTorch eager, ``torch.compile`` and a task's starting kernel.
+
+Used by the baselines benchmark (experiments/benchmarks/baselines.py). It runs in the calling
+process, which must see a GPU; the starting kernel runs here too, so use it only on trusted
+kernels (a task's own).
+
+The three are measured alike and as the sandbox measures a candidate: each shape gets copies of
+its problem made with the sandbox's timing seeds (enough that every call reads cold inputs), and
+each function is timed alone by the sandbox's GPU timer (evaluators/gpu_timing.py: CUDA events,
+the L2 flushed by a pass over a buffer twice its size before each sample, warm-up, the median
+of repeats; a CUDA graph of many calls for calls under ``cuda_graph_below_us``). The starting
+kernel is built into the evaluator's compile cache and loaded and launched as the sandbox does,
+and its output is checked against the reference with the task's tolerances first.
+``torch.compile`` wraps the reference once per task and dtype with ``dynamic=True``; the seconds
+its first call on each shape takes (tracing, compiling, recompiling for a new specialisation)
+are reported apart from its times.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..search.task import Shape, Task, load_task
+from .compile_cache import CompileCache
+from .correctness import FIRST_POISON, clones, compare, poison
+from .gpu_phase import TIMING_SEED
+from .gpu_timing import CopyPlan, GraphCaptureError, measure_gpu, plan_copies
+from .languages import get_language
+from .machine import MachineFigures, device_cache_bytes, measure_gpu_machine
+from .settings import EvaluatorSettings
+from .timing import CacheFlusher, TimingPlan
+
+# A function slower than this (one call, seconds) is measured with one warm-up sample and three
+# rounds: a naive kernel on the largest shapes takes most of a second a call.
+SLOW_CALL_S = 0.02
+_RECOMPILE_LIMIT = 64  # shapes x dtypes of a task, with room; past the limit dynamo runs eager
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One function's time on one shape, in microseconds; ``error`` says why there is none."""
+
+    median_us: float = float("nan")
+    iqr_us: float = float("nan")
+    samples: int = 0
+    mode: str = ""  # "graph" or "events" (evaluators/gpu_timing.py)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ShapeBaseline:
+    """The three times of one tuning shape, its roofline and the starting kernel's check."""
+
+    shape: str
+    dtype: str
+    roofline_us: float
+    eager: Timed
+    compiled: Timed
+    start: Timed
+    start_check: str  # "ok", or the first mismatch against the reference
+    compile_first_call_s: float  # torch.compile's first call on this shape
+
+
+@dataclass(frozen=True)
+class TaskBaseline:
+    """Every tuning shape of one task on the ``cuda`` device."""
+
+    task: str
+    entry: str
+    knobs: dict[str, Any]
+    build_s: float
+    shapes: list[ShapeBaseline] = field(default_factory=list)
+
+    @property
+    def compile_s(self) -> dict[str, float]:
+        """Seconds spent in ``torch.compile``'s first calls, per dtype."""
+        totals: dict[str, float] = {}
+        for s in self.shapes:
+            totals[s.dtype] = totals.get(s.dtype, 0.0) + s.compile_first_call_s
+        return totals
+
+
+def versions() -> dict[str, str]:
+    """The software the figures were measured with."""
+    import torch
+
+    found = {"python": platform.python_version(), "torch": torch.__version__,
+             "cuda (torch)": str(torch.version.cuda)}
+    try:
+        import triton
+
+        found["triton"] = triton.__version__
+    except ImportError:
+        found["triton"] = "not installed"
+    try:
+        from .languages.cuda import nvrtc_identity
+
+        found["nvrtc"] = nvrtc_identity().removeprefix("nvrtc ")
+    except RuntimeError as exc:
+        found["nvrtc"] = f"unavailable ({exc})"
+    return found
+
+
+def _nbytes(tensors: tuple) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _synchronized_s(call: Callable[[], Any]) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - started
+
+
+def _error(exc: BaseException) -> str:
+    """The exception's type and the first line of its message."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+class BaselineBench:
+    """Times the tasks' tuning shapes on one GPU, sharing its flush buffer and machine figures."""
+
+    def __init__(self, settings: EvaluatorSettings) -> None:
+        if not settings.device.startswith("cuda"):
+            raise ValueError(f"baselines are measured on a CUDA GPU; settings.device is "
+                             f"{settings.device!r}")
+        self.settings = settings
+        self.device = settings.device
+        self.l2_bytes = device_cache_bytes(self.device)
+        self.machine: MachineFigures = measure_gpu_machine(self.device, self.l2_bytes)
+        self.flusher = CacheFlusher(2 * self.l2_bytes, self.device)
+        s = settings
+        self.plan = TimingPlan(s.warmup, s.min_repeats, s.max_repeats, s.target_rel_se,
+                               s.timing_budget_s)
+        self.slow_plan = TimingPlan(1, 3, 3, s.target_rel_se, s.timing_budget_s)
+
+    def task(self, task_path: Path | str, max_shapes: int | None = None,
+             on_shape: Callable[[ShapeBaseline], None] | None = None) -> TaskBaseline:
+        """Every tuning shape (or the first ``max_shapes``) of the task at ``task_path``."""
+        import torch
+
+        task = load_task(task_path, "cuda")
+        language = get_language("cuda", self.settings)
+        candidate = task.starting_candidate("cuda")
+        build = CompileCache(self.settings.cache_dir).build(language, candidate,
+                                                            self.settings.compile_timeout_s)
+        if build.artifact is None:
+            raise RuntimeError(f"the starting cuda kernel does not build:\n{build.result.log}")
+        kernel = language.load(build.artifact, candidate.entry, candidate.spec_dict)
+        launch = getattr(task.module, language.launcher)
+        _reset_dynamo()
+        compiled: dict[str, Callable[..., Any]] = {}
+        result = TaskBaseline(task.name, candidate.entry, candidate.knob_values,
+                              build.result.seconds)
+        try:
+            for shape in task.tuning_shapes[:max_shapes]:
+                dtype = str(shape["dtype"])
+                if dtype not in compiled:  # once per task and dtype, for every shape of it
+                    compiled[dtype] = torch.compile(task.module.reference, dynamic=True)
+                found = self._shape(task, shape, launch, kernel.fn, compiled[dtype])
+                result.shapes.append(found)
+                if on_shape is not None:
+                    on_shape(found)
+        finally:
+            language.unload(kernel)
+            torch.cuda.empty_cache()
+        return result
+
+    def _shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
+               compiled: Callable[..., Any]) -> ShapeBaseline:
+        """One shape: copies of the problem, the starting kernel's check, the three timings."""
+        module, params = task.module, dict(shape)
+        first = tuple(module.make_inputs(params, TIMING_SEED, self.device))
+        first_out = tuple(module.make_outputs(params, self.device))
+        copies = plan_copies(_nbytes(first) + _nbytes(first_out), self.l2_bytes)
+        inputs = [first] + [tuple(module.make_inputs(params, TIMING_SEED + i, self.device))
+                            for i in range(1, copies.copies)]
+        outputs = [first_out] + [tuple(module.make_outputs(params, self.device))
+                                 for _ in range(1, copies.copies)]
+
+        def start(i: int) -> None:
+            launch(fn, inputs[i], outputs[i], params)
+
+        def eager(i: int) -> Any:
+            return module.reference(*inputs[i])
+
+        def compiled_reference(i: int) -> Any:
+            return compiled(*inputs[i])
+
+        def poison_start(i: int) -> None:  # before each sample, as the sandbox does
+            poison(outputs[i], FIRST_POISON)
+
+        check, start_s = self._check_start(task, start, inputs[0], outputs[0])
+        first_call_s, compiled_s, compiled_error = _first_calls(compiled_reference)
+        eager_s = _synchronized_s(lambda: eager(0))
+        moved, flops = task.roofline(shape)
+        return ShapeBaseline(
+            shape=shape.label, dtype=str(shape["dtype"]),
+            roofline_us=self.machine.ideal_seconds(moved, flops) * 1e6,
+            eager=self._time(eager, copies, eager_s),
+            compiled=(Timed(error=compiled_error) if compiled_error
+                      else self._time(compiled_reference, copies, compiled_s)),
+            start=(Timed(error=check) if math.isnan(start_s)
+                   else self._time(start, copies, start_s, poison_start)),
+            start_check=check, compile_first_call_s=first_call_s)
+
+    def _check_start(self, task: Task, call: Callable[[int], None], inputs: tuple,
+                     outputs: tuple) -> tuple[str, float]:
+        """The starting kernel's output (copy 0, poisoned first) against the reference, and the
+        seconds of that call (nan when it raised)."""
+        poison(outputs, FIRST_POISON)
+        try:
+            seconds = _synchronized_s(lambda: call(0))
+        except Exception as exc:
+            return _error(exc), float("nan")
+        reference = tuple(task.module.reference(*clones(inputs)))
+        mismatch = compare(outputs, reference, task.tolerance).mismatch
+        return ("ok" if mismatch is None else mismatch.describe()), seconds
+
+    def _time(self, call: Callable[[int], Any], copies: CopyPlan, estimate_s: float,
+              prepare: Callable[[int], None] | None = None) -> Timed:
+        """``call`` timed alone by the sandbox's GPU timer (``prepare(copy)`` untimed before each
+        sample); a call that cannot be captured in a CUDA graph is timed with events instead."""
+        plan = self.slow_plan if estimate_s > SLOW_CALL_S else self.plan
+        graph_below_us = self.settings.cuda_graph_below_us
+        try:
+            try:
+                timing = measure_gpu([call], copies, plan, self.flusher, graph_below_us,
+                                     [prepare])
+            except GraphCaptureError:
+                timing = measure_gpu([call], copies, plan, self.flusher, 0.0, [prepare])
+        except Exception as exc:
+            return Timed(error=_error(exc))
+        stats = timing.stats[0]
+        return Timed(stats.median_us, stats.iqr_us, stats.samples, timing.mode)
+
+
+def _first_calls(compiled: Callable[[int], Any]) -> tuple[float, float, str]:
+    """(seconds of the first call, seconds of a second one, error) of the compiled reference."""
+    try:
+        first = _synchronized_s(lambda: compiled(0))
+        return first, _synchronized_s(lambda: compiled(0)), ""
+    except Exception as exc:
+        return 0.0, float("nan"), _error(exc)
+
+
+def _reset_dynamo() -> None:
+    """Forget earlier tasks' compiled graphs, and let one task's shapes and dtypes compile
+    without hitting dynamo's recompile limit (past which it would silently run eager)."""
+    import torch
+
+    torch._dynamo.reset()
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        if hasattr(config, name):
+            setattr(config, name, max(int(getattr(config, name)), _RECOMPILE_LIMIT))

@@ -1,0 +1,106 @@
+"""The suite's cuda and triton starting kernels without a GPU.
+
+cuda: each task's ``KERNELS["cuda"]`` names a source whose ``extern "C" __global__`` kernels
+cover every dtype of the task's cuda shapes, and NVRTC (through the evaluator's build, for an
+sm_90 target; no GPU needed) builds it at every knob value without spills. triton: the starting
+kernels pass the real evaluator on the tasks' CPU shapes under Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.compile_cache import cache_key
+from kernelswarm.experiments.config import BUILTIN_TASKS
+from kernelswarm.search import Status, load_task
+
+SUITE = ("fused_add_rmsnorm", "merge_attn_states_lse", "softmax", "gemm")
+TRITON_TASKS = ("fused_add_rmsnorm", "softmax")
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+needs_nvrtc = pytest.mark.skipif(
+    importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.core") is None,
+    reason="NVRTC through cuda.core is not installed (pip install cuda-core cuda-bindings "
+           "nvidia-cuda-nvrtc)")
+
+
+def _global_kernels(source: str) -> set[str]:
+    """Names of the ``extern "C" __global__`` kernels a CUDA source defines."""
+    pattern = r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\('
+    return set(re.findall(pattern, source))
+
+
+@pytest.mark.parametrize("name", SUITE)
+def test_cuda_starting_kernel_covers_every_dtype_of_the_cuda_shapes(name):
+    task = load_task(BUILTIN_TASKS / name, "cuda")
+    kernel = task.kernel("cuda")
+    defined = _global_kernels(kernel.source)
+    assert kernel.entry in defined
+    by_dtype = task.module._CUDA_KERNELS
+    assert set(by_dtype.values()) <= defined
+    dtypes = {_DTYPES[s["dtype"]] for s in (*task.tuning_shapes, *task.heldout_shapes)}
+    assert dtypes <= set(by_dtype), f"no cuda kernel for {dtypes - set(by_dtype)}"
+    assert callable(task.module.launch_cuda)
+    for knob in kernel.knobs:  # a knob is a macro with a default, so the source builds alone
+        assert re.search(rf"#ifndef {knob}\b", kernel.source)
+
+
+@pytest.fixture(scope="module")
+def cuda_builds(compile_cache: Path) -> dict[str, SandboxEvaluator]:
+    """One evaluator per task that only builds (its sandbox never starts here)."""
+    settings = EvaluatorSettings(device="cuda", cuda_arch="sm_90", cache_dir=compile_cache)
+    return {name: SandboxEvaluator(BUILTIN_TASKS / name, "cuda", settings) for name in SUITE}
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("name", SUITE)
+def test_nvrtc_builds_every_knob_value_without_spills(cuda_builds, compile_cache, name):
+    from kernelswarm.evaluators.nvrtc import read_artifact
+
+    evaluator = cuda_builds[name]
+    start = evaluator.start_candidate
+    (knob, values), = start.space.items()
+    kernels = set(evaluator.task.module._CUDA_KERNELS.values())
+    for value in values:
+        candidate = start.derive(knobs={knob: value})
+        result = evaluator.compile(candidate)
+        assert result.ok, f"{knob}={value}:\n{result.log}"
+        artifact = compile_cache / f"{cache_key(evaluator.language, candidate)}.kscubin"
+        header, _ = read_artifact(artifact)
+        assert header["knobs"] == {knob: value}
+        assert kernels <= set(header["kernels"])
+        for kernel in kernels:
+            assert header["kernels"][kernel]["spill_store_bytes"] == 0, (kernel, knob, value)
+
+
+@pytest.fixture(scope="module")
+def triton_evaluators(compile_cache: Path) -> Iterator[dict[str, SandboxEvaluator]]:
+    # One seed and one warm-up round: Triton's interpreter pays ~0.4 ms per operation and
+    # program, so the tasks' CPU shapes take a few tenths of a second a call.
+    settings = EvaluatorSettings(timing_budget_s=0.05, min_repeats=3, flush_cache=False,
+                                 seeds=1, warmup=1, cache_dir=compile_cache)
+    made = {name: SandboxEvaluator(BUILTIN_TASKS / name, "triton", settings)
+            for name in TRITON_TASKS}
+    yield made
+    for evaluator in made.values():
+        evaluator.close()
+
+
+@pytest.mark.parametrize("name", TRITON_TASKS)
+def test_triton_starting_kernel_passes_the_evaluator_on_the_cpu_shapes(triton_evaluators, name):
+    evaluator = triton_evaluators[name]
+    evaluation = evaluator.evaluate(evaluator.start_candidate)
+    assert evaluation.status is Status.OK, evaluation.message
+    assert "held-out" in evaluation.message
+    assert len(evaluation.shapes) == len(evaluator.task.tuning_shapes)
+    assert all(s.correct and s.time_us > 0 for s in evaluation.shapes)
+    # The CPU shapes cover a program with rows past the end (1 row, ROWS=4) and rows of several
+    # chunks with a partial last one (32000 columns, held-out 4099, at BLOCK=4096).
+    assert evaluator.start_candidate.knob_values == {"BLOCK": 4096, "ROWS": 4}
