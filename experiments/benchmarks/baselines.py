@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.experiments.config import BUILTIN_TASKS
+
+# The built-in tasks, found here rather than through the configuration schema, so that the GPU
+# machine needs no more than the evaluators do.
+BUILTIN_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 
 COLUMNS = ("shape", "roofline µs", "eager µs", "eager RL", "compile µs", "compile RL",
            "start µs", "start RL", "start check")

@@ -17,7 +17,7 @@ import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.experiments.benchmarks import baselines
-from kernelswarm.experiments.config import BUILTIN_TASKS
+from kernelswarm.experiments.benchmarks.baselines import BUILTIN_TASKS
 from kernelswarm.search import Status
 
 pytestmark = pytest.mark.gpu
