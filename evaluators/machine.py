@@ -1,19 +1,29 @@
 """What the machine can do: its name, last-level cache, copy bandwidth and peak flops.
 
-The sandbox measures bandwidth and flops once at start on one thread (candidates are single
-threaded), and the roofline of every shape is taken against these figures:
-ideal time = max(bytes / copy bandwidth, flops / peak flops).
+The sandbox measures bandwidth and flops once at start, and the roofline of every shape is taken
+against these figures: ideal time = max(bytes / copy bandwidth, flops / peak flops).
+
+- CPU: on one thread (candidates are single threaded): a copy beyond the last-level cache and a
+  float32 matmul.
+- CUDA GPU: with CUDA events, the median of several runs: a device-to-device copy of
+  ``GPU_COPY_BYTES`` (bytes read plus written) and a bf16 matmul of ``GPU_MATMUL_N`` cubed on
+  random data; the cache is the L2. The figures also carry what NVML says about the GPU (clocks,
+  power limit, driver) and the overhead of the timer's device-wide synchronize.
 """
 
 from __future__ import annotations
 
+import math
 import platform
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
+GPU_COPY_BYTES = 1 << 30
+GPU_MATMUL_N = 8192
 _CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 _SIZE = re.compile(r"(\d+)\s*([KMG]?)", re.I)
 
@@ -59,7 +69,10 @@ class MachineFigures:
     device: str
     llc_bytes: int
     copy_bandwidth_gbs: float  # bytes read + written per second, / 1e9
-    peak_gflops: float  # float32 matmul, one thread
+    peak_gflops: float  # float32 matmul on one CPU thread; bf16 matmul on a GPU
+    matmul: str = "float32, one thread"
+    timer_overhead_us: float = math.nan  # GPU: an empty events sample with its synchronize
+    gpu: dict[str, Any] = field(default_factory=dict)  # NVML: clocks, power limit, driver
 
     def ideal_seconds(self, moved_bytes: float, flops: float) -> float:
         return max(moved_bytes / (self.copy_bandwidth_gbs * 1e9), flops / (self.peak_gflops * 1e9))
@@ -96,8 +109,72 @@ def _matmul_flops(device: str, n: int = 1024) -> float:
     return 2 * n ** 3 / _best_seconds(lambda: torch.mm(a, b), 3)
 
 
+def device_cache_bytes(device: str) -> int:
+    """The cache a flush must evict: the GPU's L2 on ``cuda``, else the CPU's last level."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.device(device)).L2_cache_size)
+    return last_level_cache_bytes()
+
+
+def _event_median_s(fn: Any, repeats: int) -> float:
+    """Median seconds of ``fn`` between CUDA events, after one untimed call."""
+    import torch
+
+    fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def _gpu_copy_bandwidth(device: Any) -> float:
+    """Bytes read plus written per second by a device-to-device copy of ``GPU_COPY_BYTES``."""
+    import torch
+
+    src = torch.randn(GPU_COPY_BYTES // 4, device=device)
+    dst = torch.empty_like(src)
+    return 2 * GPU_COPY_BYTES / _event_median_s(lambda: dst.copy_(src), 10)
+
+
+def _gpu_matmul_flops(device: Any, n: int) -> float:
+    """Flops per second of an n x n x n bf16 matmul on random data."""
+    import torch
+
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    return 2 * n ** 3 / _event_median_s(lambda: torch.mm(a, b), 10)
+
+
+def measure_gpu_machine(device: str, l2_bytes: int) -> MachineFigures:
+    """Copy bandwidth, bf16 matmul throughput, NVML limits and timer overhead of a CUDA GPU."""
+    import torch
+
+    from .gpu_state import gpu_limits
+    from .gpu_timing import timer_overhead_us
+
+    dev = torch.device(device)
+    bandwidth, flops = _gpu_copy_bandwidth(dev), _gpu_matmul_flops(dev, GPU_MATMUL_N)
+    torch.cuda.empty_cache()
+    props = torch.cuda.get_device_properties(dev)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    name = (f"cuda: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} "
+            f"SMs, {props.total_memory / 2 ** 30:.0f} GiB)")
+    return MachineFigures(device=name, llc_bytes=l2_bytes, copy_bandwidth_gbs=bandwidth / 1e9,
+                          peak_gflops=flops / 1e9, matmul=f"bf16 {GPU_MATMUL_N} cubed",
+                          timer_overhead_us=timer_overhead_us(), gpu=gpu_limits(index))
+
+
 def measure_machine(device: str, llc_bytes: int) -> MachineFigures:
     """Measure copy bandwidth (a copy well beyond the cache) and matmul flops on ``device``."""
+    if device.startswith("cuda"):
+        return measure_gpu_machine(device, llc_bytes)
     bandwidth = _copy_bandwidth(max(2 * llc_bytes, FALLBACK_LLC_BYTES), device)
     return MachineFigures(device=describe_device(device), llc_bytes=llc_bytes,
                           copy_bandwidth_gbs=bandwidth / 1e9,

@@ -3,13 +3,15 @@
 Runs only in the sandbox worker. A candidate fault unwinds as ``CandidateFault`` carrying its
 status; any other exception is a fault of the task or the evaluator and is reported as such.
 Times are reported raw (candidate, starting kernel); the evaluator derives speedups and the
-roofline from them with figures it holds itself.
+roofline from them with figures it holds itself. On a CUDA device, timing and profiling are
+those of evaluators/gpu_phase.py; a CUDA error is classified (evaluators/cuda_errors.py), and a
+sticky one marks the fault ``sticky`` so that the process is replaced without a health check.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +28,7 @@ from .correctness import (
     refill,
     structure_problem,
 )
+from .cuda_errors import classify
 from .integrity import IntegrityViolation, ProcessSnapshot, guarded_call
 from .languages.base import KernelLanguage, LoadedKernel
 from .sandbox import HEALTH_CHECK
@@ -39,11 +42,13 @@ REFILL_SEED = 7919
 class CandidateFault(Exception):
     """A verdict against the candidate, raised where it is found."""
 
-    def __init__(self, status: Status, message: str, shapes: Sequence[ShapeResult] = ()) -> None:
+    def __init__(self, status: Status, message: str, shapes: Sequence[ShapeResult] = (),
+                 sticky: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.shapes = tuple(shapes)
+        self.sticky = sticky  # a CUDA error that leaves the process unusable
 
 
 Progress = Callable[[str, Shape], None]
@@ -60,11 +65,30 @@ class SandboxContext:
     flusher: CacheFlusher | None
     progress: Progress
     eager: dict[str, TimingStats] = field(default_factory=dict)
+    cache_bytes: int = 0  # the cache a flush evicts (CPU last level, GPU L2)
     snapshot: ProcessSnapshot | None = None  # taken once the starting kernel passed
 
     @property
     def device(self) -> str:
         return self.settings.device
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @staticmethod
+    def is_cuda_failure(exc: BaseException) -> bool:
+        return classify(exc) is not None
+
+    def fault(self, exc: BaseException, shape: Shape, what: str = "") -> CandidateFault:
+        """The verdict for an exception raised by the candidate's call on ``shape``."""
+        where = f"on shape {shape.label}" + (f" ({what})" if what else "")
+        failure = classify(exc)
+        if failure is not None:
+            return CandidateFault(Status.RUNTIME_ERROR, failure.describe(where),
+                                  [ShapeResult(shape=shape.label)], sticky=failure.sticky)
+        return CandidateFault(Status.RUNTIME_ERROR,
+                              f"calling the kernel raised {type(exc).__name__}: {exc} {where}")
 
     @property
     def plan(self) -> TimingPlan:
@@ -87,9 +111,7 @@ class SandboxContext:
         except IntegrityViolation as exc:
             problem = str(exc)
         except Exception as exc:
-            raise CandidateFault(Status.RUNTIME_ERROR,
-                                 f"calling the kernel raised {type(exc).__name__}: {exc} "
-                                 f"on shape {shape.label}") from None
+            raise self.fault(exc, shape) from None
         if problem:
             raise CandidateFault(Status.REJECTED, f"on shape {shape.label}, the kernel {problem}",
                                  [ShapeResult(shape=shape.label)])
@@ -97,6 +119,11 @@ class SandboxContext:
     def measure_eager(self) -> None:
         """Time the PyTorch reference on every tuning shape (once per sandbox)."""
         for shape in self.task.tuning_shapes:
+            if self.on_gpu:
+                from .gpu_phase import measure_eager_gpu
+
+                self.eager[shape.label] = measure_eager_gpu(self, shape)
+                continue
             inputs = tuple(self.task.module.make_inputs(dict(shape), 0, self.device))
             (stats,) = measure([functools.partial(self.task.module.reference, *inputs)],
                                self.plan, self.flusher, self.language.synchronize)
@@ -246,8 +273,12 @@ def _time_shape(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape,
     return result, mine.rel_se
 
 
-def run_candidate(ctx: SandboxContext, kernel: LoadedKernel) -> dict[str, Any]:
-    """The whole run phase; returns the result message (raises ``CandidateFault`` on a verdict)."""
+def run_candidate(ctx: SandboxContext, kernel: LoadedKernel,
+                  request: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole run phase; returns the result message (raises ``CandidateFault`` on a verdict).
+
+    ``request`` is the evaluate request (artifact, entry, spec), needed only by Nsight Compute.
+    """
     task = ctx.task
     checked: list[ShapeResult] = []
     errors = _check_shapes(ctx, kernel, task.tuning_shapes, "correctness", "shape", checked)
@@ -259,18 +290,43 @@ def run_candidate(ctx: SandboxContext, kernel: LoadedKernel) -> dict[str, Any]:
                               "only on the tuning shapes is specialised to them")
             fault.shapes = (*checked, *fault.shapes)
             raise
-    results, rel_se = [], {}
+    results, rel_se, details = [], {}, {}
     for shape in task.tuning_shapes:
         ctx.progress("timing", shape)
-        result, rel_se[shape.label] = _time_shape(ctx, kernel, shape, errors[shape.label])
+        if ctx.on_gpu:
+            from .gpu_phase import time_shape_gpu
+
+            result, rel_se[shape.label], details[shape.label] = time_shape_gpu(
+                ctx, kernel, shape, errors[shape.label])
+        else:
+            result, rel_se[shape.label] = _time_shape(ctx, kernel, shape, errors[shape.label])
         results.append(result)
     check_process(ctx, task.tuning_shapes[-1], "after timing")
     heldout = len(task.heldout_shapes) if ctx.settings.check_heldout else 0
+    metrics: dict[str, Any] = {"timing_rel_se": rel_se}
+    resources = ctx.language.resources(kernel)
+    if ctx.on_gpu:
+        metrics.update(_gpu_profiles(ctx, kernel, request, resources, details))
     return {"type": "result", "status": Status.OK.value,
             "message": f"correct on {len(results)} tuning shapes x {ctx.settings.seeds} seeds "
                        f"and {heldout} held-out shapes",
-            "shapes": [asdict(r) for r in results],
-            "metrics": {"timing_rel_se": rel_se}}
+            "shapes": [asdict(r) for r in results], "resources": resources,
+            "metrics": metrics}
+
+
+def _gpu_profiles(ctx: SandboxContext, kernel: LoadedKernel, request: Mapping[str, Any] | None,
+                  resources: dict[str, Any], details: dict[str, Any]) -> dict[str, Any]:
+    """Per-shape timing details, then (untimed) torch.profiler and Nsight Compute results."""
+    from .gpu_phase import ncu_candidate, profile_candidate
+
+    metrics: dict[str, Any] = {"timing": details}
+    if ctx.settings.profile_kernels:
+        ctx.progress("profiling", ctx.task.tuning_shapes[0])
+        metrics["profile"] = profile_candidate(ctx, kernel)
+    if ctx.settings.ncu and request is not None:
+        ctx.progress("profiling", ctx.task.tuning_shapes[0])
+        metrics["ncu"] = ncu_candidate(ctx, dict(request), resources)
+    return metrics
 
 
 def fault_message(fault: CandidateFault) -> dict[str, Any]:
@@ -288,7 +344,7 @@ def sandbox_is_healthy(ctx: SandboxContext) -> bool:
     ctx.progress(HEALTH_CHECK, shape)
     try:
         check_once(ctx, ctx.start, shape, 0, f"on shape {shape.label}")
-    except CandidateFault:
+    except Exception:  # a verdict, or a CUDA context the candidate left broken
         return False
     return True
 

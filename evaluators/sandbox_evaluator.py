@@ -42,6 +42,9 @@ from .screen import screen
 from .settings import EvaluatorSettings
 
 ROOFLINE_MARGIN = 1.5
+# Metrics the sandbox may add besides timing_rel_se (GPU: per-shape timing mode and GPU state,
+# torch.profiler kernels, Nsight Compute), passed through as reported.
+_PASSED_METRICS = ("timing", "profile", "ncu")
 _TEXT_FIELDS = {"shape"}
 _INT_FIELDS = {"samples"}
 _BOOL_FIELDS = {"correct"}
@@ -68,7 +71,7 @@ class SandboxEvaluator(Evaluator):
         self.task_path = Path(task_path)
         self.settings = settings or EvaluatorSettings()
         self.task = load_task(self.task_path, self.settings.device.split(":")[0])
-        self.language = get_language(language)
+        self.language = get_language(language, self.settings)
         if self.settings.device.split(":")[0] not in self.language.devices:
             raise ValueError(f"EvaluatorSettings.device={self.settings.device!r} cannot run "
                              f"language {language!r}; it runs on: "
@@ -158,6 +161,9 @@ class SandboxEvaluator(Evaluator):
         if status is Status.OK:
             status, message = _roofline_verdict(shapes, self.settings.flush_cache, message)
         common["metrics"].update(extra)
+        reported = outcome.message.get("resources")
+        if isinstance(reported, dict):
+            common["resources"].update({str(k): v for k, v in reported.items()})
         return self._verdict(candidate, status, message, shapes, **common)
 
     def _verdict(self, candidate: Candidate, status: Status, message: str,
@@ -227,6 +233,8 @@ class SandboxEvaluator(Evaluator):
             shapes = tuple(self._shape_result(raw, status) for raw in raw_shapes)
             extra = {"timing_rel_se": {str(k): float(v) for k, v in rel_se.items()}} \
                 if rel_se else {}
+            extra.update({k: message["metrics"][k] for k in _PASSED_METRICS
+                          if k in message["metrics"]})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedReply(f"{type(exc).__name__}: {exc}") from None
         if status is Status.OK and sorted(s.shape for s in shapes) != sorted(self._shapes):

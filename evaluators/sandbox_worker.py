@@ -35,8 +35,9 @@ from typing import Any
 from ..search.evaluation import Status
 from ..search.task import TaskError, load_task
 from .channel import read_frame, write_frame
+from .cuda_errors import classify
 from .languages import LoadError, get_language
-from .machine import last_level_cache_bytes, measure_machine
+from .machine import device_cache_bytes, measure_machine
 from .settings import EvaluatorSettings
 from .timing import CacheFlusher
 
@@ -107,17 +108,25 @@ class Worker:
         torch.set_num_threads(1)
         settings = EvaluatorSettings(**message["settings"])
         task = load_task(message["task"], settings.device.split(":")[0])
-        language = get_language(message["language"])
+        language = get_language(message["language"], settings)
         os.environ.update(language.sandbox_environment())  # e.g. TRITON_INTERPRET=1 on CPU
         baseline = message["start"]
         start = language.load(Path(baseline["artifact"]), baseline["entry"], baseline["spec"])
-        llc = last_level_cache_bytes()
+        llc = device_cache_bytes(settings.device)
         machine = measure_machine(settings.device, llc)
         flusher = CacheFlusher(2 * llc, settings.device) if settings.flush_cache else None
         self.context = SandboxContext(task=task, language=language, settings=settings,
-                                      start=start, flusher=flusher, progress=self.progress)
-        check_baseline(self.context)
+                                      start=start, flusher=flusher, progress=self.progress,
+                                      cache_bytes=llc)
         self.context.measure_eager()
+        if self.context.on_gpu and settings.profile_kernels:
+            from .gpu_phase import profile_candidate
+
+            profile_candidate(self.context, start)  # pays the profiler's start-up once, here
+        # Last: it snapshots the process for the integrity checks, so the lazy imports of the
+        # steps above (a profiler session imports torch._dynamo, which wraps
+        # torch.manual_seed) must already have happened.
+        check_baseline(self.context)
         return {"type": "ready", "machine": machine.as_metrics(),
                 "eager_us": {k: v.median_us for k, v in self.context.eager.items()},
                 "flush_bytes": flusher.nbytes if flusher else 0}
@@ -137,9 +146,20 @@ class Worker:
                      "message": str(exc), "shapes": [], "metrics": {}}
         else:
             try:
-                reply = run_candidate(ctx, kernel)
+                reply = run_candidate(ctx, kernel, message)
             except CandidateFault as fault:
                 reply = fault_message(fault)
+                if fault.sticky:  # the CUDA context is gone: no health check can pass in it
+                    return {**reply, "healthy": False}
+            except Exception as exc:
+                # A CUDA error surfacing outside the candidate's call (in a check that ran
+                # after it) is still the candidate's; anything else is a fault of ours.
+                failure = classify(exc)
+                if failure is None:
+                    raise
+                return {"type": "result", "status": Status.RUNTIME_ERROR.value,
+                        "message": failure.describe("after the kernel ran"), "shapes": [],
+                        "metrics": {}, "healthy": False}
             finally:
                 ctx.language.unload(kernel)
         return {**reply, "healthy": sandbox_is_healthy(ctx)}

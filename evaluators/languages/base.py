@@ -64,6 +64,11 @@ class KernelLanguage(ABC):
     # (Python, or C++ that can call ATen): every call then runs under the integrity guard.
     host_code: ClassVar[bool] = False
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> KernelLanguage:
+        """The language as ``EvaluatorSettings`` configure it (most languages have no options)."""
+        return cls()
+
     @property
     def launcher(self) -> str:
         """Name of the task's launch function for this language (``launch_cpp``, ...)."""
@@ -97,6 +102,11 @@ class KernelLanguage(ABC):
     def source_file(self, kernel: LoadedKernel) -> str | None:
         """In the sandbox: the file the kernel's host code runs from, to name its lines."""
         return None
+
+    def resources(self, kernel: LoadedKernel) -> dict[str, Any]:
+        """In the sandbox: what the loaded kernel uses (registers, shared memory, spills, launch
+        geometry), for ``Evaluation.resources``; JSON-able. Empty where nothing is known."""
+        return {}
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -11,17 +11,37 @@ DESCRIPTION = __doc__
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
-# Small enough for a 2-core CPU search; the GPU suite adds decode/prefill sizes at LLaMA widths.
-TUNING_SHAPES = [
-    {"tokens": 1, "d": 4096, "dtype": "float32"},
-    {"tokens": 16, "d": 4096, "dtype": "float32"},
-    {"tokens": 64, "d": 2048, "dtype": "float32"},
-]
-# Odd and non-power-of-two sizes, never seen during the search.
-HELDOUT_SHAPES = [
-    {"tokens": 3, "d": 1000, "dtype": "float32"},
-    {"tokens": 7, "d": 4099, "dtype": "float32"},
-]
+# Per device kind. CPU: small enough for a 2-core search. CUDA: decode (1, 16 tokens) and
+# prefill (128 to 4096 tokens) at LLaMA MLP widths (11008: 7B, 13824: 13B, 14336: Llama-3 8B,
+# 28672: 70B), mostly bf16 with one fp16 shape; six shapes keep an evaluation short.
+TUNING_SHAPES = {
+    "cpu": [
+        {"tokens": 1, "d": 4096, "dtype": "float32"},
+        {"tokens": 16, "d": 4096, "dtype": "float32"},
+        {"tokens": 64, "d": 2048, "dtype": "float32"},
+    ],
+    "cuda": [
+        {"tokens": 1, "d": 11008, "dtype": "bfloat16"},
+        {"tokens": 16, "d": 13824, "dtype": "bfloat16"},
+        {"tokens": 128, "d": 28672, "dtype": "bfloat16"},
+        {"tokens": 1024, "d": 11008, "dtype": "bfloat16"},
+        {"tokens": 4096, "d": 14336, "dtype": "bfloat16"},
+        {"tokens": 64, "d": 11008, "dtype": "float16"},
+    ],
+}
+# Odd and non-power-of-two sizes, never seen during the search: they catch kernels that assume
+# a row length divisible by their vector width or a token count divisible by their tile.
+HELDOUT_SHAPES = {
+    "cpu": [
+        {"tokens": 3, "d": 1000, "dtype": "float32"},
+        {"tokens": 7, "d": 4099, "dtype": "float32"},
+    ],
+    "cuda": [
+        {"tokens": 3, "d": 11001, "dtype": "bfloat16"},
+        {"tokens": 257, "d": 5120, "dtype": "bfloat16"},
+        {"tokens": 37, "d": 4099, "dtype": "float16"},
+    ],
+}
 
 TOLERANCES = {
     "float32": {"atol": 1e-5, "rtol": 1e-5},
@@ -36,6 +56,11 @@ KERNELS = {
         "argtypes": ["ptr", "ptr", "i64", "i64"],
         "knobs": {},
     },
+    "cuda": {
+        "source": "silu_and_mul.cu",
+        "entry": "silu_and_mul_bf16",
+        "knobs": {"BLOCK": [256, 128, 512, 1024]},
+    },
     "triton": {
         "source": "silu_and_mul_triton.py",
         "entry": "silu_and_mul",
@@ -47,12 +72,16 @@ KERNELS = {
         "knobs": {},
     },
 }
+_CUDA_KERNELS = {torch.bfloat16: "silu_and_mul_bf16", torch.float16: "silu_and_mul_f16"}
 
 
 def make_inputs(shape, seed, device):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(shape["tokens"], 2 * shape["d"], generator=g, dtype=torch.float32)
-    return (x.to(device=device, dtype=_DTYPES[shape["dtype"]]),)
+    # Drawn on the device itself: the same seed gives the same tensor there, and the largest
+    # GPU shapes would take seconds to draw on the CPU.
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape["tokens"], 2 * shape["d"], generator=g, dtype=torch.float32,
+                    device=device)
+    return (x.to(dtype=_DTYPES[shape["dtype"]]),)
 
 
 def make_outputs(shape, device):
@@ -67,6 +96,14 @@ def reference(x):
 def launch_cpp(fn, inputs, outputs, shape):
     (x,), (out,) = inputs, outputs
     fn(out.data_ptr(), x.data_ptr(), shape["tokens"], shape["d"])
+
+
+def launch_cuda(fn, inputs, outputs, shape):
+    # One block per token; the BLOCK knob is the block size the kernel was compiled for.
+    (x,), (out,) = inputs, outputs
+    kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
+    block = int(fn.knobs.get("BLOCK", 256))
+    kernel(shape["tokens"], block, out, x, shape["d"])
 
 
 def launch_triton(fn, inputs, outputs, shape):

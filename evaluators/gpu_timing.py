@@ -1,0 +1,215 @@
+"""Timing on a CUDA GPU: events, an L2 flush, fresh inputs, interleaving, graph replay.
+
+The functions measured take a *copy index*: the caller holds several copies of a problem
+(inputs and outputs) and each call works on the next copy, so that no call finds its data where
+the previous call left it. Two modes, chosen once per shape from a warm-up estimate of the
+slowest function, so that the candidate and the starting kernel are always measured alike:
+
+- **events** (calls of ``cuda_graph_below_us`` or more): per sample, ``prepare`` (poison the
+  outputs), the L2 flush (a read-modify-write of twice the L2), the start event, the call, a
+  device-wide ``synchronize`` (work on any stream is inside the sample) and the end event. The
+  flush keeps the GPU busy while the host launches, so launch overhead is hidden; the device-wide
+  synchronize adds a few microseconds of host round trip to every sample, which is why fast
+  kernels use
+- **graph** (faster calls): each function's ``n`` calls on rotating copies are captured in one
+  CUDA graph (``n`` chosen so that a replay takes about ``GRAPH_REPLAY_US``); a sample is one
+  replay after a flush, between events and the device-wide synchronize, divided by ``n``. The
+  copies are chosen so that a copy is used again only after at least twice the L2's bytes have
+  been moved (or never within one replay), so every call reads cold inputs, as after a flush.
+  A function that cannot be captured (its launcher synchronises, say) sends both to events.
+
+Rounds interleave the functions, the order rotating each round; the stopping rule is that of
+evaluators/timing.py (standard error of the first function's median under ``target_rel_se``, or
+the budget spent, within ``min_repeats``..``max_repeats`` rounds).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .timing import TimingPlan, TimingStats, summarize
+
+GRAPH_REPLAY_US = 4000.0
+MAX_COPIES = 512
+MAX_COPIES_BYTES = 1 << 30
+MAX_GRAPH_CALLS = 2000
+
+Call = Callable[[int], None]
+
+
+class GraphCaptureError(RuntimeError):
+    """Capturing a function into a CUDA graph failed (it is then not graph-safe)."""
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """How many problem copies to hold, and whether reusing one within a replay stays cold."""
+
+    copies: int
+    cold_reuse: bool
+
+
+def plan_copies(footprint_bytes: int, l2_bytes: int) -> CopyPlan:
+    """Copies so that a copy comes round again only after ``2 * l2_bytes`` of other traffic."""
+    footprint = max(footprint_bytes, 1)
+    wanted = math.ceil(2 * l2_bytes / footprint) + 1
+    allowed = max(2, min(MAX_COPIES, MAX_COPIES_BYTES // footprint))
+    copies = max(2, min(wanted, allowed))
+    return CopyPlan(copies, cold_reuse=(copies - 1) * footprint >= 2 * l2_bytes)
+
+
+@dataclass(frozen=True)
+class GpuTiming:
+    """Per-function statistics plus how they were measured."""
+
+    stats: list[TimingStats]
+    mode: str  # "events" or "graph"
+    calls_per_sample: int
+    copies: int
+    last_copy: list[int]  # the copy each function's last timed call wrote
+
+
+class _Flusher:
+    def __init__(self, flush: Callable[[], None] | None) -> None:
+        self.flush = flush
+
+    def __call__(self) -> None:
+        if self.flush is not None:
+            self.flush()
+
+
+def _event_sample(call: Call, copy: int, flush: _Flusher) -> int:
+    """One call between events, after a flush; nanoseconds."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush()
+    start.record()
+    call(copy)
+    torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    return round(start.elapsed_time(end) * 1e6)
+
+
+def _capture(call: Call, calls: int, copies: int) -> object:
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for i in range(calls):
+                call(i % copies)
+    except Exception as exc:
+        raise GraphCaptureError(f"capturing {calls} calls in a CUDA graph failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+    return graph
+
+
+def _capture_all(calls: Sequence[Call], graph_calls: int, copies: int) -> list[object]:
+    """Every function's graph, or none when one cannot be captured (timed with events then);
+    a CUDA error that leaves the context unusable is raised."""
+    from .cuda_errors import is_sticky
+
+    graphs = []
+    for call in calls:
+        try:
+            graphs.append(_capture(call, graph_calls, copies))
+        except GraphCaptureError as exc:
+            if exc.__cause__ is not None and is_sticky(exc.__cause__):
+                raise exc.__cause__ from None
+            return []
+    return graphs
+
+
+def _graph_sample(graph: object, calls: int, flush: _Flusher) -> int:
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush()
+    start.record()
+    graph.replay()  # type: ignore[attr-defined]
+    torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    return round(start.elapsed_time(end) * 1e6 / calls)
+
+
+def _warm_up(calls: Sequence[Call], copies: int, warmup: int, flush: _Flusher) -> list[float]:
+    """Run each function once untimed, then ``warmup`` (at least 3) times timed; per function
+    the fastest timed call, in us (the fastest: a host hiccup in one sample would otherwise
+    shorten the graph and leave more of the timer's overhead in each call's share)."""
+    estimates = []
+    for index, call in enumerate(calls):
+        call(index % copies)  # first call: module load, lazy initialisation, untimed
+        samples = [_event_sample(call, (index + k) % copies, flush)
+                   for k in range(max(warmup, 3))]
+        estimates.append(min(samples) / 1e3)
+    return estimates
+
+
+def measure_gpu(calls: Sequence[Call], copy_plan: CopyPlan, plan: TimingPlan,
+                flush: Callable[[], None] | None, graph_below_us: float,
+                prepare: Sequence[Call | None] | None = None) -> GpuTiming:
+    """Time ``calls`` interleaved on the current GPU; the stopping rule follows ``calls[0]``.
+
+    ``prepare[i](copy)``, when given, runs before each sample of ``calls[i]``, untimed and before
+    the flush (in graph mode, on the copy of the replay's last call only).
+    """
+    prepare = prepare or [None] * len(calls)
+    flusher = _Flusher(flush)
+    copies = copy_plan.copies
+    estimates = _warm_up(calls, copies, plan.warmup, flusher)
+    slowest = max(estimates)
+    graph_calls = 1
+    graphs: list[object] = []
+    if slowest < graph_below_us:
+        graph_calls = max(1, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_US / max(slowest, 0.5))))
+        if not copy_plan.cold_reuse:
+            graph_calls = min(graph_calls, copies)
+        graphs = _capture_all(calls, graph_calls, copies)
+        if not graphs:
+            graph_calls = 1
+    samples: list[list[int]] = [[] for _ in calls]
+    cursor = [0] * len(calls)
+    last = [0] * len(calls)
+    started = time.perf_counter()
+    for round_ in range(plan.max_repeats):
+        for k in range(len(calls)):
+            index = (k + round_) % len(calls)
+            if graphs:
+                last[index] = (graph_calls - 1) % copies
+                if prepare[index] is not None:
+                    prepare[index](last[index])
+                samples[index].append(_graph_sample(graphs[index], graph_calls, flusher))
+            else:
+                last[index] = cursor[index] % copies
+                cursor[index] += 1
+                if prepare[index] is not None:
+                    prepare[index](last[index])
+                samples[index].append(_event_sample(calls[index], last[index], flusher))
+        if round_ + 1 >= plan.min_repeats:
+            lead = summarize(samples[0])
+            if lead.rel_se <= plan.target_rel_se or time.perf_counter() - started >= plan.budget_s:
+                break
+    return GpuTiming([summarize(s) for s in samples], "graph" if graphs else "events",
+                     graph_calls, copies, last)
+
+
+def timer_overhead_us(samples: int = 50) -> float:
+    """The median of an empty events sample (start, device-wide synchronize, end), in us: what
+    each events-mode sample carries besides the call."""
+    import torch
+
+    values = []
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda.synchronize()
+        end.record()
+        end.synchronize()
+        values.append(start.elapsed_time(end) * 1e3)
+    return sorted(values)[len(values) // 2]
