@@ -47,11 +47,14 @@ class LineageRunner:
     def __init__(self, lineage: int, seed: int, start: Candidate, start_eval: Evaluation,
                  make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
                  budget: Budget, tracker: ray.actor.ActorHandle,
-                 dispatcher: ray.actor.ActorHandle, tuner_journal: Path | None) -> None:
+                 dispatcher: ray.actor.ActorHandle, tuner_journal: Path | None,
+                 history: list[tuple[Candidate, Evaluation]] | None = None) -> None:
         self._stop = threading.Event()
         storage = journal_storage(tuner_journal) if tuner_journal else None
         tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
         self._lineage = Lineage(lineage, start, start_eval, make_roles(seed), tuner, budget)
+        for candidate, evaluation in history or ():  # a resumed run: pick up where it stopped
+            self._lineage.replay(candidate, evaluation)
         self._compiler = make_compiler()
         self._tracker = tracker
         self._dispatcher = dispatcher

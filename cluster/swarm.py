@@ -15,6 +15,7 @@ from kernelswarm.search import (
     Candidate,
     Evaluation,
     Evaluator,
+    Record,
     Roles,
     RunInfo,
     RunSummary,
@@ -44,6 +45,7 @@ class SwarmSpec:
     worker_resources: dict[str, float] = field(default_factory=lambda: {"num_cpus": 1})
     elites: int = 8
     tuner_journal: Path | None = None
+    history: tuple[Record, ...] = ()  # a resumed run's records, replayed, never re-evaluated
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class Swarm:
 
     def __init__(self, spec: SwarmSpec) -> None:
         self.spec = spec
-        self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites)
+        self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites, list(spec.history))
         self.workers = [EvalWorker.options(**spec.worker_resources).remote(spec.make_evaluator)
                         for _ in range(spec.workers)]
         self.dispatcher = EvalDispatcher.remote(self.workers)
@@ -72,16 +74,21 @@ class Swarm:
 
     def start(self) -> Evaluation:
         spec = self.spec
-        start_eval = ray.get(self.dispatcher.evaluate.remote(spec.start))
-        ray.get(self.tracker.record.remote(SEED_LINEAGE, 0, spec.start, start_eval))
+        start_eval = ray.get(self.tracker.lookup.remote(spec.start.id))
+        if start_eval is None:
+            start_eval = ray.get(self.dispatcher.evaluate.remote(spec.start))
+            ray.get(self.tracker.record.remote(SEED_LINEAGE, 0, spec.start, start_eval))
         self.start_eval = start_eval
         if not start_eval.ok:
             raise StartingKernelFailed(start_eval)
         for lineage, seed in enumerate(spec.seeds):
             start = spec.start.derive(lineage=lineage, origin=spec.start.origin)
+            history = sorted((r for r in spec.history if r.lineage == lineage),
+                             key=lambda r: r.step)
             runner = LineageRunner.remote(lineage, seed, start, start_eval, spec.make_roles,
                                           spec.make_evaluator, spec.budget, self.tracker,
-                                          self.dispatcher, spec.tuner_journal)
+                                          self.dispatcher, spec.tuner_journal,
+                                          [(r.candidate, r.evaluation) for r in history])
             self.runners.append(runner)
             self._pending.append(runner.run.remote())
         return start_eval

@@ -7,17 +7,20 @@ from typing import Any
 
 import ray
 
-from kernelswarm.search import Candidate, Evaluation, RunInfo, RunSummary, Sink, Tracker
+from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink, Tracker
 
 
 @ray.remote(num_cpus=0, max_concurrency=1)
 class TrackerActor:
     """Wraps ``search.Tracker``; one call at a time, so records keep one total order."""
 
-    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int) -> None:
-        self._tracker = Tracker(run, sinks, elites=elites)
+    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int,
+                 history: list[Record] | None = None) -> None:
+        self._tracker = Tracker(run, sinks, elites=elites, history=history or ())
         self._status = Counter()
         self._lineages: dict[int, dict[str, Any]] = {}
+        for record in history or ():
+            self._count(record)
 
     def claim(self, candidate_id: str) -> tuple[Evaluation | None, bool]:
         return self._tracker.claim(candidate_id)
@@ -30,11 +33,16 @@ class TrackerActor:
 
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> int:
         record = self._tracker.record(lineage, step, candidate, evaluation)
-        self._status[evaluation.status.value] += 1
-        self._lineages[lineage] = {
-            "steps": step, "best": record.lineage_best, "last_status": evaluation.status.value,
-            "last_move": candidate.origin.move, "last_speedup": evaluation.speedup}
+        self._count(record)
         return record.seq
+
+    def _count(self, record: Record) -> None:
+        evaluation = record.evaluation
+        self._status[evaluation.status.value] += 1
+        self._lineages[record.lineage] = {
+            "steps": record.step, "best": record.lineage_best,
+            "last_status": evaluation.status.value, "last_move": record.candidate.origin.move,
+            "last_speedup": evaluation.speedup}
 
     def best(self) -> tuple[Candidate, Evaluation] | None:
         return self._tracker.best()

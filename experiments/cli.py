@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
 from kernelswarm.search import StartingKernelFailed, TaskError
 
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, load_run_config
 from .eval_command import add_eval_parser, run_eval_command
 from .task_commands import add_tasks_parser, run_tasks_command
 
@@ -29,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--address", help="the Ray cluster to join (default: $RAY_ADDRESS, else a "
                                        "local instance)")
     run.add_argument("--task", help="a built-in task name or a task folder (sets task.name)")
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="continue a stopped run in its folder with its configuration (plus any "
+                          "--set, e.g. a larger search.candidates_per_lineage); nothing recorded "
+                          "is evaluated again")
     add_tasks_parser(commands)
     add_eval_parser(commands)
     return parser
@@ -40,10 +45,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         overrides.append(f'cluster.address="{args.address}"')
     if args.task:
         overrides.append(f"task.name={json.dumps(args.task)}")  # a TOML string, quotes escaped
-    config = load_config(args.config, overrides)
+    if args.resume and args.config:
+        raise ConfigError("--resume takes the configuration from the run folder; drop CONFIG "
+                          "(use --set to change settings)")
+    resume = Path(args.resume) if args.resume else None
+    config = load_run_config(resume, overrides) if resume else load_config(args.config, overrides)
     from .runner import run  # imports Ray and MLflow; keep --help and config errors fast
 
-    outcome = run(config, console)
+    outcome = run(config, console, resume=resume)
     return 0 if outcome.result.summary.best is not None else 1
 
 
@@ -58,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "eval":
             return run_eval_command(args, console)
     except (ConfigError, TaskError) as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return 2
     except StartingKernelFailed as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return 1
     return 0
 

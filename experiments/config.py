@@ -6,6 +6,7 @@ Every key is documented in ``docs/configuration.md``; an unknown key or a bad va
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -179,6 +180,22 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             raise ConfigError(f"--set {item!r}: {parts[0]!r} is not a section")
         section[parts[1]] = _parse_value(text.strip())
     return data
+
+
+def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> Config:
+    """The configuration a run folder was started with (``config.json``), with overrides."""
+    path = Path(run_dir) / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{run_dir}: not a kernelswarm run folder (no config.json)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    data = apply_overrides(data, overrides or [])
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

@@ -19,6 +19,7 @@ from kernelswarm.search import Budget, Roles, RunInfo, Sink, load_task
 
 from .config import Config, ConfigError
 from .progress import ProgressView, closing_table
+from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
 
 SOURCE_SUFFIX = {"cpp": "cpp", "cuda": "cu", "torch-ext": "cpp", "triton": "py"}
@@ -92,19 +93,27 @@ def _write_outputs(run_dir: Path, result: SwarmResult, language: str) -> Path | 
 
 
 def run(config: Config, console: Console | None = None,
-        make_roles: Callable[[int], Roles] | None = None) -> RunOutcome:
-    """Run the search ``config`` describes; results land under a new run folder.
+        make_roles: Callable[[int], Roles] | None = None,
+        resume: Path | None = None) -> RunOutcome:
+    """Run the search ``config`` describes; results land under a new run folder, or, with
+    ``resume``, continue the run in that folder without re-evaluating what it recorded.
 
     ``make_roles(seed)`` replaces the configured agent (for agents defined in your own code).
     """
     console = console or Console()
-    task_path = config.task_path()
-    task = load_task(task_path, config.evaluator.device)
+    task = load_task(config.task_path(), config.evaluator.device)
     language = config.task.language
     start = task.starting_candidate(language)
-    run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    run_dir = (config.run.out_dir / run_id).resolve()
-    run_dir.mkdir(parents=True)
+    if resume is not None:
+        run_dir = resume.resolve()
+        history = restore_records(run_dir, task)
+        run_id = run_dir.name
+        console.print(f"resuming {run_id}: {len(history)} evaluations already recorded")
+    else:
+        run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        run_dir = (config.run.out_dir / run_id).resolve()
+        run_dir.mkdir(parents=True)
+        history = []
     (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
 
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
@@ -121,7 +130,7 @@ def run(config: Config, console: Console | None = None,
                           wall_s=config.search.wall_time_s, patience=config.search.patience,
                           target_speedup=config.search.target_speedup),
             workers=workers, worker_resources=resources, elites=config.search.elites,
-            tuner_journal=run_dir / "optuna.journal")
+            tuner_journal=run_dir / "optuna.journal", history=tuple(history))
         console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
                       f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
                       f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}")

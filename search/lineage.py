@@ -121,9 +121,14 @@ class Lineage:
             return None, _Pending(plan)
         return dataclasses.replace(child, lineage=self.lineage), _Pending(plan)
 
+    def replay(self, candidate: Candidate, evaluation: Evaluation) -> None:
+        """Re-apply a verdict recorded before a resume (the tuner's journal already holds it)."""
+        self._tried.add(candidate.id)
+        self.observe(candidate, evaluation)
+
     def observe(self, candidate: Candidate, evaluation: Evaluation) -> None:
         """Take the verdict on a candidate this lineage proposed."""
-        pending = self._pending.pop(candidate.id, _Pending(Plan("external")))
+        pending = self._pending.pop(candidate.id, _Pending(Plan(candidate.origin.move or "external")))
         self.step += 1
         self.evaluated += 1
         if pending.family is not None:

@@ -6,6 +6,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 
 from .archive import Archive
 from .candidate import Candidate
@@ -23,7 +24,8 @@ class Tracker:
     ``sink_errors`` and disabled; the others go on.
     """
 
-    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int = 8) -> None:
+    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int = 8,
+                 history: Sequence[Record] = ()) -> None:
         self.run = run
         self.archive = Archive(elites=elites)
         self.records: list[Record] = []
@@ -35,6 +37,9 @@ class Tracker:
         self._lock = threading.Lock()
         self._claimed: set[str] = set()
         self._queue: queue.Queue[Record | None] = queue.Queue()
+        for record in history:  # a resumed run: already in the sinks, so not written again
+            self.archive.add(record.candidate, record.evaluation)
+            self.records.append(record)
         for sink in sinks:
             sink.open(run)
         self._thread = threading.Thread(target=self._drain, name="tracker-sinks", daemon=True)

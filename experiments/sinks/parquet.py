@@ -24,8 +24,10 @@ candidate_id           string             content hash of (language, source, kno
 parent_ids             list<string>       the candidates it was derived from
 language               string             cpp | cuda | torch-ext | triton
 knobs                  string             JSON object of knob values, keys sorted
+knob_space             string             JSON object: each knob's allowed values
 origin_role            string             seed | coder | tuner | migrant
 origin_move            string             the plan's move, e.g. ``tune``
+origin_rationale       string             why the planner chose that move
 origin_model           string             the model that proposed it (``builtin`` for rules)
 tokens                 int64              LLM tokens spent proposing it
 cost_usd               float64            LLM cost of proposing it
@@ -83,8 +85,10 @@ _RECORD_FIELDS = [
     pa.field("parent_ids", pa.list_(pa.string())),
     pa.field("language", pa.string()),
     pa.field("knobs", pa.string()),
+    pa.field("knob_space", pa.string()),
     pa.field("origin_role", pa.string()),
     pa.field("origin_move", pa.string()),
+    pa.field("origin_rationale", pa.string()),
     pa.field("origin_model", pa.string()),
     pa.field("tokens", pa.int64()),
     pa.field("cost_usd", pa.float64()),
@@ -130,8 +134,10 @@ def evaluation_rows(run_id: str, record: Record) -> list[dict[str, Any]]:
         "parent_ids": list(candidate.parents),
         "language": candidate.language,
         "knobs": json.dumps(candidate.knob_values, sort_keys=True, default=str),
+        "knob_space": json.dumps(candidate.space, sort_keys=True, default=str),
         "origin_role": candidate.origin.role,
         "origin_move": candidate.origin.move,
+        "origin_rationale": candidate.origin.rationale,
         "origin_model": candidate.origin.model,
         "tokens": candidate.origin.tokens,
         "cost_usd": candidate.origin.cost_usd,

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 from kernelswarm.agents import builtin_roles
-from kernelswarm.experiments.config import load_config
+from kernelswarm.experiments.config import load_config, load_run_config
 from kernelswarm.experiments.runner import run
 from kernelswarm.experiments.sinks import read_evaluations, read_mlflow_run
 from kernelswarm.search import Coder, Origin, Plan, Roles
@@ -146,3 +146,27 @@ def test_crashing_hanging_kernels_and_a_crashing_lineage_leave_the_run_complete(
     assert not math.isnan(outcome.result.summary.best[1].speedup)
     crashed = [r for r in outcome.result.lineages if r.error]
     assert [r.lineage for r in crashed] == [1] and "bug in a coder" in crashed[0].error
+
+
+def test_resume_continues_a_run_without_re_evaluating(tmp_path, compile_cache, ray_session):
+    first = run(_config(tmp_path, compile_cache, "search.candidates_per_lineage=2"), _quiet())
+    before = {p.name: p.read_bytes() for p in (first.run_dir / "evaluations").glob("*.parquet")}
+    config = load_run_config(first.run_dir, ["search.candidates_per_lineage=4"])
+    second = run(config, _quiet(), resume=first.run_dir)
+    assert second.run_dir == first.run_dir
+    for name, data in before.items():  # nothing recorded was touched
+        assert (first.run_dir / "evaluations" / name).read_bytes() == data
+    rows = read_evaluations(first.run_dir).to_pylist()
+    records = {}
+    for row in rows:
+        records.setdefault(row["seq"], row)
+    assert sorted(records) == list(range(len(records)))  # seq continues, no gap, no overlap
+    assert sum(1 for r in records.values() if r["lineage"] == -1) == 1  # start not re-timed
+    for lineage in (0, 1):
+        steps = sorted(r["step"] for r in records.values() if r["lineage"] == lineage)
+        assert steps == [1, 2, 3, 4]  # two before the stop, two after
+    # a kernel's verdict is measured once: a repeat is the recorded verdict, not a new timing
+    timings = {}
+    for r in records.values():
+        timings.setdefault(r["candidate_id"], set()).add(r["eval_s"])
+    assert all(len(values) == 1 for values in timings.values())
