@@ -63,7 +63,11 @@ class EvaluatorSection(_Section):
     seeds: int = Field(3, ge=1)
     check_heldout: bool = True
     cache_dir: Path | None = None  # default: $KERNELSWARM_CACHE or ~/.cache/kernelswarm/compile
-    memory_limit_mb: int | None = Field(None, ge=256)
+    memory_limit_mb: int | None = Field(None, ge=256)  # cpu only
+    cuda_arch: str | None = Field(None, pattern=r"^(sm_)?\d+\.?\d*a?$")  # None: nvidia-smi
+    profile_kernels: bool = True  # torch.profiler kernel list per shape (GPU)
+    ncu: bool = False  # Nsight Compute metrics on the largest shape (GPU; slow)
+    ncu_timeout_s: float = Field(120.0, gt=0)
 
     @field_validator("workers")
     @classmethod
@@ -80,6 +84,7 @@ class TimingSection(_Section):
     target_rel_se: float = Field(0.005, gt=0, lt=1)
     budget_s: float = Field(1.0, gt=0)  # per shape
     flush_cache: bool = True
+    cuda_graph_below_us: float = Field(1000.0, ge=0)  # GPU: replay a CUDA graph below this time
 
     @field_validator("max_repeats")
     @classmethod

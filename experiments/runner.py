@@ -40,7 +40,9 @@ def evaluator_settings(config: Config) -> EvaluatorSettings:
         seeds=ev.seeds, check_heldout=ev.check_heldout, warmup=timing.warmup,
         min_repeats=timing.min_repeats, max_repeats=timing.max_repeats,
         target_rel_se=timing.target_rel_se, timing_budget_s=timing.budget_s,
-        flush_cache=timing.flush_cache, memory_limit_mb=ev.memory_limit_mb, **extra)
+        flush_cache=timing.flush_cache, memory_limit_mb=ev.memory_limit_mb,
+        cuda_arch=ev.cuda_arch, cuda_graph_below_us=timing.cuda_graph_below_us,
+        profile_kernels=ev.profile_kernels, ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s, **extra)
 
 
 def mlflow_uri(config: Config) -> str:

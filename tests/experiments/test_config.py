@@ -61,3 +61,24 @@ def test_cli_reports_a_bad_config_and_exits_2(tmp_path):
     assert proc.returncode == 2
     assert "search.lineagez: unknown key" in proc.stdout
     assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_every_evaluator_setting_is_reachable_from_a_config(tmp_path):
+    import dataclasses
+
+    from kernelswarm.evaluators import EvaluatorSettings
+    from kernelswarm.experiments.runner import evaluator_settings
+
+    config = load_config(None, [
+        'evaluator.device="cuda"', "evaluator.compile_timeout_s=11", "evaluator.run_timeout_s=12",
+        "evaluator.seeds=4", "evaluator.check_heldout=false", f'evaluator.cache_dir="{tmp_path}"',
+        'evaluator.cuda_arch="sm_90"', "evaluator.profile_kernels=false", "evaluator.ncu=true",
+        "evaluator.ncu_timeout_s=33", "timing.warmup=5", "timing.min_repeats=6",
+        "timing.max_repeats=70", "timing.target_rel_se=0.02", "timing.budget_s=0.7",
+        "timing.flush_cache=true", "timing.cuda_graph_below_us=8"])
+    settings = evaluator_settings(config)
+    defaults = EvaluatorSettings()
+    unchanged = [f.name for f in dataclasses.fields(EvaluatorSettings)
+                 if getattr(settings, f.name) == getattr(defaults, f.name)]
+    # memory_limit_mb is cpu-only and must stay unset on cuda
+    assert unchanged == ["memory_limit_mb"], f"settings no config key reaches: {unchanged}"
