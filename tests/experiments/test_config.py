@@ -75,7 +75,7 @@ def test_every_evaluator_setting_is_reachable_from_a_config(tmp_path):
         'evaluator.cuda_arch="sm_90"', "evaluator.profile_kernels=false", "evaluator.ncu=true",
         "evaluator.ncu_timeout_s=33", "timing.warmup=5", "timing.min_repeats=6",
         "timing.max_repeats=70", "timing.target_rel_se=0.02", "timing.budget_s=0.7",
-        "timing.flush_cache=true", "timing.cuda_graph_below_us=8"])
+        "timing.flush_cache=false", "timing.cuda_graph_below_us=8"])
     settings = evaluator_settings(config)
     defaults = EvaluatorSettings()
     unchanged = [f.name for f in dataclasses.fields(EvaluatorSettings)
