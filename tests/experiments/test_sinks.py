@@ -207,8 +207,9 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
         c, e = r.candidate, r.evaluation
         common = {"run_id": "r-0001", "seq": r.seq, "lineage": r.lineage, "step": r.step,
                   "candidate_id": c.id, "parent_ids": list(c.parents), "language": "cpp",
-                  "knobs": c.knob_values, "origin_role": c.origin.role,
-                  "origin_move": c.origin.move, "origin_model": c.origin.model,
+                  "knobs": c.knob_values, "knob_space": {k: list(v) for k, v in c.space.items()},
+                  "origin_role": c.origin.role, "origin_move": c.origin.move,
+                  "origin_rationale": c.origin.rationale, "origin_model": c.origin.model,
                   "tokens": c.origin.tokens, "cost_usd": c.origin.cost_usd,
                   "status": e.status.value, "message": e.message, "candidate_speedup": e.speedup,
                   "lineage_best": r.lineage_best, "global_best": r.global_best,
@@ -220,6 +221,7 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
             expected.append({**common, **dict.fromkeys(asdict(ShapeResult("")), None), "shape": ""})
     for row in rows:
         row["knobs"] = json.loads(row["knobs"])
+        row["knob_space"] = json.loads(row["knob_space"])
     assert len(rows) == len(expected) == 12
     for row, want in zip(rows, expected, strict=True):
         assert row.keys() == want.keys()
