@@ -94,7 +94,7 @@ class ComputeGuard(TorchDispatchMode):
     An op is attributed to the nearest Python frame outside torch: ops issued by triton's own
     launcher are not the kernel's; ops issued from C++ (a torch extension calling ``at::mul``)
     are attributed to the task's launcher frame and count. Nothing is raised inside the call
-    (the kernel could catch it); the caller reads ``calls`` afterwards.
+    (the kernel could catch it); the caller asks for the ``verdict`` afterwards.
     """
 
     def __init__(self, source_file: str | None = None) -> None:

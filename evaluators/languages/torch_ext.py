@@ -55,9 +55,9 @@ CFLAGS = ("-O3",)
 BUILD_SCRIPT = Path(__file__).with_name("torch_ext_build.py")
 _BINDING = re.compile(r"\bPYBIND11_MODULE\s*\(\s*TORCH_EXTENSION_NAME\b")
 
-# The cpp rules, less those that torch's own headers need, plus what an extension could use to
-# compute with PyTorch out of the compute guard's sight, or to leave the timed stream.
-TORCH_EXT_SCREEN_RULES = tuple(r for r in CPP_SCREEN_RULES if r.name != "token pasting") + (
+# The cpp rules, plus what an extension could use to compute with PyTorch out of the compute
+# guard's sight, or to leave the timed stream.
+TORCH_EXT_SCREEN_RULES = CPP_SCREEN_RULES + (
     ScreenRule("ATen thread pool", r"\bat\s*::\s*(parallel_for|parallel_reduce|launch|"
                r"intraop_launch|set_num_threads|set_num_interop_threads|internal)\b"
                r"|\btorch\s*::\s*set_num_threads\b",

@@ -7,7 +7,8 @@ that could be passed around under another name); it sets no attributes, defines 
 reaches no private or dunder names; and of torch and triton it may not touch what would move work
 out of the timer's sight (streams, events, graphs, ``torch.compile``, custom ops), change global
 state the reference shares (``torch.set_*``, ``torch.backends``), or drive triton's launch and
-benchmarking machinery (``triton.runtime``, ``triton.autotune``, ...).
+benchmarking machinery (``triton.runtime``, ``triton.autotune``, ...); and its kernels may not
+read the GPU's clocks or run inline assembly.
 
 PyTorch *compute* (``torch.mul``, ``x * y``) is not screened: the sandbox watches every call of a
 Python kernel and rejects one that computes with PyTorch (evaluators/integrity.py).
@@ -54,6 +55,10 @@ TORCH_IO = ("torch.load", "torch.save", "torch.from_file", "torch.hub", "torch.m
 TRITON_INTERNALS = ("triton.runtime", "triton.testing", "triton.tools", "triton.knobs",
                     "triton.compiler", "triton.backends", "triton.set_allocator",
                     "triton.profiler", "triton.autotune", "triton.Config")
+
+# Inside a kernel: reading the GPU's clocks, or inline assembly (which can read them too), would
+# let a kernel tell when it is timed; device printing floods the log and distorts the timing.
+KERNEL_CLOCKS_AND_ASSEMBLY = frozenset({"globaltimer", "inline_asm_elementwise", "device_print"})
 
 # Modules that a name may stand for even when bound by ``from x import y``.
 _MODULE_PATHS = frozenset({"torch", "torch.cuda", "torch.cpu", "triton", "triton.language"})
@@ -126,6 +131,12 @@ def _dotted_rule(name: str, entries: tuple[str, ...], reason: str) -> SyntaxRule
     return SyntaxRule(name, reason, find)
 
 
+def _find_clocks_and_assembly(tree: ast.Module) -> Iterator[ast.AST]:
+    for node, dotted in ModuleView(tree).used_names():
+        if dotted.startswith("triton.") and dotted.rsplit(".", 1)[-1] in KERNEL_CLOCKS_AND_ASSEMBLY:
+            yield node
+
+
 def _find_imports(tree: ast.Module) -> Iterator[ast.AST]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -156,6 +167,17 @@ def _find_private(tree: ast.Module) -> Iterator[ast.AST]:
             yield node
         elif isinstance(node, ast.ImportFrom) and any(a.name.startswith("_")
                                                       for a in node.names):
+            yield node
+
+
+# Tensor methods that hand the host the data itself, outside the dispatcher (and so outside the
+# compute guard): a NumPy view of an output can be written with NumPy arithmetic.
+HOST_DATA_ACCESS = frozenset({"numpy", "tolist", "storage", "untyped_storage", "share_memory_"})
+
+
+def _find_host_data_access(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in HOST_DATA_ACCESS:
             yield node
 
 
@@ -191,6 +213,9 @@ TRITON_SCREEN_RULES = (
     SyntaxRule("attribute assignment", "a kernel module may not set or delete attributes: "
                "patching time, torch or triton, or rebinding a tensor (`out.data = ...`), "
                "changes what the evaluator measures or checks", _find_attribute_writes),
+    SyntaxRule("host access to tensor data", "the work belongs in the Triton kernels: a NumPy "
+               "view or a list of a tensor lets the host compute out of the sandbox's sight",
+               _find_host_data_access),
     SyntaxRule("classes", "a kernel module defines functions only: a class could subclass "
                "torch.Tensor (a lazy or fake output) or hook __torch_function__",
                _find_classes),
@@ -209,6 +234,9 @@ TRITON_SCREEN_RULES = (
                  "measurement"),
     _dotted_rule("files and processes", TORCH_IO,
                  "a kernel reads its inputs and writes its outputs only"),
+    SyntaxRule("clocks and inline assembly", "a kernel may not read the GPU's clocks or run "
+               "inline assembly (which can read them): it could tell when it is being timed; "
+               "device printing distorts the timing", _find_clocks_and_assembly),
     _dotted_rule("triton internals", TRITON_INTERNALS,
                  "the runtime, its knobs and benchmarking utilities reach into the launch "
                  "machinery or time inside the measurement; tune through the task's knobs, "

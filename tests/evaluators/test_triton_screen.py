@@ -35,6 +35,9 @@ HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
     ("torch.Tensor.isnan = lambda self: self", "attribute assignment"),
     ("triton.jit = None", "attribute assignment"),
     ("del torch.mul", "attribute assignment"),
+    ("out.numpy()[:] = 2.0 ** x.numpy()", "host access to tensor data"),
+    ("values = x.tolist()", "host access to tensor data"),
+    ("s = out.untyped_storage()", "host access to tensor data"),
     ("class Lazy(torch.Tensor):\n    pass", "classes"),
     ("t = torch", "modules as values"),
     ("def f(m=triton):\n    return m", "modules as values"),
@@ -57,6 +60,11 @@ HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
     ("ms = triton.testing.do_bench(f)", "triton internals"),
     ("@triton.autotune(configs=[], key=[])\ndef f():\n    pass", "triton internals"),
     ("from triton import knobs", "triton internals"),
+    ("t = tl.extra.cuda.globaltimer()", "clocks and inline assembly"),
+    ("from triton.language.extra.cuda import globaltimer", "clocks and inline assembly"),
+    ("y = tl.inline_asm_elementwise('mov.u64 $0, %globaltimer;', '=l', [], dtype=tl.int64, "
+     "is_pure=False, pack=1)", "clocks and inline assembly"),
+    ("tl.device_print('x', x)", "clocks and inline assembly"),
 ])
 def test_forbidden_constructs_are_refused_with_their_line(line, rule):
     finding = screen(f"{HEADER}\n{line}\n", TRITON_SCREEN_RULES)
