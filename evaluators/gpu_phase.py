@@ -18,6 +18,7 @@ from ..search.task import Shape
 from .correctness import FIRST_POISON, clones, compare, first_bit_difference, poison
 from .gpu_state import gpu_state
 from .gpu_timing import CopyPlan, GpuTiming, measure_gpu, plan_copies
+from .integrity import IntegrityViolation, guarded_call
 from .profiling import kernel_profile, ncu_profile
 
 if TYPE_CHECKING:
@@ -57,19 +58,43 @@ def _timed(ctx: SandboxContext, shape: Shape, measure: Any) -> GpuTiming:
         raise ctx.fault(exc, shape, "while timing") from None
 
 
+def _guarded_launch(ctx: SandboxContext, kernel: LoadedKernel, inputs: tuple, outputs: tuple,
+                    shape: Shape) -> None:
+    """One timed launch under the same integrity checks as the correctness calls, so that a
+    launcher cannot switch to PyTorch compute (or swap its outputs) once it is being timed.
+
+    In graph mode the checks run while the calls are captured, on the host, and replays do not
+    repeat them; in events mode (calls of ``cuda_graph_below_us`` or more) their host time is
+    inside both functions' samples alike. A violation inside a capture makes the capture fail,
+    events mode then repeats the call, and the violation becomes the verdict.
+    """
+    from .run_phase import CandidateFault
+
+    launch = getattr(ctx.task.module, ctx.language.launcher)
+    try:
+        problem = guarded_call(lambda: launch(kernel.fn, inputs, outputs, dict(shape)), inputs,
+                               outputs, host_code=ctx.language.host_code,
+                               source_file=ctx.language.source_file(kernel))
+    except IntegrityViolation as exc:
+        problem = str(exc)
+    if problem:
+        raise CandidateFault(Status.REJECTED, f"on shape {shape.label} while being timed, the "
+                             f"kernel {problem}", [ShapeResult(shape=shape.label)])
+
+
 def time_shape_gpu(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape,
                    errors: _ShapeErrors) -> tuple[ShapeResult, float, dict[str, Any]]:
     """Candidate and starting kernel timed interleaved on one shape; then the re-check."""
     from .run_phase import CandidateFault
 
     plan, inputs, (ours, theirs) = _copies(ctx, shape, 2)
-    launch, params = getattr(ctx.task.module, ctx.language.launcher), dict(shape)
+    params = dict(shape)
 
     def candidate(i: int) -> None:
-        launch(kernel.fn, inputs[i], ours[i], params)
+        _guarded_launch(ctx, kernel, inputs[i], ours[i], shape)
 
-    def baseline(i: int) -> None:
-        launch(ctx.start.fn, inputs[i], theirs[i], params)
+    def baseline(i: int) -> None:  # guarded too, so both carry the same host overhead
+        _guarded_launch(ctx, ctx.start, inputs[i], theirs[i], shape)
 
     prepare = [lambda i: poison(ours[i], FIRST_POISON), lambda i: poison(theirs[i], FIRST_POISON)]
     timing = _timed(ctx, shape, lambda: measure_gpu(

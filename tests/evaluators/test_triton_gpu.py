@@ -68,3 +68,10 @@ def test_a_result_cached_by_pointer_is_stale_on_refilled_inputs(triton_gpu):
 def test_a_kernel_that_writes_only_on_its_first_call_is_incorrect(triton_gpu):
     evaluation = triton_gpu.evaluate(_variant(triton_gpu, "writes_only_first_call"))
     assert evaluation.status is Status.INCORRECT, evaluation.message
+
+
+def test_pytorch_compute_once_timed_is_rejected(triton_gpu):
+    evaluation = triton_gpu.evaluate(_variant(triton_gpu, "torch_once_timed"))
+    assert evaluation.status is Status.REJECTED, evaluation.message
+    assert "while being timed" in evaluation.message
+    assert "calls PyTorch compute" in evaluation.message
