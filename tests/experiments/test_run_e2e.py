@@ -149,22 +149,28 @@ def test_crashing_hanging_kernels_and_a_crashing_lineage_leave_the_run_complete(
 
 
 def test_resume_continues_a_run_without_re_evaluating(tmp_path, compile_cache, ray_session):
-    first = run(_config(tmp_path, compile_cache, "search.candidates_per_lineage=2"), _quiet())
+    first = run(_config(tmp_path, compile_cache, "search.candidates_per_lineage=2",
+                        "search.wall_time_s=600"), _quiet())
     before = {p.name: p.read_bytes() for p in (first.run_dir / "evaluations").glob("*.parquet")}
+    first_steps = {r.lineage: r.steps for r in first.result.lineages}
     config = load_run_config(first.run_dir, ["search.candidates_per_lineage=4"])
     second = run(config, _quiet(), resume=first.run_dir)
     assert second.run_dir == first.run_dir
     for name, data in before.items():  # nothing recorded was touched
         assert (first.run_dir / "evaluations" / name).read_bytes() == data
-    rows = read_evaluations(first.run_dir).to_pylist()
     records = {}
-    for row in rows:
+    for row in read_evaluations(first.run_dir).to_pylist():
         records.setdefault(row["seq"], row)
     assert sorted(records) == list(range(len(records)))  # seq continues, no gap, no overlap
+    assert len(records) > len(before)
     assert sum(1 for r in records.values() if r["lineage"] == -1) == 1  # start not re-timed
     for lineage in (0, 1):
         steps = sorted(r["step"] for r in records.values() if r["lineage"] == lineage)
-        assert steps == [1, 2, 3, 4]  # two before the stop, two after
+        # the lineage's steps go on from where it stopped, within the larger budget
+        assert steps == list(range(1, len(steps) + 1)) and len(steps) <= 4
+        assert steps[:first_steps[lineage]] == list(range(1, first_steps[lineage] + 1))
+    resumed = {r.lineage: r.steps for r in second.result.lineages}
+    assert any(resumed[i] > first_steps[i] for i in (0, 1))
     # a kernel's verdict is measured once: a repeat is the recorded verdict, not a new timing
     timings = {}
     for r in records.values():
