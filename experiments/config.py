@@ -187,6 +187,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def _validated(data: dict[str, Any], path: Path, overrides: list[str] | None) -> Config:
+    data = apply_overrides(data, overrides or [])
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from None
+
+
 def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> Config:
     """The configuration a run folder was started with (``config.json``), with overrides."""
     path = Path(run_dir) / "config.json"
@@ -196,11 +204,7 @@ def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> 
         raise ConfigError(f"{run_dir}: not a kernelswarm run folder (no config.json)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
-    data = apply_overrides(data, overrides or [])
-    try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc)}") from None
+    return _validated(data, path, overrides)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -212,11 +216,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"{path}: no such configuration file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    data = apply_overrides(data, overrides or [])
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc)}") from None
+    config = _validated(data, path, overrides)
     if config.cluster.address is None and os.environ.get("RAY_ADDRESS"):
         config = config.model_copy(update={"cluster": ClusterSection(
             address=os.environ["RAY_ADDRESS"], num_cpus=config.cluster.num_cpus)})
