@@ -21,8 +21,7 @@ from .config import Config, ConfigError
 from .progress import ProgressView, closing_table
 from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
-
-SOURCE_SUFFIX = {"cpp": "cpp", "cuda": "cu", "torch-ext": "cpp", "triton": "py"}
+from .sinks.sources import source_file_name
 
 
 @dataclass(frozen=True)
@@ -45,15 +44,6 @@ def evaluator_settings(config: Config) -> EvaluatorSettings:
         profile_kernels=ev.profile_kernels, ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s, **extra)
 
 
-def mlflow_uri(config: Config) -> str:
-    """Relative SQLite paths are anchored at the working folder, wherever actors run."""
-    uri = config.tracking.mlflow_uri
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
-        return prefix + str(Path(uri[len(prefix):]).resolve())
-    return uri
-
-
 def _workers(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
     device, workers = config.evaluator.device, config.evaluator.workers
     if device == "cuda":
@@ -66,16 +56,18 @@ def _workers(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
 def _sinks(config: Config) -> list[Sink]:
     sinks: list[Sink] = [ParquetSink()]
     if config.tracking.mlflow:
-        sinks.append(MLflowSink(mlflow_uri(config), config.tracking.experiment or config.run.name))
+        # A relative SQLite path is anchored at the working folder by the sink, wherever actors run.
+        sinks.append(MLflowSink(config.tracking.mlflow_uri,
+                                config.tracking.experiment or config.run.name))
     return sinks
 
 
-def _write_outputs(run_dir: Path, result: SwarmResult, language: str) -> Path | None:
+def _write_outputs(run_dir: Path, result: SwarmResult) -> Path | None:
     summary = result.summary
     best_path = None
     if summary.best is not None:
         candidate, evaluation = summary.best
-        best_path = run_dir / "best" / f"{candidate.id}.{SOURCE_SUFFIX[language]}"
+        best_path = run_dir / "best" / source_file_name(candidate)
         best_path.parent.mkdir(parents=True, exist_ok=True)
         best_path.write_text(candidate.source)
     doc = {
@@ -139,7 +131,7 @@ def run(config: Config, console: Console | None = None,
         result = _drive(Swarm(spec), console)
     finally:
         disconnect(cluster)
-    best_path = _write_outputs(run_dir, result, language)
+    best_path = _write_outputs(run_dir, result)
     console.print(closing_table(result))
     outcome = RunOutcome(run_dir, result, best_path)
     _print_locations(console, outcome)
