@@ -32,6 +32,7 @@ from .environment import scrubbed_environment
 
 WORKER_MODULE = "kernelswarm.evaluators.sandbox_worker"
 LOG_TAIL_CHARS = 1500
+LOG_SCAN_CHARS = 64 * 1024  # how far back a crash report's first line is looked for
 _REAP_TIMEOUT_S = 5.0
 
 # Kernels are single-threaded; keep the libraries under torch from starting thread pools too.
@@ -186,16 +187,14 @@ class Sandbox:
             return 0
 
     def _log_tail(self, offset: int) -> str:
-        """The end of what the worker logged since ``offset``."""
+        """The end of what the worker logged since ``offset`` (see ``log_tail``)."""
         try:
             with open(self.log_path, "rb") as log:
-                log.seek(max(offset, self._log_size() - LOG_TAIL_CHARS))
+                log.seek(max(offset, self._log_size() - LOG_SCAN_CHARS))
                 text = log.read().decode(errors="replace")
         except OSError:
             return ""
-        # faulthandler's list of loaded extension modules says nothing about the kernel
-        return "\n".join(line for line in text.splitlines()
-                         if not line.startswith("Extension modules:")).strip()
+        return log_tail(text)
 
     def kill(self) -> None:
         """Kill the worker's whole process group and release the pipes (the log stays)."""
@@ -220,3 +219,26 @@ class Sandbox:
                 pass
             self.kill()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def log_tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
+    """The part of a worker's log worth quoting: at most about ``limit`` characters of its end.
+
+    A crash report starts at faulthandler's "Fatal Python error" line, which names the signal;
+    that line is kept even when the stack below it is longer than the limit.
+    """
+    # faulthandler's list of loaded extension modules says nothing about the kernel
+    lines = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
+    fatal = [i for i, line in enumerate(lines) if line.startswith("Fatal Python error")]
+    head: list[str] = []
+    if fatal:
+        head, lines = lines[fatal[-1]:fatal[-1] + 1], lines[fatal[-1] + 1:]
+    budget = limit - sum(len(line) + 1 for line in head)
+    tail: list[str] = []
+    for line in reversed(lines):
+        if len(line) + 1 > budget:
+            tail.append("...")
+            break
+        tail.append(line)
+        budget -= len(line) + 1
+    return "\n".join(head + tail[::-1]).strip()
