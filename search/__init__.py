@@ -8,18 +8,26 @@ from .evaluator import CompileResult, Evaluator
 from .executor import LocalExecutor, step_lineage
 from .lineage import Lineage, knob_family
 from .roles import (
-                    ADOPT,
-                    REWRITE,
-                    STOP,
-                    TUNE,
-                    Analyst,
-                    Attempt,
-                    Coder,
-                    Feedback,
-                    LineageView,
-                    Plan,
-                    Planner,
-                    Roles,
+    ADOPT,
+    COMPUTE,
+    CORRECTNESS,
+    MEMORY,
+    REPAIR,
+    REWRITE,
+    STAGES,
+    STOP,
+    TUNE,
+    Analyst,
+    Attempt,
+    Check,
+    Coder,
+    Feedback,
+    LineageView,
+    Plan,
+    Planner,
+    Roles,
+    Tester,
+    Usage,
 )
 from .sink import Record, RunInfo, RunSummary, Sink
 from .task import LANGUAGES, Shape, StartingKernel, Task, TaskError, Tolerance, load_task
@@ -27,7 +35,8 @@ from .tracker import Tracker
 from .tuning import KnobTuner, journal_storage
 
 __all__ = [
-    "ADOPT", "LANGUAGES", "REWRITE", "STOP", "TUNE", "Analyst", "Archive", "Attempt", "Budget",
+    "ADOPT", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
+    "STOP", "TUNE", "Check", "Tester", "Usage", "Analyst", "Archive", "Attempt", "Budget",
     "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Feedback", "Island",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",

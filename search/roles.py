@@ -1,8 +1,18 @@
-"""The roles a lineage calls each step: plan, code and profile (the evaluator is the test).
+"""The roles a lineage calls: plan, code, test and profile.
 
 Implementations live in ``kernelswarm.agents``: built-in rules with no network, or language
 models. Each role is called by one lineage at a time and must not keep state that another
 lineage relies on.
+
+- ``Planner.plan`` chooses the next move from a ``LineageView``.
+- ``Coder.code`` realises a move as a new candidate; ``Coder.repair`` gets a failed candidate
+  back with the evaluator's log and failing shape (structured debugging).
+- ``Tester.checks`` adds shapes and value distributions beyond the task's, which the evaluator
+  checks every candidate on (the evaluator itself runs the tests).
+- ``Analyst.analyse`` turns an evaluation and its profile into feedback for the planner.
+
+Roles that call a paid service report what they spent through ``usage()``; budgets in tokens
+and money read it.
 """
 
 from __future__ import annotations
@@ -14,11 +24,64 @@ from typing import Any
 
 from .candidate import Candidate
 from .evaluation import Evaluation
+from .task import Task
 
 TUNE = "tune"  # the move that asks the lineage's Optuna tuner for knob values
 ADOPT = "adopt"  # continue from the global best instead of the lineage's own
 STOP = "stop"
 REWRITE = "rewrite:"  # prefix: "rewrite:<transformation name>"
+REPAIR = "repair"  # the move of a candidate the coder produced from a failed one
+
+# Stages of a lineage, in order (staged optimisation): get a correct kernel, then cut memory
+# traffic until the kernel nears the bandwidth roof, then work on compute.
+CORRECTNESS, MEMORY, COMPUTE = "correctness", "memory", "compute"
+STAGES = (CORRECTNESS, MEMORY, COMPUTE)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a role spent on a model service: calls, tokens, money, and answers it rejected."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    malformed: int = 0  # answers that failed to parse and were asked again
+    failures: int = 0  # calls that failed after their retries
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.calls + other.calls, self.prompt_tokens + other.prompt_tokens,
+                     self.completion_tokens + other.completion_tokens,
+                     self.cost_usd + other.cost_usd, self.malformed + other.malformed,
+                     self.failures + other.failures)
+
+
+class _Role:
+    def usage(self) -> Usage:
+        """What this role has spent so far (zero for roles that call no service)."""
+        return Usage()
+
+
+@dataclass(frozen=True)
+class Check:
+    """An extra correctness check: a shape (dimension and dtype values) and an input scale.
+
+    ``scale`` multiplies every floating input the task draws (large magnitudes: 100.0); the
+    reference sees the same scaled inputs.
+    """
+
+    shape: Mapping[str, Any]
+    scale: float = 1.0
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        dims = ",".join(f"{k}={v}" for k, v in sorted(self.shape.items()))
+        return dims if self.scale == 1.0 else f"{dims},scale={self.scale:g}"
 
 
 @dataclass(frozen=True)
@@ -47,6 +110,7 @@ class Attempt:
     status: str  # an evaluation Status value, or "NO_CHANGE"
     speedup: float
     message: str = ""
+    failed_shape: str = ""  # the first shape it was wrong on, where it was wrong
 
 
 @dataclass(frozen=True)
@@ -60,31 +124,48 @@ class LineageView:
     global_best: tuple[Candidate, Evaluation] | None
     history: tuple[Attempt, ...]
     feedback: Feedback | None
+    stage: str = MEMORY  # one of STAGES
+    migrants: tuple[tuple[Candidate, Evaluation], ...] = ()  # elites of other lineages, best first
+    failed: tuple[Candidate, Evaluation] | None = None  # the latest failure, while being repaired
 
     def tried(self, move: str) -> int:
         """How often ``move`` was tried on the current kernel's source family."""
         return sum(1 for a in self.history if a.move == move)
 
 
-class Planner(ABC):
+class Planner(_Role, ABC):
     """Chooses the next move from the lineage's state and the latest feedback."""
 
     @abstractmethod
     def plan(self, view: LineageView) -> Plan: ...
 
 
-class Coder(ABC):
+class Coder(_Role, ABC):
     """Turns a plan into a new candidate derived from ``parent``.
 
-    Returns None when the move does not apply to this kernel (no loop to unroll, transformation
-    already present); the lineage records that and asks the planner again.
+    ``code`` returns None when the move does not apply to this kernel (no loop to unroll,
+    transformation already present); the lineage records that and asks the planner again.
     """
 
     @abstractmethod
     def code(self, plan: Plan, parent: Candidate, view: LineageView) -> Candidate | None: ...
 
+    def repair(self, failed: Candidate, evaluation: Evaluation,
+               view: LineageView) -> Candidate | None:
+        """A fixed version of ``failed`` given its verdict (compile log, wrong shape, crash), or
+        None when this coder cannot repair it (the lineage then moves on). The default: None."""
+        return None
 
-class Analyst(ABC):
+
+class Tester(_Role, ABC):
+    """Proposes checks beyond the task's own shapes: sizes 1, odd, not a power of two, large
+    magnitudes. The evaluator runs them on every candidate, after the task's shapes."""
+
+    @abstractmethod
+    def checks(self, task: Task, language: str) -> tuple[Check, ...]: ...
+
+
+class Analyst(_Role, ABC):
     """Turns an evaluation (status, timings, profile) into feedback."""
 
     @abstractmethod
@@ -96,3 +177,12 @@ class Roles:
     planner: Planner
     coder: Coder
     analyst: Analyst
+    tester: Tester | None = None
+
+    def usage(self) -> Usage:
+        """What the roles spent together."""
+        total = Usage()
+        for role in (self.planner, self.coder, self.analyst, self.tester):
+            if role is not None:
+                total = total + role.usage()
+        return total
