@@ -154,11 +154,20 @@ def _check_inputs(pristine: tuple, inputs: tuple, shape: Shape, where: str) -> N
                              [ShapeResult(shape=shape.label)])
 
 
+def scaled(inputs: tuple, scale: float) -> tuple:
+    """``inputs`` with every floating tensor multiplied by ``scale`` (in place; 1.0: unchanged)."""
+    if scale != 1.0:
+        for tensor in inputs:
+            if getattr(tensor, "is_floating_point", lambda: False)():
+                tensor.mul_(scale)
+    return inputs
+
+
 def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: int,
-               where: str) -> Comparison:
+               where: str, scale: float = 1.0) -> Comparison:
     """Two calls on one problem: compared with the reference, then with each other, bit for bit."""
     task = ctx.task
-    inputs = tuple(task.module.make_inputs(dict(shape), seed, ctx.device))
+    inputs = scaled(tuple(task.module.make_inputs(dict(shape), seed, ctx.device)), scale)
     pristine, reference = _pristine_and_reference(inputs, task)
     outputs = tuple(task.module.make_outputs(dict(shape), ctx.device))
     problem = structure_problem(outputs, reference)
@@ -188,16 +197,17 @@ def check_once(ctx: SandboxContext, kernel: LoadedKernel, shape: Shape, seed: in
             f"{differs.where('output')} (outputs are poisoned differently before each call, so "
             f"an element written only sometimes shows here too)",
             [ShapeResult(shape=shape.label)])
-    _check_refilled(ctx, kernel, inputs, outputs, shape, f"{where}, seed {seed}")
+    _check_refilled(ctx, kernel, inputs, outputs, shape, f"{where}, seed {seed}", scale)
     check_process(ctx, shape, where)
     return comparison
 
 
 def _check_refilled(ctx: SandboxContext, kernel: LoadedKernel, inputs: tuple, outputs: tuple,
-                    shape: Shape, where: str) -> None:
+                    shape: Shape, where: str, scale: float = 1.0) -> None:
     """A third call on the same buffers refilled with new values must give the new answer: a
     kernel that caches results between calls (keyed by pointer, shape or a sample) fails here."""
-    fresh = tuple(ctx.task.module.make_inputs(dict(shape), REFILL_SEED, ctx.device))
+    fresh = scaled(tuple(ctx.task.module.make_inputs(dict(shape), REFILL_SEED, ctx.device)),
+                   scale)
     if not refill(inputs, fresh):
         return  # the task draws the same values for every seed: nothing to tell apart
     pristine, reference = _pristine_and_reference(inputs, ctx.task)
@@ -223,15 +233,18 @@ def check_process(ctx: SandboxContext, shape: Shape, where: str) -> None:
 
 
 def _check_shapes(ctx: SandboxContext, kernel: LoadedKernel, shapes: Sequence[Shape],
-                  phase: str, label: str, done: list[ShapeResult]) -> dict[str, _ShapeErrors]:
+                  phase: str, label: str, done: list[ShapeResult],
+                  scales: Sequence[float] = ()) -> dict[str, _ShapeErrors]:
     errors: dict[str, _ShapeErrors] = {}
-    for shape in shapes:
+    for index, shape in enumerate(shapes):
+        scale = scales[index] if scales else 1.0
+        where = f"on {label} {shape.label}" + (f" with inputs scaled by {scale:g}"
+                                                if scale != 1.0 else "")
         ctx.progress(phase, shape)
         errors[shape.label] = _ShapeErrors()
         for seed in range(ctx.settings.seeds):
             try:
-                errors[shape.label].add(check_once(ctx, kernel, shape, seed,
-                                                   f"on {label} {shape.label}"))
+                errors[shape.label].add(check_once(ctx, kernel, shape, seed, where, scale))
             except CandidateFault as fault:
                 fault.shapes = (*done, *fault.shapes)
                 raise
@@ -290,6 +303,7 @@ def run_candidate(ctx: SandboxContext, kernel: LoadedKernel,
                               "only on the tuning shapes is specialised to them")
             fault.shapes = (*checked, *fault.shapes)
             raise
+    _check_extra(ctx, kernel, checked)
     results, rel_se, details = [], {}, {}
     for shape in task.tuning_shapes:
         ctx.progress("timing", shape)
@@ -303,15 +317,30 @@ def run_candidate(ctx: SandboxContext, kernel: LoadedKernel,
         results.append(result)
     check_process(ctx, task.tuning_shapes[-1], "after timing")
     heldout = len(task.heldout_shapes) if ctx.settings.check_heldout else 0
+    extra = len(ctx.settings.extra_checks)
     metrics: dict[str, Any] = {"timing_rel_se": rel_se}
     resources = ctx.language.resources(kernel)
     if ctx.on_gpu:
         metrics.update(_gpu_profiles(ctx, kernel, request, resources, details))
     return {"type": "result", "status": Status.OK.value,
-            "message": f"correct on {len(results)} tuning shapes x {ctx.settings.seeds} seeds "
-                       f"and {heldout} held-out shapes",
+            "message": f"correct on {len(results)} tuning shapes x {ctx.settings.seeds} seeds, "
+                       f"{heldout} held-out shapes and {extra} extra checks",
             "shapes": [asdict(r) for r in results], "resources": resources,
             "metrics": metrics}
+
+
+def _check_extra(ctx: SandboxContext, kernel: LoadedKernel, checked: list[ShapeResult]) -> None:
+    """The tester's checks (``EvaluatorSettings.extra_checks``), after the task's own shapes."""
+    checks = ctx.settings.extra_checks
+    if not checks:
+        return
+    shapes = [Shape.of(check["shape"]) for check in checks]
+    try:
+        _check_shapes(ctx, kernel, shapes, "extra", "extra check", [],
+                      [check["scale"] for check in checks])
+    except CandidateFault as fault:
+        fault.shapes = (*checked, *fault.shapes)
+        raise
 
 
 def _gpu_profiles(ctx: SandboxContext, kernel: LoadedKernel, request: Mapping[str, Any] | None,

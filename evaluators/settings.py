@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CACHE_ENV = "KERNELSWARM_CACHE"
 
@@ -28,6 +30,10 @@ class EvaluatorSettings:
     shape (at least ``min_repeats`` rounds are always measured). ``memory_limit_mb`` caps the
     sandbox's address space (``RLIMIT_AS``), which includes torch itself: leave room for a few GB;
     it must stay None on ``cuda``, whose driver maps the GPU's memory into the address space.
+
+    ``extra_checks`` are correctness checks beyond the task's shapes (a tester's: sizes 1, odd,
+    large magnitudes): each ``{"shape": {dim: value}, "scale": s, "reason": why}`` is checked
+    like a held-out shape, with every floating input multiplied by ``s``; never timed.
 
     GPU only (``device`` "cuda" or "cuda:N"):
 
@@ -64,6 +70,7 @@ class EvaluatorSettings:
     profile_kernels: bool = True
     ncu: bool = False
     ncu_timeout_s: float = 120.0
+    extra_checks: tuple[dict[str, Any], ...] = ()  # {"shape": {...}, "scale": float, "reason"}
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not self.device:
@@ -99,6 +106,19 @@ class EvaluatorSettings:
                              "an address-space cap breaks it")
         if self.cuda_arch is not None:
             object.__setattr__(self, "cuda_arch", normalize_cuda_arch(self.cuda_arch))
+        object.__setattr__(self, "extra_checks", tuple(_extra_check(c) for c in self.extra_checks))
+
+
+def _extra_check(check: object) -> dict[str, Any]:
+    """One extra check as a plain dict (it travels to the sandbox as JSON)."""
+    shape = check.get("shape") if isinstance(check, Mapping) else None
+    scale = check.get("scale", 1.0) if isinstance(check, Mapping) else None
+    if not isinstance(shape, Mapping) or not shape or isinstance(scale, bool) \
+            or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"EvaluatorSettings.extra_checks: each check is {{'shape': {{dim: "
+                         f"value, ...}}, 'scale': a positive number}}, got {check!r}")
+    return {"shape": {str(k): v for k, v in shape.items()}, "scale": float(scale),
+            "reason": str(check.get("reason", ""))}
 
 
 _ARCH = re.compile(r"(?:sm_|compute_)?(\d{1,2}?)\.?(\d)([af]?)\Z")
