@@ -48,11 +48,13 @@ class LineageRunner:
                  make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
                  budget: Budget, tracker: ray.actor.ActorHandle,
                  dispatcher: ray.actor.ActorHandle, tuner_journal: Path | None,
-                 history: list[tuple[Candidate, Evaluation]] | None = None) -> None:
+                 history: list[tuple[Candidate, Evaluation]] | None = None,
+                 max_repairs: int = 2) -> None:
         self._stop = threading.Event()
         storage = journal_storage(tuner_journal) if tuner_journal else None
         tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
-        self._lineage = Lineage(lineage, start, start_eval, make_roles(seed), tuner, budget)
+        self._lineage = Lineage(lineage, start, start_eval, make_roles(seed), tuner, budget,
+                                max_repairs=max_repairs)
         for candidate, evaluation in history or ():  # a resumed run: pick up where it stopped
             self._lineage.replay(candidate, evaluation)
         self._compiler = make_compiler()
@@ -62,21 +64,26 @@ class LineageRunner:
     def stop(self) -> None:
         self._stop.set()
 
-    def _evaluate(self, candidate: Candidate) -> Evaluation:
+    def _evaluate(self, candidate: Candidate) -> tuple[Evaluation, float]:
+        """The verdict and the worker seconds it cost (0 when a recorded verdict is reused)."""
         known, mine = ray.get(self._tracker.claim.remote(candidate.id))
         if known is not None:
-            return known
+            return known, 0.0
         if not mine:  # another lineage is evaluating this very kernel: take its verdict
             deadline = time.monotonic() + CLAIM_WAIT_S
             while time.monotonic() < deadline and not self._stop.is_set():
                 time.sleep(0.25)
                 if (known := ray.get(self._tracker.lookup.remote(candidate.id))) is not None:
-                    return known
+                    return known, 0.0
         try:
             built = self._compiler.compile(candidate)
             if not built.ok:
-                return built.as_evaluation()
-            return ray.get(self._dispatcher.evaluate.remote(candidate))
+                return built.as_evaluation(), 0.0
+            reused = ray.get(self._tracker.lookup_binary.remote(candidate.id, built.binary))
+            if reused is not None:
+                return reused, 0.0
+            evaluation = ray.get(self._dispatcher.evaluate.remote(candidate))
+            return evaluation, evaluation.eval_s
         except BaseException:
             self._tracker.release.remote(candidate.id)
             raise
@@ -85,11 +92,14 @@ class LineageRunner:
         lineage = self._lineage
         try:
             while not self._stop.is_set():
-                candidate = lineage.propose(ray.get(self._tracker.best.remote()))
+                migrants = ray.get(self._tracker.migrants.remote(lineage.lineage, lineage.step))
+                if migrants:
+                    lineage.receive(migrants)
+                candidate = lineage.propose()
                 if candidate is None:
                     break
-                evaluation = self._evaluate(candidate)
-                lineage.observe(candidate, evaluation)
+                evaluation, worker_s = self._evaluate(candidate)
+                lineage.observe(candidate, evaluation, worker_s)
                 ray.get(self._tracker.record.remote(lineage.lineage, lineage.step, candidate,
                                                     evaluation))
         except Exception:

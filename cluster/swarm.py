@@ -15,6 +15,7 @@ from kernelswarm.search import (
     Candidate,
     Evaluation,
     Evaluator,
+    Migration,
     Record,
     Roles,
     RunInfo,
@@ -46,6 +47,8 @@ class SwarmSpec:
     elites: int = 8
     tuner_journal: Path | None = None
     history: tuple[Record, ...] = ()  # a resumed run's records, replayed, never re-evaluated
+    migration: Migration = field(default_factory=Migration)
+    max_repairs: int = 2
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ class Swarm:
 
     def __init__(self, spec: SwarmSpec) -> None:
         self.spec = spec
-        self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites, list(spec.history))
+        self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites, list(spec.history),
+                                           spec.migration)
         self.workers = [EvalWorker.options(**spec.worker_resources).remote(spec.make_evaluator)
                         for _ in range(spec.workers)]
         self.dispatcher = EvalDispatcher.remote(self.workers)
@@ -88,7 +92,8 @@ class Swarm:
             runner = LineageRunner.remote(lineage, seed, start, start_eval, spec.make_roles,
                                           spec.make_evaluator, spec.budget, self.tracker,
                                           self.dispatcher, spec.tuner_journal,
-                                          [(r.candidate, r.evaluation) for r in history])
+                                          [(r.candidate, r.evaluation) for r in history],
+                                          spec.max_repairs)
             self.runners.append(runner)
             self._pending.append(runner.run.remote())
         return start_eval

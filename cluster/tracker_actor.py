@@ -7,7 +7,16 @@ from typing import Any
 
 import ray
 
-from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink, Tracker
+from kernelswarm.search import (
+    Candidate,
+    Evaluation,
+    Migration,
+    Record,
+    RunInfo,
+    RunSummary,
+    Sink,
+    Tracker,
+)
 
 
 @ray.remote(num_cpus=0, max_concurrency=1)
@@ -15,8 +24,9 @@ class TrackerActor:
     """Wraps ``search.Tracker``; one call at a time, so records keep one total order."""
 
     def __init__(self, run: RunInfo, sinks: list[Sink], elites: int,
-                 history: list[Record] | None = None) -> None:
-        self._tracker = Tracker(run, sinks, elites=elites, history=history or ())
+                 history: list[Record] | None = None, migration: Migration | None = None) -> None:
+        self._tracker = Tracker(run, sinks, elites=elites, history=history or (),
+                                migration=migration)
         self._status = Counter()
         self._lineages: dict[int, dict[str, Any]] = {}
         for record in history or ():
@@ -30,6 +40,12 @@ class TrackerActor:
 
     def lookup(self, candidate_id: str) -> Evaluation | None:
         return self._tracker.lookup(candidate_id)
+
+    def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
+        return self._tracker.lookup_binary(candidate_id, binary)
+
+    def migrants(self, lineage: int, step: int) -> list[tuple[Candidate, Evaluation]]:
+        return self._tracker.migrants(lineage, step)
 
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> int:
         record = self._tracker.record(lineage, step, candidate, evaluation)
@@ -55,6 +71,7 @@ class TrackerActor:
         best = self._tracker.best()
         return {"records": len(self._tracker.records), "status": dict(self._status),
                 "lineages": dict(self._lineages), "best": best[1].speedup if best else 0.0,
+                "diversity": self._tracker.diversity(),
                 "sink_errors": list(self._tracker.sink_errors)}
 
     def close(self, stop_reason: str) -> tuple[RunSummary, list[str], list[str]]:

@@ -60,7 +60,8 @@ class CompileCache:
         artifact = self.root / f"{key}{language.artifact_suffix}"
         failure = self.root / f"{key}.error.txt"
         if artifact.exists():
-            return Build(self._result(candidate, started, ok=True, cached=True), artifact)
+            return Build(self._result(candidate, started, ok=True, cached=True,
+                                      binary=binary_hash(artifact, candidate)), artifact)
         if failure.exists():
             log = failure.read_text()
             return Build(self._result(candidate, started, ok=False, cached=True, log=log), None)
@@ -76,10 +77,26 @@ class CompileCache:
             return Build(self._result(candidate, started, ok=False, log=exc.log), None)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        return Build(self._result(candidate, started, ok=True), artifact)
+        return Build(self._result(candidate, started, ok=True,
+                                  binary=binary_hash(artifact, candidate)), artifact)
 
     @staticmethod
     def _result(candidate: Candidate, started: float, *, ok: bool, cached: bool = False,
-                log: str = "") -> CompileResult:
+                log: str = "", binary: str = "") -> CompileResult:
         return CompileResult(candidate_id=candidate.id, ok=ok,
-                             seconds=time.perf_counter() - started, log=log, cached=cached)
+                             seconds=time.perf_counter() - started, log=log, cached=cached,
+                             binary=binary)
+
+
+def binary_hash(artifact: Path, candidate: Candidate) -> str:
+    """Hash of the artifact's bytes and the candidate's knob values (a launcher may read knobs
+    at run time, so the same machine code with other knobs may run differently)."""
+    digest = hashlib.sha256()
+    try:
+        with open(artifact, "rb") as built:
+            for chunk in iter(lambda: built.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:  # a directory or a vanished file: no identity to share
+        return ""
+    digest.update(json.dumps(sorted(candidate.knobs), default=str).encode())
+    return digest.hexdigest()[:24]

@@ -67,6 +67,8 @@ class SandboxContext:
     eager: dict[str, TimingStats] = field(default_factory=dict)
     cache_bytes: int = 0  # the cache a flush evicts (CPU last level, GPU L2)
     snapshot: ProcessSnapshot | None = None  # taken once the starting kernel passed
+    checks: list[dict[str, Any]] = field(default_factory=list)  # extra checks the start passes
+    dropped_checks: dict[str, str] = field(default_factory=dict)  # label -> why
 
     @property
     def device(self) -> str:
@@ -317,7 +319,7 @@ def run_candidate(ctx: SandboxContext, kernel: LoadedKernel,
         results.append(result)
     check_process(ctx, task.tuning_shapes[-1], "after timing")
     heldout = len(task.heldout_shapes) if ctx.settings.check_heldout else 0
-    extra = len(ctx.settings.extra_checks)
+    extra = len(ctx.checks)
     metrics: dict[str, Any] = {"timing_rel_se": rel_se}
     resources = ctx.language.resources(kernel)
     if ctx.on_gpu:
@@ -331,7 +333,7 @@ def run_candidate(ctx: SandboxContext, kernel: LoadedKernel,
 
 def _check_extra(ctx: SandboxContext, kernel: LoadedKernel, checked: list[ShapeResult]) -> None:
     """The tester's checks (``EvaluatorSettings.extra_checks``), after the task's own shapes."""
-    checks = ctx.settings.extra_checks
+    checks = ctx.checks
     if not checks:
         return
     shapes = [Shape.of(check["shape"]) for check in checks]
@@ -387,4 +389,24 @@ def check_baseline(ctx: SandboxContext) -> None:
             raise TaskError(f"task {ctx.task.name!r}: its starting "
                                f"{ctx.language.name} kernel fails its own checks: "
                                f"{fault.message}") from None
+    _validate_extra_checks(ctx)
     ctx.snapshot = ProcessSnapshot([ctx.task.module])
+
+
+def _validate_extra_checks(ctx: SandboxContext) -> None:
+    """Keep the extra checks the starting kernel passes; a check it fails (or that the task
+    cannot even set up, a size its contract does not allow) would fail every candidate."""
+    for check in ctx.settings.extra_checks:
+        shape = Shape.of(check["shape"])
+        label = shape.label + (f",scale={check['scale']:g}" if check["scale"] != 1.0 else "")
+        try:
+            check_once(ctx, ctx.start, shape, 0, f"on extra check {label}", check["scale"])
+        except CandidateFault as fault:
+            ctx.dropped_checks[label] = f"the starting kernel fails it: {fault.message}"
+        except Exception as exc:  # the task's own code refused the shape
+            if ctx.is_cuda_failure(exc):
+                raise
+            ctx.dropped_checks[label] = (f"the task cannot run it: {type(exc).__name__}: "
+                                         f"{exc}")[:500]
+        else:
+            ctx.checks.append(check)

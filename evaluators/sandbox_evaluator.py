@@ -140,7 +140,8 @@ class SandboxEvaluator(Evaluator):
         """The verdict on what the sandbox did with ``candidate``."""
         assert build.artifact is not None
         common = {"compile_s": build.result.seconds,
-                  "resources": {"artifact_bytes": build.artifact.stat().st_size},
+                  "resources": {"artifact_bytes": build.artifact.stat().st_size,
+                                "binary": build.result.binary},
                   "metrics": {**self._metrics(), "sandbox_start_s": spawn_s}}
         if isinstance(outcome, TimedOut):
             return self._verdict(candidate, Status.TIMEOUT, _timeout_message(outcome),
@@ -219,6 +220,8 @@ class SandboxEvaluator(Evaluator):
                 "max_repeats": s.max_repeats, "target_rel_se": s.target_rel_se,
                 "timing_budget_s": s.timing_budget_s, "seeds": s.seeds,
                 "check_heldout": s.check_heldout, "torch_threads": 1,
+                "extra_checks": [c["shape"] | {"scale": c["scale"]} for c in s.extra_checks],
+                "extra_checks_dropped": dict(self._ready.get("dropped_checks", {})),
                 "roofline_margin": ROOFLINE_MARGIN}
 
     def _parse_result(self, message: dict[str, Any]

@@ -129,7 +129,8 @@ class Worker:
         check_baseline(self.context)
         return {"type": "ready", "machine": machine.as_metrics(),
                 "eager_us": {k: v.median_us for k, v in self.context.eager.items()},
-                "flush_bytes": flusher.nbytes if flusher else 0}
+                "flush_bytes": flusher.nbytes if flusher else 0,
+                "dropped_checks": dict(self.context.dropped_checks)}
 
     def progress(self, phase: str, shape: Any) -> None:
         self.send({"type": "progress", "phase": phase, "shape": shape.label})

@@ -46,9 +46,17 @@ class SearchSection(_Section):
     lineages: int = Field(4, ge=1, le=1024)
     candidates_per_lineage: int = Field(12, ge=1)
     wall_time_s: float | None = Field(None, gt=0)  # per lineage
+    gpu_time_s: float | None = Field(None, gt=0)  # per lineage: seconds on evaluation workers
+    tokens: int | None = Field(None, ge=1)  # per lineage: model tokens of its roles
+    cost_usd: float | None = Field(None, gt=0)  # per lineage: model spending
     patience: int | None = Field(None, ge=1)  # stop a lineage after this many steps without gain
     target_speedup: float | None = Field(None, gt=1.0)
     elites: int = Field(8, ge=1)
+    migration_interval: int = Field(4, ge=1)  # a lineage receives migrants every N steps
+    migration_count: int = Field(2, ge=1)
+    migration_topology: Literal["ring", "all", "random"] = "ring"
+    max_repairs: int = Field(2, ge=0)  # fixes of a failed coder candidate before moving on
+    tester: bool = True  # the agent's tester adds checks (size 1, odd sizes, large values)
 
 
 class AgentSection(_Section):

@@ -56,6 +56,11 @@ def _candidate(run_dir: Path, row: Mapping[str, Any], task: Task) -> Candidate:
     return candidate
 
 
+def _json_object(text: str | None) -> dict[str, Any]:
+    """A JSON object column (absent in folders written before it existed: empty)."""
+    return json.loads(text) if text else {}
+
+
 def restore_records(run_dir: Path, task: Task) -> list[Record]:
     """Every record of the run folder, in seq order, as the tracker accepted it."""
     try:
@@ -76,9 +81,12 @@ def restore_records(run_dir: Path, task: Task) -> list[Record]:
         shapes = tuple(_shape(r) for r in group if r["shape"])
         evaluation = Evaluation(candidate.id, Status(first["status"]), first["message"],
                                 shapes=shapes, compile_s=first["compile_s"],
-                                eval_s=first["eval_s"], device=first["device"])
+                                eval_s=first["eval_s"], device=first["device"],
+                                resources=_json_object(first.get("resources")),
+                                metrics=_json_object(first.get("metrics")))
         records.append(Record(seq=seq, lineage=int(first["lineage"]), step=int(first["step"]),
                               candidate=candidate, evaluation=evaluation,
                               lineage_best=first["lineage_best"], global_best=first["global_best"],
-                              wall_s=first["wall_s"], timestamp=first["timestamp"]))
+                              wall_s=first["wall_s"], timestamp=first["timestamp"],
+                              diversity=first.get("diversity") or 0.0))
     return records

@@ -15,7 +15,7 @@ from rich.console import Console
 from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import Budget, Roles, RunInfo, Sink, load_task
+from kernelswarm.search import Budget, Check, Migration, Roles, RunInfo, Sink, Task, load_task
 
 from .config import Config, ConfigError
 from .progress import ProgressView, closing_table
@@ -31,7 +31,7 @@ class RunOutcome:
     best_path: Path | None
 
 
-def evaluator_settings(config: Config) -> EvaluatorSettings:
+def evaluator_settings(config: Config, checks: tuple[Check, ...] = ()) -> EvaluatorSettings:
     ev, timing = config.evaluator, config.timing
     extra = {"cache_dir": ev.cache_dir.expanduser().resolve()} if ev.cache_dir else {}
     return EvaluatorSettings(
@@ -41,7 +41,32 @@ def evaluator_settings(config: Config) -> EvaluatorSettings:
         target_rel_se=timing.target_rel_se, timing_budget_s=timing.budget_s,
         flush_cache=timing.flush_cache, memory_limit_mb=ev.memory_limit_mb,
         cuda_arch=ev.cuda_arch, cuda_graph_below_us=timing.cuda_graph_below_us,
-        profile_kernels=ev.profile_kernels, ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s, **extra)
+        profile_kernels=ev.profile_kernels, ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s,
+        extra_checks=tuple({"shape": dict(c.shape), "scale": c.scale, "reason": c.reason}
+                           for c in checks), **extra)
+
+
+def search_budget(config: Config) -> Budget:
+    search = config.search
+    return Budget(candidates=search.candidates_per_lineage, wall_s=search.wall_time_s,
+                  gpu_s=search.gpu_time_s, tokens=search.tokens, cost_usd=search.cost_usd,
+                  patience=search.patience, target_speedup=search.target_speedup)
+
+
+def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles],
+                  console: Console) -> tuple[Check, ...]:
+    """The first lineage's tester's checks (every lineage is judged by the same evaluator)."""
+    if not config.search.tester:
+        return ()
+    tester = make_roles(config.run.seed * 1000).tester
+    if tester is None:
+        return ()
+    checks = tester.checks(task, config.task.language)
+    if checks:
+        console.print("extra checks: " + "; ".join(f"{c.label} ({c.reason})" if c.reason
+                                                   else c.label for c in checks),
+                      highlight=False)
+    return checks
 
 
 def _workers(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
@@ -79,6 +104,10 @@ def _write_outputs(run_dir: Path, result: SwarmResult) -> Path | None:
         "lineages": [{"lineage": r.lineage, "steps": r.steps, "stop_reason": r.stop_reason,
                       "best_speedup": r.best_speedup, "error": r.error} for r in result.lineages],
         "sink_errors": result.sink_errors, "utilisation": result.utilisation,
+        "diversity": summary.diversity, "migrations": summary.migrations,
+        "reused_verdicts": summary.reused,
+        "extra_checks_dropped": dict(result.start.metrics.get("extra_checks_dropped", {}))
+        if result.start is not None else {},
     }
     tmp = run_dir / "summary.json.tmp"
     tmp.write_text(json.dumps(doc, indent=2))
@@ -110,6 +139,8 @@ def run(config: Config, console: Console | None = None,
         history = []
     (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
 
+    make_roles = make_roles or builtin_roles
+    checks = tester_checks(config, task, make_roles, console)
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = _workers(config, cluster.gpus)
@@ -117,14 +148,16 @@ def run(config: Config, console: Console | None = None,
                        language=language, lineages=config.search.lineages, params=config.flat())
         spec = SwarmSpec(
             run=info, sinks=_sinks(config), start=start,
-            make_evaluator=partial(SandboxEvaluator, task.path, language, evaluator_settings(config)),
-            make_roles=make_roles or builtin_roles,
+            make_evaluator=partial(SandboxEvaluator, task.path, language,
+                                   evaluator_settings(config, checks)),
+            make_roles=make_roles,
             seeds=[config.run.seed * 1000 + i for i in range(config.search.lineages)],
-            budget=Budget(candidates=config.search.candidates_per_lineage,
-                          wall_s=config.search.wall_time_s, patience=config.search.patience,
-                          target_speedup=config.search.target_speedup),
+            budget=search_budget(config),
             workers=workers, worker_resources=resources, elites=config.search.elites,
-            tuner_journal=run_dir / "optuna.journal", history=tuple(history))
+            tuner_journal=run_dir / "optuna.journal", history=tuple(history),
+            migration=Migration(config.search.migration_interval, config.search.migration_count,
+                                config.search.migration_topology, config.run.seed),
+            max_repairs=config.search.max_repairs)
         console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
                       f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
                       f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}")
@@ -160,6 +193,9 @@ def _drive(swarm: Swarm, console: Console) -> SwarmResult:
 
 def _print_locations(console: Console, outcome: RunOutcome) -> None:
     result = outcome.result
+    dropped = result.start.metrics.get("extra_checks_dropped", {}) if result.start else {}
+    for label, why in dropped.items():
+        console.print(f"[yellow]extra check {label} dropped:[/] {why}", highlight=False)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         if lineage.stop_reason and not lineage.error:
             console.print(f"lineage {lineage.lineage} stopped: {lineage.stop_reason}",

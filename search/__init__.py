@@ -1,11 +1,11 @@
 """Pure model and algorithms of kernelswarm: no Ray, no network, no GPU."""
 
-from .archive import Archive, Island
-from .budget import Budget
+from .archive import TOPOLOGIES, Archive, Island, Migration, source_family
+from .budget import Budget, Spent
 from .candidate import Candidate, Origin, candidate_id
 from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
 from .evaluator import CompileResult, Evaluator
-from .executor import LocalExecutor, step_lineage
+from .executor import LocalExecutor, evaluate_once, step_lineage
 from .lineage import Lineage, knob_family
 from .roles import (
     ADOPT,
@@ -36,7 +36,8 @@ from .tuning import KnobTuner, journal_storage
 
 __all__ = [
     "ADOPT", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
-    "STOP", "TUNE", "Check", "Tester", "Usage", "Analyst", "Archive", "Attempt", "Budget",
+    "STOP", "TOPOLOGIES", "TUNE", "Check", "Migration", "Spent", "Tester", "Usage",
+    "evaluate_once", "source_family", "Analyst", "Archive", "Attempt", "Budget",
     "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Feedback", "Island",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",

@@ -19,6 +19,9 @@ class CompileResult:
     log: str = ""
     cached: bool = False
     rejected: bool = False  # refused by the static screen rather than by the compiler
+    # Hash of the built artifact and of the knob values a launcher may read: equal hashes run
+    # the same machine code the same way, so one verdict serves both ("" when not built).
+    binary: str = ""
 
     def as_evaluation(self) -> Evaluation:
         """The verdict for a candidate that failed to build (no GPU time spent on it)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .candidate import Candidate
+from .evaluation import Evaluation
 from .evaluator import Evaluator
 from .lineage import Lineage
 from .sink import RunSummary
@@ -16,14 +18,33 @@ from .tracker import Tracker
 
 def step_lineage(lineage: Lineage, tracker: Tracker, evaluator: Evaluator) -> bool:
     """One plan-code-test-profile step; False once the lineage has stopped."""
-    best = tracker.best()
-    candidate = lineage.propose(best)
+    migrants = tracker.migrants(lineage.lineage, lineage.step)
+    if migrants:
+        lineage.receive(migrants)
+    candidate = lineage.propose()
     if candidate is None:
         return False
-    evaluation = tracker.lookup(candidate.id) or evaluator.evaluate(candidate)
-    lineage.observe(candidate, evaluation)
+    evaluation, worker_s = evaluate_once(candidate, tracker, evaluator)
+    lineage.observe(candidate, evaluation, worker_s)
     tracker.record(lineage.lineage, lineage.step, candidate, evaluation)
     return True
+
+
+def evaluate_once(candidate: Candidate, tracker: Tracker,
+                  evaluator: Evaluator) -> tuple[Evaluation, float]:
+    """The verdict on ``candidate`` and the worker seconds it cost: a known id or an identical
+    compiled binary reuses the recorded verdict (0 s); a failed build costs no worker time."""
+    known = tracker.lookup(candidate.id)
+    if known is not None:
+        return known, 0.0
+    built = evaluator.compile(candidate)
+    if not built.ok:
+        return built.as_evaluation(), 0.0
+    reused = tracker.lookup_binary(candidate.id, built.binary)
+    if reused is not None:
+        return reused, 0.0
+    evaluation = evaluator.evaluate(candidate)
+    return evaluation, evaluation.eval_s
 
 
 class LocalExecutor:

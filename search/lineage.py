@@ -3,6 +3,15 @@
 The lineage holds no evaluator and no I/O: ``propose`` returns the next candidate, the caller
 evaluates it (in process, or on a cluster), and ``observe`` feeds the verdict back. That keeps
 the loop the same whether it runs in one process or as a Ray actor.
+
+- Structured debugging: when a candidate the coder wrote fails (does not compile, is wrong,
+  crashes, hangs), the next step gives it back to ``Coder.repair`` with its verdict (the log, the
+  failing shape), up to ``max_repairs`` times in a row, before the planner is asked again.
+- Staged optimisation: the view's ``stage`` is ``correctness`` until the lineage holds a correct
+  kernel, then ``memory`` until the analyst says the kernel is compute-bound or at the bandwidth
+  roof, then ``compute``; profile feedback is only given for correct kernels.
+- Islands: the lineage sees other lineages' kernels only as migrants (``receive``); the view's
+  ``global_best`` is the best kernel received so far, which the planner may ADOPT.
 """
 
 from __future__ import annotations
@@ -13,13 +22,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .budget import Budget
+from .budget import Budget, Spent
 from .candidate import Candidate, Origin
-from .evaluation import Evaluation
-from .roles import ADOPT, STOP, TUNE, Attempt, Feedback, LineageView, Plan, Roles
+from .evaluation import Evaluation, Status
+from .roles import (
+    ADOPT,
+    COMPUTE,
+    CORRECTNESS,
+    MEMORY,
+    REPAIR,
+    STOP,
+    TUNE,
+    Attempt,
+    Feedback,
+    LineageView,
+    Plan,
+    Roles,
+)
 from .tuning import KnobTuner
 
 MAX_REPLANS = 8  # plans in a row that yield nothing new before the lineage gives up
+MEMORY_ROOF = 0.85  # a memory-bound kernel this close to the roofline moves on to compute
 
 
 def knob_family(candidate: Candidate) -> str:
@@ -33,28 +56,35 @@ class _Pending:
     plan: Plan
     family: str | None = None
     trial: int | None = None
+    repair: int = 0  # which repair attempt in a row this candidate is (0: not a repair)
 
 
 class Lineage:
     """One lineage's state machine. Not thread-safe: one caller drives it."""
 
     def __init__(self, lineage: int, start: Candidate, start_eval: Evaluation, roles: Roles,
-                 tuner: KnobTuner, budget: Budget,
+                 tuner: KnobTuner, budget: Budget, max_repairs: int = 2,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.lineage = lineage
         self.roles = roles
         self.tuner = tuner
         self.budget = budget
+        self.max_repairs = max_repairs
         self._clock = clock
         self._started = clock()
         self.current = start
         self.best: tuple[Candidate, Evaluation] | None = (start, start_eval) if start_eval.ok else None
         self.history: list[Attempt] = []
         self.feedback: Feedback | None = roles.analyst.analyse(start, start_eval)
+        self._best_feedback: Feedback | None = self.feedback if start_eval.ok else None
         self.step = 0
         self.evaluated = 0
+        self.gpu_s = 0.0
         self.since_improvement = 0
         self.stop_reason: str | None = None
+        self.received: tuple[Candidate, Evaluation] | None = None  # best migrant so far
+        self.migrants: tuple[tuple[Candidate, Evaluation], ...] = ()
+        self._failed: tuple[Candidate, Evaluation, int] | None = None  # being repaired
         self._tried: set[str] = {start.id}
         self._pending: dict[str, _Pending] = {}
 
@@ -62,28 +92,58 @@ class Lineage:
     def best_speedup(self) -> float:
         return self.best[1].speedup if self.best else 0.0
 
-    def view(self, global_best: tuple[Candidate, Evaluation] | None) -> LineageView:
-        return LineageView(self.lineage, self.step, self.current, self.best, global_best,
-                           tuple(self.history), self.feedback)
+    @property
+    def stage(self) -> str:
+        """Where the staged optimisation is: correctness, memory, then compute."""
+        if self.best is None:
+            return CORRECTNESS
+        facts = self._best_feedback.facts if self._best_feedback is not None else {}
+        if facts.get("bound") == "compute":
+            return COMPUTE
+        fraction = facts.get("roofline_fraction")
+        if isinstance(fraction, (int, float)) and fraction >= MEMORY_ROOF:
+            return COMPUTE
+        return MEMORY
+
+    def receive(self, migrants: list[tuple[Candidate, Evaluation]]) -> None:
+        """Kernels of other lineages (migration); the best of all received is ``global_best``."""
+        self.migrants = tuple(migrants)
+        for member in migrants:
+            if self.received is None or member[1].speedup > self.received[1].speedup:
+                self.received = member
+
+    def view(self) -> LineageView:
+        failed = self._failed[:2] if self._failed is not None else None
+        return LineageView(self.lineage, self.step, self.current, self.best, self.received,
+                           tuple(self.history), self.feedback, self.stage, self.migrants,
+                           failed)
+
+    def spent(self) -> Spent:
+        usage = self.roles.usage()
+        return Spent(candidates=self.evaluated, wall_s=self._clock() - self._started,
+                     gpu_s=self.gpu_s, tokens=usage.tokens, cost_usd=usage.cost_usd,
+                     since_improvement=self.since_improvement, best_speedup=self.best_speedup)
 
     def _check_budget(self) -> str | None:
-        return self.budget.stop_reason(
-            candidates=self.evaluated, wall_s=self._clock() - self._started,
-            since_improvement=self.since_improvement, best_speedup=self.best_speedup)
+        return self.budget.stop_reason(self.spent())
 
-    def propose(self, global_best: tuple[Candidate, Evaluation] | None = None) -> Candidate | None:
+    def propose(self) -> Candidate | None:
         """The next candidate to evaluate, or None once the lineage has stopped."""
         if self.stop_reason is None:
             self.stop_reason = self._check_budget()
+        if self.stop_reason is None and self._failed is not None:
+            repaired = self._repair()
+            if repaired is not None:
+                return repaired
         for _ in range(MAX_REPLANS):
             if self.stop_reason is not None:
                 return None
-            view = self.view(global_best)
+            view = self.view()
             plan = self.roles.planner.plan(view)
             if plan.move == STOP:
                 self.stop_reason = f"planner stopped: {plan.rationale}"
                 return None
-            candidate, pending = self._realise(plan, view, global_best)
+            candidate, pending = self._realise(plan, view)
             if candidate is not None and candidate.id not in self._tried:
                 self._pending[candidate.id] = pending
                 self._tried.add(candidate.id)
@@ -95,13 +155,27 @@ class Lineage:
         self.stop_reason = f"no new candidate after {MAX_REPLANS} plans"
         return None
 
-    def _realise(self, plan: Plan, view: LineageView,
-                 global_best: tuple[Candidate, Evaluation] | None) -> tuple[Candidate | None, _Pending]:
+    def _repair(self) -> Candidate | None:
+        """The coder's fix of the latest failure, or None (the planner takes over)."""
+        assert self._failed is not None
+        failed, evaluation, attempts = self._failed
+        fixed = self.roles.coder.repair(failed, evaluation, self.view())
+        if fixed is None or fixed.id in self._tried:
+            self._failed = None
+            return None
+        fixed = dataclasses.replace(fixed, lineage=self.lineage)
+        self._pending[fixed.id] = _Pending(Plan(REPAIR, f"repair attempt {attempts + 1} of "
+                                                        f"{self.max_repairs}"), repair=attempts + 1)
+        self._tried.add(fixed.id)
+        return fixed
+
+    def _realise(self, plan: Plan, view: LineageView) -> tuple[Candidate | None, _Pending]:
         if plan.move == ADOPT:
-            if global_best is None or global_best[0].id == self.current.id:
+            adopted = self.received
+            if adopted is None or adopted[0].id == self.current.id:
                 return None, _Pending(plan)
-            self.current = global_best[0]
-            self.best = global_best if global_best[1].speedup > self.best_speedup else self.best
+            self.current = adopted[0]
+            self.best = adopted if adopted[1].speedup > self.best_speedup else self.best
             return None, _Pending(plan)  # adopting evaluates nothing; the next plan builds on it
         origin_kwargs = dict(move=plan.move, rationale=plan.rationale)
         if plan.move == TUNE:
@@ -124,21 +198,35 @@ class Lineage:
     def replay(self, candidate: Candidate, evaluation: Evaluation) -> None:
         """Re-apply a verdict recorded before a resume (the tuner's journal already holds it)."""
         self._tried.add(candidate.id)
-        self.observe(candidate, evaluation)
+        self.observe(candidate, evaluation, worker_s=evaluation.eval_s)
+        self._failed = None  # a repair in flight at the stop is not resumed
 
-    def observe(self, candidate: Candidate, evaluation: Evaluation) -> None:
-        """Take the verdict on a candidate this lineage proposed."""
+    def observe(self, candidate: Candidate, evaluation: Evaluation,
+                worker_s: float | None = None) -> None:
+        """Take the verdict on a candidate this lineage proposed.
+
+        ``worker_s``: seconds it occupied an evaluation worker (default ``evaluation.eval_s``;
+        0 for a verdict reused from another lineage or an identical binary).
+        """
         pending = self._pending.pop(candidate.id, _Pending(Plan(candidate.origin.move or "external")))
         self.step += 1
         self.evaluated += 1
+        self.gpu_s += evaluation.eval_s if worker_s is None else worker_s
         if pending.family is not None:
             self.tuner.tell(pending.family, pending.trial, evaluation.speedup if evaluation.ok else None)
         self.feedback = self.roles.analyst.analyse(candidate, evaluation)
+        failed = evaluation.failed_shape() if evaluation.status is Status.INCORRECT else None
         self.history.append(Attempt(self.step, pending.plan.move, candidate.id,
-                                    evaluation.status.value, evaluation.speedup, evaluation.message))
+                                    evaluation.status.value, evaluation.speedup, evaluation.message,
+                                    failed.shape if failed is not None else ""))
+        self._failed = None
         if evaluation.ok and evaluation.speedup > self.best_speedup:
             self.best = (candidate, evaluation)
+            self._best_feedback = self.feedback
             self.current = candidate
             self.since_improvement = 0
         else:
             self.since_improvement += 1
+        if not evaluation.ok and candidate.origin.role == "coder" \
+                and pending.repair < self.max_repairs:
+            self._failed = (candidate, evaluation, pending.repair)

@@ -38,6 +38,7 @@ class Record:
     global_best: float
     wall_s: float  # seconds since the run started
     timestamp: float
+    diversity: float = 0.0  # the archive's diversity after this record (Archive.diversity)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class RunSummary:
     best: tuple[Candidate, Evaluation] | None
     lineage_best: Mapping[int, tuple[Candidate, Evaluation]]
     wall_s: float
+    diversity: float = 0.0
+    migrations: int = 0  # kernels moved between islands
+    reused: int = 0  # verdicts reused for an identical compiled binary
 
 
 class Sink(ABC):

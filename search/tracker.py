@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
 import time
 from collections.abc import Sequence
 
-from .archive import Archive
+from .archive import Archive, Member, Migration
 from .candidate import Candidate
 from .evaluation import Evaluation
 from .sink import Record, RunInfo, RunSummary, Sink
@@ -25,9 +26,11 @@ class Tracker:
     """
 
     def __init__(self, run: RunInfo, sinks: list[Sink], elites: int = 8,
-                 history: Sequence[Record] = ()) -> None:
+                 history: Sequence[Record] = (), migration: Migration | None = None) -> None:
         self.run = run
         self.archive = Archive(elites=elites)
+        self.migration = migration or Migration()
+        self.reused = 0
         self.records: list[Record] = []
         self.sink_errors: list[str] = []
         self._sinks = list(sinks)
@@ -79,6 +82,32 @@ class Tracker:
         """The evaluation already recorded for this id, if any (duplicates are not re-evaluated)."""
         return self.archive.seen(candidate_id)
 
+    def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
+        """The verdict of an earlier candidate that compiled to the same ``binary``, re-issued
+        for ``candidate_id`` (no worker time), or None. A found verdict releases the claim."""
+        with self._lock:
+            found = self.archive.seen_binary(binary) if binary else None
+            if found is None or found[0] == candidate_id:
+                return None
+            self.reused += 1
+        first, evaluation = found
+        return dataclasses.replace(
+            evaluation, candidate_id=candidate_id, eval_s=0.0,
+            message=f"same compiled binary as {first}, whose verdict this is: "
+                    f"{evaluation.message}")
+
+    def migrants(self, lineage: int, step: int) -> list[Member]:
+        """Elites for ``lineage`` when its step is a migration step (every ``interval``), else
+        none; they join its island."""
+        if step == 0 or step % self.migration.interval:
+            return []
+        with self._lock:
+            return self.archive.migrate(lineage, self.migration, step)
+
+    def diversity(self) -> float:
+        with self._lock:
+            return self.archive.diversity()
+
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> Record:
         """Store one evaluation; returns the record once durable sinks hold it."""
         with self._lock:
@@ -91,7 +120,8 @@ class Tracker:
                 evaluation=evaluation,
                 lineage_best=lineage_best[1].speedup if lineage_best else 0.0,
                 global_best=best[1].speedup if best else 0.0,
-                wall_s=time.monotonic() - self._started, timestamp=time.time())
+                wall_s=time.monotonic() - self._started, timestamp=time.time(),
+                diversity=self.archive.diversity())
             self.records.append(record)
             self._write(self._durable, record)
         self._queue.put(record)
@@ -104,10 +134,11 @@ class Tracker:
         return self.archive.elites[:k]
 
     def summary(self, stop_reason: str) -> RunSummary:
-        lineage_best = {i: island.best for i, island in self.archive.islands.items()
-                        if island.best is not None}
+        lineage_best = {i: best for i in self.archive.islands
+                        if (best := self.archive.lineage_best(i)) is not None}
         return RunSummary(stop_reason, len(self.records), self.archive.best, lineage_best,
-                          time.monotonic() - self._started)
+                          time.monotonic() - self._started, self.archive.diversity(),
+                          len(self.archive.migrations), self.reused)
 
     def locations(self) -> list[str]:
         """Where each sink's output can be found (as each sink describes it)."""

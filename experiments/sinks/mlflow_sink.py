@@ -119,6 +119,34 @@ def best_json(candidate: Candidate, evaluation: Evaluation) -> str:
     }, indent=2, default=str)
 
 
+_METRIC_KEY = re.compile(r"[^A-Za-z0-9_.\- /]")
+MAX_PROFILE_METRICS = 200
+
+
+def profile_metrics(evaluation: Evaluation) -> dict[str, float]:
+    """The numbers of an evaluation's profile as MLflow metrics: per-shape time and roofline
+    fraction, and every finite number in ``resources`` and ``metrics`` (nested keys joined with
+    dots, e.g. ``profile.ncu.dram_throughput_pct``); at most ``MAX_PROFILE_METRICS``."""
+    out: dict[str, float] = {}
+    for shape in evaluation.shapes:
+        for name in ("time_us", "roofline_fraction", "speedup_vs_start"):
+            out[f"shape.{shape.shape}.{name}"] = getattr(shape, name)
+
+    def walk(prefix: str, value: object, depth: int) -> None:
+        if isinstance(value, bool):
+            out[prefix] = float(value)
+        elif isinstance(value, (int, float)):
+            out[prefix] = float(value)
+        elif isinstance(value, Mapping) and depth < 3:
+            for key, item in value.items():
+                walk(f"{prefix}.{key}", item, depth + 1)
+
+    walk("resource", dict(evaluation.resources), 0)
+    walk("profile", dict(evaluation.metrics), 0)
+    clean = {_METRIC_KEY.sub("_", k)[:250]: v for k, v in out.items() if math.isfinite(v)}
+    return dict(list(clean.items())[:MAX_PROFILE_METRICS])
+
+
 class MLflowSink(Sink):
     """Logs the run to MLflow through ``MlflowClient`` with explicit run ids.
 
@@ -236,11 +264,13 @@ class MLflowSink(Sink):
             "eval_s": evaluation.eval_s,
             "tokens": float(record.candidate.origin.tokens),
             "cost_usd": record.candidate.origin.cost_usd,
+            **profile_metrics(evaluation),
         }
         client.log_batch(child, metrics=[Metric(key, float(value), millis, record.step)
                                          for key, value in values.items()])
         client.log_batch(self.parent_run_id,
-                         metrics=[Metric("global_best", record.global_best, millis, record.seq)])
+                         metrics=[Metric("global_best", record.global_best, millis, record.seq),
+                                  Metric("diversity", record.diversity, millis, record.seq)])
         if self.candidate_sources:
             client.log_text(child, record.candidate.source,
                             f"candidates/{source_file_name(record.candidate)}")
@@ -257,7 +287,9 @@ class MLflowSink(Sink):
         best_speedup = summary.best[1].speedup if summary.best is not None else 0.0
         metrics = [Metric("best_speedup", best_speedup, millis, 0),
                    Metric("records", float(summary.records), millis, 0),
-                   Metric("wall_s", summary.wall_s, millis, 0)]
+                   Metric("wall_s", summary.wall_s, millis, 0),
+                   Metric("migrations", float(summary.migrations), millis, 0),
+                   Metric("reused_verdicts", float(summary.reused), millis, 0)]
         client.log_batch(self.parent_run_id, metrics=metrics,
                          tags=[RunTag("stop_reason", summary.stop_reason[:8000])])
         self._terminate("FINISHED")

@@ -41,6 +41,10 @@ eval_s                 float64            seconds spent checking and timing
 device                 string             where it was timed
 wall_s                 float64            seconds since the run started
 timestamp              float64            Unix time (seconds) when it was recorded
+diversity              float64            the archive's diversity after this record
+resources              string             JSON: registers, shared memory, binary hash, ...
+metrics                string             JSON: profiler metrics (torch.profiler, Nsight
+                                          Compute when on), machine figures, timing settings
 shape                  string             the shape's label, e.g. ``d=4096,n=64``; ``""``
 correct                bool               correct on this shape
 max_abs_err            float64            largest absolute error vs the reference
@@ -102,6 +106,9 @@ _RECORD_FIELDS = [
     pa.field("device", pa.string()),
     pa.field("wall_s", pa.float64()),
     pa.field("timestamp", pa.float64()),
+    pa.field("diversity", pa.float64()),
+    pa.field("resources", pa.string()),
+    pa.field("metrics", pa.string()),
 ]
 _SHAPE_FIELDS = [
     pa.field("shape", pa.string()),
@@ -151,6 +158,9 @@ def evaluation_rows(run_id: str, record: Record) -> list[dict[str, Any]]:
         "device": evaluation.device,
         "wall_s": record.wall_s,
         "timestamp": record.timestamp,
+        "diversity": record.diversity,
+        "resources": json.dumps(dict(evaluation.resources), sort_keys=True, default=str),
+        "metrics": json.dumps(dict(evaluation.metrics), sort_keys=True, default=str),
     }
     if not evaluation.shapes:
         return [{**common, "shape": ""}]  # per-shape columns left null: nothing was measured

@@ -44,3 +44,18 @@ def test_without_the_check_the_same_kernel_passes(evaluator, variant):
 def test_a_malformed_check_is_refused_naming_the_setting(check, tmp_path):
     with pytest.raises(ValueError, match="extra_checks"):
         EvaluatorSettings(cache_dir=tmp_path, extra_checks=(check,))
+
+
+def test_a_check_the_starting_kernel_cannot_pass_is_dropped_and_said_so(compile_cache, start):
+    impossible = {"shape": {"tokens": 2, "d": -5, "dtype": "float32"}, "reason": "negative"}
+    ev = SandboxEvaluator(SILU_TASK, "cpp",
+                          quick_settings(compile_cache, extra_checks=(impossible, LARGE)))
+    try:
+        evaluation = ev.evaluate(start)
+    finally:
+        ev.close()
+    assert evaluation.status is Status.OK, evaluation.message
+    assert "1 extra checks" in evaluation.message
+    dropped = evaluation.metrics["extra_checks_dropped"]
+    assert list(dropped) == ["d=-5,dtype=float32,tokens=2"]
+    assert "the task cannot run it" in dropped["d=-5,dtype=float32,tokens=2"]
