@@ -76,9 +76,12 @@ def test_every_evaluator_setting_is_reachable_from_a_config(tmp_path):
         "evaluator.ncu_timeout_s=33", "timing.warmup=5", "timing.min_repeats=6",
         "timing.max_repeats=70", "timing.target_rel_se=0.02", "timing.budget_s=0.7",
         "timing.flush_cache=false", "timing.cuda_graph_below_us=8"])
-    settings = evaluator_settings(config)
+    from kernelswarm.search import Check
+
+    settings = evaluator_settings(config, (Check({"d": 3}, 2.0, "odd"),))
     defaults = EvaluatorSettings()
     unchanged = [f.name for f in dataclasses.fields(EvaluatorSettings)
                  if getattr(settings, f.name) == getattr(defaults, f.name)]
-    # memory_limit_mb is cpu-only and must stay unset on cuda
+    # memory_limit_mb is cpu-only and must stay unset on cuda; extra_checks come from the tester
+    # (search.tester)
     assert unchanged == ["memory_limit_mb"], f"settings no config key reaches: {unchanged}"
