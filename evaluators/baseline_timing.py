@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..search.candidate import Candidate
 from ..search.task import Shape, Task, load_task
 from .compile_cache import CompileCache
 from .correctness import FIRST_POISON, clones, compare, poison
@@ -65,6 +66,8 @@ class ShapeBaseline:
     start: Timed
     start_check: str  # "ok", or the first mismatch against the reference
     compile_first_call_s: float  # torch.compile's first call on this shape
+    kernels: dict[str, Timed] = field(default_factory=dict)  # other kernels asked for, by name
+    kernel_checks: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,19 +147,26 @@ class BaselineBench:
                                s.timing_budget_s)
         self.slow_plan = TimingPlan(1, 3, 3, s.target_rel_se, s.timing_budget_s)
 
+    def _load(self, language: Any, candidate: Candidate, what: str) -> Any:
+        build = CompileCache(self.settings.cache_dir).build(language, candidate,
+                                                            self.settings.compile_timeout_s)
+        if build.artifact is None:
+            raise RuntimeError(f"{what} does not build:\n{build.result.log}")
+        return build, language.load(build.artifact, candidate.entry, candidate.spec_dict)
+
     def task(self, task_path: Path | str, max_shapes: int | None = None,
-             on_shape: Callable[[ShapeBaseline], None] | None = None) -> TaskBaseline:
-        """Every tuning shape (or the first ``max_shapes``) of the task at ``task_path``."""
+             on_shape: Callable[[ShapeBaseline], None] | None = None,
+             kernels: dict[str, Candidate] | None = None) -> TaskBaseline:
+        """Every tuning shape (or the first ``max_shapes``) of the task at ``task_path``;
+        ``kernels`` (cuda candidates by name, e.g. a search's best) are checked and timed too."""
         import torch
 
         task = load_task(task_path, "cuda")
         language = get_language("cuda", self.settings)
         candidate = task.starting_candidate("cuda")
-        build = CompileCache(self.settings.cache_dir).build(language, candidate,
-                                                            self.settings.compile_timeout_s)
-        if build.artifact is None:
-            raise RuntimeError(f"the starting cuda kernel does not build:\n{build.result.log}")
-        kernel = language.load(build.artifact, candidate.entry, candidate.spec_dict)
+        build, kernel = self._load(language, candidate, "the starting cuda kernel")
+        others = {name: self._load(language, c, f"kernel {name!r}")[1]
+                  for name, c in (kernels or {}).items()}
         launch = getattr(task.module, language.launcher)
         _reset_dynamo()
         compiled: dict[str, Callable[..., Any]] = {}
@@ -167,17 +177,21 @@ class BaselineBench:
                 dtype = str(shape["dtype"])
                 if dtype not in compiled:  # once per task and dtype, for every shape of it
                     compiled[dtype] = torch.compile(task.module.reference, dynamic=True)
-                found = self._shape(task, shape, launch, kernel.fn, compiled[dtype])
+                found = self._shape(task, shape, launch, kernel.fn, compiled[dtype],
+                                    {name: k.fn for name, k in others.items()})
                 result.shapes.append(found)
                 if on_shape is not None:
                     on_shape(found)
         finally:
             language.unload(kernel)
+            for other in others.values():
+                language.unload(other)
             torch.cuda.empty_cache()
         return result
 
     def _shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
-               compiled: Callable[..., Any]) -> ShapeBaseline:
+               compiled: Callable[..., Any], others: dict[str, Any] | None = None
+               ) -> ShapeBaseline:
         """One shape: copies of the problem, the starting kernel's check, the three timings."""
         module, params = task.module, dict(shape)
         first = tuple(module.make_inputs(params, TIMING_SEED, self.device))
@@ -204,6 +218,14 @@ class BaselineBench:
         first_call_s, compiled_s, compiled_error = _first_calls(compiled_reference)
         eager_s = _synchronized_s(lambda: eager(0))
         moved, flops = task.roofline(shape)
+        times, checks = {}, {}
+        for name, other in (others or {}).items():
+            def call(i: int, other: Any = other) -> None:
+                launch(other, inputs[i], outputs[i], params)
+
+            checks[name], call_s = self._check_start(task, call, inputs[0], outputs[0])
+            times[name] = (Timed(error=checks[name]) if math.isnan(call_s)
+                           else self._time(call, copies, call_s, poison_start))
         return ShapeBaseline(
             shape=shape.label, dtype=str(shape["dtype"]),
             roofline_us=self.machine.ideal_seconds(moved, flops) * 1e6,
@@ -212,7 +234,8 @@ class BaselineBench:
                       else self._time(compiled_reference, copies, compiled_s)),
             start=(Timed(error=check) if math.isnan(start_s)
                    else self._time(start, copies, start_s, poison_start)),
-            start_check=check, compile_first_call_s=first_call_s)
+            start_check=check, compile_first_call_s=first_call_s, kernels=times,
+            kernel_checks=checks)
 
     def _check_start(self, task: Task, call: Callable[[int], None], inputs: tuple,
                      outputs: tuple) -> tuple[str, float]:

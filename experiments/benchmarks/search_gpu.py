@@ -1,0 +1,189 @@
+"""A search on one GPU, judged afterwards against ``torch.compile`` and the roofline.
+
+``python -m kernelswarm.experiments.benchmarks.search_gpu --task silu_and_mul --lineages 4
+--minutes 10 --out runs/silu-4``
+
+1. Runs ``kernelswarm run`` on the task's ``cuda`` kernel with the built-in agent, the given
+   lineages and one evaluation worker on the first visible GPU, for ``--minutes`` of wall time
+   (with one worker, wall time is the GPU's time).
+2. Reads the run's Parquet records back: when each speedup over the start was first reached.
+3. Times the starting kernel, ``torch.compile`` of the reference and the run's best kernel on
+   every tuning shape in one process, as ``baselines`` does (evaluators/baseline_timing.py):
+   per shape, the best kernel's speedup over the start and over ``torch.compile``, and its
+   fraction of the roofline.
+
+Prints the table and writes it with every figure as JSON (``--json``). ``--compare A.json
+B.json`` prints how two runs of one task compare: final speedups, and the GPU seconds the second
+needed to reach the first one's final speedup (1 lineage against 4).
+
+"Large shapes" are those whose roofline time is at least ``LARGE_US`` (10 µs): below that the
+launch and the memory latency, not bytes, bound every kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+LARGE_US = 10.0
+COMPILE_TOLERANCE = 0.97  # "no shape more than 3% slower than torch.compile"
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks.search_gpu",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", help="a built-in task name or a task folder")
+    parser.add_argument("--lineages", type=int, default=4)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("runs"), help="run folders go here")
+    parser.add_argument("--json", type=Path, help="write the report here")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any configuration override, as for kernelswarm run")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("FEWER.json", "MORE.json"),
+                        help="compare two reports instead of running")
+    return parser.parse_args(argv)
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    return [f"task.name={json.dumps(str(args.task))}", 'task.language="cuda"',
+            'evaluator.device="cuda"', "evaluator.workers=1", f"search.lineages={args.lineages}",
+            f"search.wall_time_s={args.minutes * 60:g}", "search.candidates_per_lineage=100000",
+            f"run.seed={args.seed}", f"run.out_dir={json.dumps(str(args.out))}",
+            f'run.name="search-gpu-{args.lineages}l"', "tracking.mlflow=false",
+            "evaluator.run_timeout_s=300", "timing.budget_s=0.15", *args.set]
+
+
+def progress_curve(run_dir: Path) -> list[tuple[float, float]]:
+    """(seconds since the run started, best speedup so far) at every improvement."""
+    from kernelswarm.experiments.sinks import read_evaluations
+
+    rows = read_evaluations(run_dir).select(["seq", "wall_s", "global_best"]).to_pylist()
+    curve: list[tuple[float, float]] = []
+    for row in sorted({r["seq"]: r for r in rows}.values(), key=lambda r: r["seq"]):
+        if not curve or row["global_best"] > curve[-1][1] + 1e-12:
+            curve.append((float(row["wall_s"]), float(row["global_best"])))
+    return curve
+
+
+def time_to_reach(curve: list[tuple[float, float]], speedup: float) -> float | None:
+    return next((t for t, best in curve if best >= speedup - 1e-9), None)
+
+
+def _geomean(values: list[float]) -> float:
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, good)) / len(good)) if good else math.nan
+
+
+def judge(task_path: Path, best: Any, settings: Any) -> dict[str, Any]:
+    """Start, torch.compile and ``best`` timed on every tuning shape, with the verdicts."""
+    from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
+
+    bench = BaselineBench(settings)
+    measured = bench.task(task_path, kernels={"best": best})
+    shapes = []
+    for s in measured.shapes:
+        mine = s.kernels["best"]
+        shapes.append({
+            "shape": s.shape, "roofline_us": s.roofline_us, "start_us": s.start.median_us,
+            "compile_us": s.compiled.median_us, "best_us": mine.median_us,
+            "check": s.kernel_checks["best"],
+            "vs_start": s.start.median_us / mine.median_us,
+            "vs_compile": s.compiled.median_us / mine.median_us,
+            "roofline_fraction": s.roofline_us / mine.median_us,
+            "large": s.roofline_us >= LARGE_US})
+    large = [s for s in shapes if s["large"]]
+    return {
+        "machine": bench.machine.as_metrics(), "versions": versions(), "shapes": shapes,
+        "geomean_vs_start": _geomean([s["vs_start"] for s in shapes]),
+        "geomean_vs_compile": _geomean([s["vs_compile"] for s in shapes]),
+        "worst_vs_compile": min((s["vs_compile"] for s in shapes), default=math.nan),
+        "min_roofline_large": min((s["roofline_fraction"] for s in large), default=math.nan),
+        "all_correct": all(s["check"] == "ok" for s in shapes)}
+
+
+def _table(report: dict[str, Any]) -> str:
+    lines = [f"### {report['task']}: {report['lineages']} lineage(s), {report['minutes']:g} min "
+             f"on {report['judged']['machine'].get('device', 'cuda')}",
+             "", "| shape | roofline µs | start µs | compile µs | best µs | vs start | "
+                 "vs compile | best RL | check |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in report["judged"]["shapes"]:
+        lines.append(f"| {s['shape']} | {s['roofline_us']:.2f} | {s['start_us']:.2f} | "
+                     f"{s['compile_us']:.2f} | {s['best_us']:.2f} | {s['vs_start']:.2f}x | "
+                     f"{s['vs_compile']:.2f}x | {s['roofline_fraction']:.0%}"
+                     f"{' (large)' if s['large'] else ''} | {s['check']} |")
+    j = report["judged"]
+    lines += ["", f"geomean vs start {j['geomean_vs_start']:.3f}x · geomean vs torch.compile "
+                  f"{j['geomean_vs_compile']:.3f}x (target >= 1.1) · worst shape vs "
+                  f"torch.compile {j['worst_vs_compile']:.3f}x (target >= {COMPILE_TOLERANCE}) · "
+                  f"least roofline fraction on large shapes {j['min_roofline_large']:.0%} "
+                  f"(target >= 85%) · {report['evaluations']} evaluations, search's own "
+                  f"best {report['search_best']:.3f}x vs start · best kernel "
+                  f"{report['best_id']} {report['best_knobs']} ({report['best_move']})"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from rich.console import Console
+
+    from kernelswarm.experiments.config import load_config
+    from kernelswarm.experiments.runner import evaluator_settings
+    from kernelswarm.experiments.runner import run as run_search
+
+    config = load_config(None, _overrides(args))
+    began = time.time()
+    outcome = run_search(config, Console(stderr=True))
+    summary = outcome.result.summary
+    if summary.best is None:
+        raise SystemExit("the search found no correct kernel")
+    best, best_eval = summary.best
+    curve = progress_curve(outcome.run_dir)
+    judged = judge(config.task_path(), best, evaluator_settings(config))
+    return {"task": config.task.name, "lineages": args.lineages, "minutes": args.minutes,
+            "run_dir": str(outcome.run_dir), "wall_s": time.time() - began,
+            "evaluations": summary.records, "search_best": best_eval.speedup,
+            "best_id": best.id, "best_knobs": best.knob_values, "best_move": best.origin.move,
+            "best_source": best.source, "curve": curve, "diversity": summary.diversity,
+            "migrations": summary.migrations, "utilisation": outcome.result.utilisation,
+            "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged}
+
+
+def compare(fewer: dict[str, Any], more: dict[str, Any]) -> str:
+    target = fewer["search_best"]
+    reached = time_to_reach([tuple(p) for p in more["curve"]], target)
+    base_at = time_to_reach([tuple(p) for p in fewer["curve"]], target)
+    return "\n".join([
+        f"### {fewer['task']}: {fewer['lineages']} vs {more['lineages']} lineages",
+        "", "| lineages | final best vs start | GPU s to reach "
+            f"{target:.3f}x (the {fewer['lineages']}-lineage final) |", "|---|---|---|",
+        f"| {fewer['lineages']} | {fewer['search_best']:.3f}x | "
+        f"{'—' if base_at is None else f'{base_at:.0f}'} |",
+        f"| {more['lineages']} | {more['search_best']:.3f}x | "
+        f"{'not reached' if reached is None else f'{reached:.0f}'} |"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    if args.compare:
+        fewer, more = (json.loads(p.read_text()) for p in args.compare)
+        print(compare(fewer, more))
+        return 0
+    if not args.task:
+        raise SystemExit("--task is required (or --compare)")
+    report = run(args)
+    text = _table(report)
+    print(text, flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
