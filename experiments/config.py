@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -59,8 +60,84 @@ class SearchSection(_Section):
     tester: bool = True  # the agent's tester adds checks (size 1, odd sizes, large values)
 
 
+class LLMRoleSection(_Section):
+    """One role's model settings (``[agent.llm]`` for every role, ``[agent.<role>]`` per role);
+    a key left out takes the ``[agent.llm]`` value, then the default."""
+
+    model: str | None = Field(None, min_length=1)
+    base_url: str | None = Field(None, pattern=r"^https?://")  # None: OpenAI's endpoint
+    api_key_env: str | None = None  # the variable's name, never the key; "" for no key
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
+    max_retries: int | None = Field(None, ge=0, le=20)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_variable(cls, value: str | None) -> str | None:
+        # The value is never echoed: a key pasted here by mistake must not reach a log.
+        if value is None or value == "":
+            return value
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the name of an environment variable (letters, digits, _), "
+                             "not the key itself")
+        from kernelswarm.evaluators.environment import is_secret_name
+
+        if not is_secret_name(value):
+            raise ValueError("names a variable the sandbox would pass on to candidate code; "
+                             "use a name containing KEY or TOKEN (e.g. MY_LLM_API_KEY)")
+        return value
+
+
+class PriceSection(_Section):
+    prompt: float = Field(ge=0)  # US dollars per million prompt tokens
+    completion: float = Field(ge=0)  # US dollars per million completion tokens
+
+
+LLM_ROLES = ("planner", "coder", "tester", "analyst")
+_ROLE_DEFAULTS = {"api_key_env": "OPENAI_API_KEY", "temperature": 0.2, "max_tokens": 4096,
+                  "timeout_s": 120.0, "max_retries": 4}
+
+
 class AgentSection(_Section):
-    kind: Literal["builtin"] = "builtin"
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    kind: Literal["builtin", "llm"] = "builtin"
+    llm: LLMRoleSection = LLMRoleSection()  # defaults for every role
+    planner: LLMRoleSection = LLMRoleSection()
+    coder: LLMRoleSection = LLMRoleSection()
+    tester: LLMRoleSection = LLMRoleSection()
+    analyst: LLMRoleSection = LLMRoleSection()
+    prices: dict[str, PriceSection] = {}  # model name -> $ per 1M tokens
+    max_format_retries: int = Field(2, ge=0, le=10)  # re-asks after a malformed answer
+    prompt_dir: Path | None = None  # templates overriding the built-in ones, by file name
+    backoff_s: float = Field(1.0, gt=0)  # first wait before retrying a call; doubles, jittered
+    backoff_max_s: float = Field(30.0, gt=0)
+
+    @field_validator("llm", *LLM_ROLES, "prices", "prompt_dir")
+    @classmethod
+    def _only_for_llm(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("kind") == "builtin" and value not in (LLMRoleSection(), {}, None):
+            raise ValueError("only used when agent.kind = \"llm\"")
+        if info.field_name in LLM_ROLES and info.data.get("kind") == "llm":
+            if value.model is None and info.data["llm"].model is None:
+                raise ValueError(f"no model: set agent.{info.field_name}.model, or agent.llm.model "
+                                 f"for every role")
+        if info.field_name == "prompt_dir" and value is not None:
+            from kernelswarm.agents.llm import TemplateError, load_templates
+
+            try:
+                load_templates(value.expanduser())
+            except TemplateError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def role(self, name: str) -> dict[str, Any]:
+        """The settings of role ``name``: its own keys, then ``[agent.llm]``'s, then defaults."""
+        own, shared = getattr(self, name).model_dump(), self.llm.model_dump()
+        return {key: own[key] if own[key] is not None else
+                shared[key] if shared[key] is not None else _ROLE_DEFAULTS.get(key)
+                for key in own}
 
 
 class EvaluatorSection(_Section):
@@ -155,18 +232,30 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return sorted(model.model_fields)
 
 
+def _shown(value: Any) -> Any:
+    """A value as an error quotes it, minus whatever is under ``api_key_env`` (a key pasted
+    there by mistake must not reach a terminal or a log)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(exclude_none=True)
+    if isinstance(value, dict):
+        return {k: "<withheld>" if k == "api_key_env" else _shown(v) for k, v in value.items()}
+    return value
+
+
 def _describe(error: ValidationError) -> str:
     problems: dict[str, list[str]] = {}
     for item in error.errors():
-        # A union's branches add their type to the location; the key is section.field.
-        loc = tuple(item["loc"][:2])
+        # A union's branches add their type to the location; the key is section.field, or the
+        # whole path in [agent], whose tables nest (agent.coder.model, agent.prices.<model>).
+        loc = tuple(item["loc"] if item["loc"][:1] == ("agent",) else item["loc"][:2])
         key = ".".join(str(p) for p in loc) or "(top level)"
         if item["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(Config, loc))
             problems.setdefault(key, []).append(f"unknown key; allowed here: {allowed}")
         else:
             message = item["msg"].removeprefix("Value error, ")
-            problems.setdefault(key, []).append(f"{message} (got {item.get('input')!r})")
+            shown = "<withheld>" if "api_key_env" in loc else _shown(item.get("input"))
+            problems.setdefault(key, []).append(f"{message} (got {shown!r})")
     lines = [f"{key}: {' or '.join(msgs)}" for key, msgs in problems.items()]
     return "invalid configuration:\n  " + "\n  ".join(lines)
 

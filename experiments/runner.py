@@ -12,12 +12,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import Budget, Check, Migration, Roles, RunInfo, Sink, Task, load_task
 
 from .config import Config, ConfigError
+from .llm_agent import configured_roles
 from .progress import ProgressView, closing_table
 from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
@@ -139,7 +139,8 @@ def run(config: Config, console: Console | None = None,
         history = []
     (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
 
-    make_roles = make_roles or builtin_roles
+    seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
+    make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds)
     checks = tester_checks(config, task, make_roles, console)
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
@@ -151,7 +152,7 @@ def run(config: Config, console: Console | None = None,
             make_evaluator=partial(SandboxEvaluator, task.path, language,
                                    evaluator_settings(config, checks)),
             make_roles=make_roles,
-            seeds=[config.run.seed * 1000 + i for i in range(config.search.lineages)],
+            seeds=seeds,
             budget=search_budget(config),
             workers=workers, worker_resources=resources, elites=config.search.elites,
             tuner_journal=run_dir / "optuna.journal", history=tuple(history),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink
 
+from .llm_trace import TRACE_FOLDER, RoleTotals, TraceFollower, call_artifact, call_metrics
 from .sources import source_file_name
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 PARAM_VALUE_LIMIT = 6000
 KEY_LIMIT = 250
 PARAMS_PER_BATCH = 100
+METRICS_PER_BATCH = 1000
 
 
 def mlflow_client(tracking_uri: str) -> MlflowClient:
@@ -168,6 +170,8 @@ class MLflowSink(Sink):
         self._client: MlflowClient | None = None
         self._run: RunInfo | None = None
         self._tally: dict[int, tuple[int, int]] = {}  # lineage -> (correct, total)
+        self._llm: TraceFollower | None = None  # the LLM roles' call traces, if any
+        self._llm_totals: dict[int, dict[str, RoleTotals]] = {}  # lineage -> role -> totals
 
     def __getstate__(self) -> dict[str, Any]:
         # A client holds connections; the receiving process makes its own in open().
@@ -181,6 +185,7 @@ class MLflowSink(Sink):
             database.parent.mkdir(parents=True, exist_ok=True)
         self._client = client = mlflow_client(self.tracking_uri)
         self._run = run
+        self._llm = TraceFollower(run.run_dir / TRACE_FOLDER)
         self.experiment_id = self._experiment_id(client)
         tags = {"task": run.task, "language": run.language, "run_id": run.run_id,
                 "run_dir": str(run.run_dir), "lineages": str(run.lineages)}
@@ -274,6 +279,48 @@ class MLflowSink(Sink):
         if self.candidate_sources:
             client.log_text(child, record.candidate.source,
                             f"candidates/{source_file_name(record.candidate)}")
+        self._log_llm_calls(record.lineage)
+
+    def _log_llm_calls(self, lineage: int) -> None:
+        """The lineage's LLM calls since the last time, into its child run: per call, metrics
+        stepped by the call's index and an artifact with the prompt and the answer."""
+        from mlflow.entities import Metric
+
+        calls = self._llm.new_calls(lineage) if self._llm is not None else []
+        if not calls:
+            return
+        client, _ = self._opened()
+        run_id = self._lineage_run(lineage)
+        totals = self._llm_totals.setdefault(lineage, {})
+        metrics = []
+        for index, call in calls:
+            totals.setdefault(str(call.get("role", "")), RoleTotals()).add(call)
+            millis = int(float(call.get("started") or time.time()) * 1000)
+            metrics += [Metric(k, v, millis, index) for k, v in call_metrics(call).items()]
+            path, text = call_artifact(index, call)
+            client.log_text(run_id, text, path)
+        for start in range(0, len(metrics), METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=metrics[start:start + METRICS_PER_BATCH])
+
+    def _close_llm(self, millis: int) -> list[Any]:
+        """Log the calls not yet logged and each lineage's totals per role; the run's totals."""
+        from mlflow.entities import Metric
+
+        for lineage in self._llm.lineages() if self._llm is not None else []:
+            self._log_llm_calls(lineage)
+        client, _ = self._opened()
+        run_total = RoleTotals()
+        for lineage, roles in sorted(self._llm_totals.items()):
+            values: dict[str, float] = {}
+            for role, totals in roles.items():
+                values.update(totals.metrics(f"llm.{role}"))
+                for key, value in vars(totals).items():
+                    setattr(run_total, key, getattr(run_total, key) + value)
+            client.log_batch(self._lineage_run(lineage),
+                             metrics=[Metric(k, v, millis, 0) for k, v in values.items()])
+        if not self._llm_totals:
+            return []
+        return [Metric(k, v, millis, 0) for k, v in run_total.metrics("llm").items()]
 
     def close(self, summary: RunSummary) -> None:
         from mlflow.entities import Metric, RunTag
@@ -289,7 +336,8 @@ class MLflowSink(Sink):
                    Metric("records", float(summary.records), millis, 0),
                    Metric("wall_s", summary.wall_s, millis, 0),
                    Metric("migrations", float(summary.migrations), millis, 0),
-                   Metric("reused_verdicts", float(summary.reused), millis, 0)]
+                   Metric("reused_verdicts", float(summary.reused), millis, 0),
+                   *self._close_llm(millis)]
         client.log_batch(self.parent_run_id, metrics=metrics,
                          tags=[RunTag("stop_reason", summary.stop_reason[:8000])])
         self._terminate("FINISHED")

@@ -1,0 +1,180 @@
+"""What the prompts say about a lineage, as Markdown sections: the task and its calling contract,
+the kernel, knob conventions, the profile, the machine, the history, elites of other lineages.
+
+Each function renders one section from the search's own objects; the templates place them.
+Long texts (sources of other lineages, compiler logs) are cut to keep prompts bounded.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kernelswarm.search import Attempt, Candidate, Evaluation, Feedback, LineageView, Task
+
+ELITE_SOURCE_CHARS = 4000
+LOG_CHARS = 3000
+METRICS_CHARS = 2000
+
+KNOB_CONVENTIONS = {
+    "cpp": ("Knobs are compile-time macros: each knob NAME is passed as -DNAME=VALUE with one of "
+            "its declared values (the first is the default). Guard each with `#ifndef NAME` / "
+            "`#define NAME <default>` / `#endif` so the file also builds alone. The kernel is "
+            "compiled by g++ -O3 into a shared library and called through ctypes on raw "
+            "pointers; it runs on one CPU thread (no threads, no OpenMP)."),
+    "cuda": ("Knobs are compile-time macros: each knob NAME is passed as -DNAME=VALUE (first "
+             "value the default); guard each with #ifndef. The file is compiled by NVRTC: "
+             "`extern \"C\" __global__` kernels, no host code, `long long` instead of int64_t. "
+             "The task's launcher picks grid and block, and may read knob values."),
+    "torch-ext": ("Knobs are compile-time macros (-DNAME=VALUE, first value the default). The "
+                  "file is a PyTorch C++/CUDA extension built with load_inline; the task's "
+                  "launcher calls the entry point with tensors."),
+    "triton": ("Knobs reach the entry point as keyword arguments on every call (declare each "
+               "with a default) and are passed to @triton.jit kernels as tl.constexpr "
+               "parameters. The entry point is a plain Python function that launches them."),
+}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "n/a" if not math.isfinite(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _cut(text: str, limit: int, keep_end: bool = False) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} characters cut ...]\n"
+    return marker + text[-limit:] if keep_end else text[:limit] + marker
+
+
+def _fenced(source: str, language: str) -> str:
+    tag = {"triton": "python", "torch-ext": "cpp"}.get(language, language)
+    return f"```{tag}\n{source.rstrip()}\n```"
+
+
+def task_section(task: Task, language: str) -> str:
+    """The task, its shapes and tolerances, and the calling contract in ``language``."""
+    kernel = task.kernel(language)
+    launcher = getattr(task.module, f"launch_{language.replace('-', '_')}", None)
+    try:
+        contract = inspect.getsource(launcher) if launcher is not None else ""
+    except (OSError, TypeError):
+        contract = ""
+    lines = [f"Task `{task.name}`: {task.description or '(no description)'}",
+             f"Language: {language}; entry point: `{kernel.entry}`."]
+    extras = {k: v for k, v in kernel.spec.items()}
+    if extras:
+        lines.append(f"Entry point details: {json.dumps(extras, default=str)}")
+    lines.append("Tuning shapes (scored): " + "; ".join(s.label for s in task.tuning_shapes))
+    lines.append(f"Held-out shapes (checked, never scored): {len(task.heldout_shapes)}, with odd "
+                 "and non-power-of-two sizes: the kernel must handle any size.")
+    tolerances = ", ".join(f"{d}: atol {t.atol:g}, rtol {t.rtol:g}"
+                           for d, t in sorted(task.tolerances.items()))
+    lines.append(f"Tolerances: {tolerances}.")
+    if contract:
+        lines.append("The task calls the compiled entry point like this (the calling contract, "
+                     "which the kernel must keep):\n```python\n" + contract.rstrip() + "\n```")
+    return "\n".join(lines)
+
+
+def kernel_section(candidate: Candidate) -> str:
+    knobs = ", ".join(f"{k}={v}" for k, v in candidate.knobs) or "none"
+    space = ", ".join(f"{k}: {list(v)}" for k, v in candidate.knob_space) or "none"
+    return (f"Candidate {candidate.id} ({candidate.origin.move or candidate.origin.role}); "
+            f"knob values: {knobs}; knob space: {space}.\n"
+            + _fenced(candidate.source, candidate.language))
+
+
+def evaluation_of(candidate: Candidate, view: LineageView) -> Evaluation | None:
+    """The known verdict on ``candidate`` among those the view holds."""
+    pairs = [p for p in (view.best, view.global_best, *view.migrants) if p is not None]
+    return next((e for c, e in pairs if c.id == candidate.id), None)
+
+
+def profile_section(evaluation: Evaluation | None) -> str:
+    """Per shape: time, the starting kernel's, speedups, roofline fraction; then resources and
+    profiler metrics where the evaluator reported them."""
+    if evaluation is None:
+        return "No profile of this kernel yet."
+    lines = [f"Status {evaluation.status.value}; speedup vs the starting kernel "
+             f"{evaluation.speedup:.3f}x (geometric mean).",
+             "| shape | correct | time us | start us | vs start | vs PyTorch | roofline |",
+             "|---|---|---|---|---|---|---|"]
+    for s in evaluation.shapes:
+        lines.append(f"| {s.shape} | {s.correct} | {_fmt(s.time_us)} | {_fmt(s.start_time_us)} "
+                     f"| {_fmt(s.speedup_vs_start)} | {_fmt(s.speedup_vs_eager)} "
+                     f"| {_fmt(s.roofline_fraction)} |")
+    if evaluation.resources:
+        lines.append(f"Resources: {json.dumps(dict(evaluation.resources), default=str)}")
+    profiled = {k: evaluation.metrics[k] for k in ("ncu", "profile") if k in evaluation.metrics}
+    if profiled:
+        lines.append("Profiler metrics: "
+                     + _cut(json.dumps(profiled, default=str), METRICS_CHARS))
+    return "\n".join(lines)
+
+
+def machine_section(evaluations: Iterable[Evaluation | None]) -> str:
+    """The device the kernels are timed on, from the figures an evaluation carries."""
+    for evaluation in evaluations:
+        metrics: Mapping[str, Any] = evaluation.metrics if evaluation is not None else {}
+        if "copy_bandwidth_gbs" in metrics:
+            return (f"Device: {metrics.get('device', evaluation.device)}; last-level cache "
+                    f"(L2 on a GPU) {int(metrics.get('llc_bytes', 0)) / 2**20:.1f} MiB; copy "
+                    f"bandwidth {_fmt(metrics['copy_bandwidth_gbs'])} GB/s; peak "
+                    f"{_fmt(metrics.get('peak_gflops', math.nan))} GFLOP/s "
+                    f"({metrics.get('matmul', 'matmul')}).")
+        if evaluation is not None and evaluation.device:
+            return f"Device: {evaluation.device}."
+    return "Device: not known yet."
+
+
+def _attempt_line(a: Attempt) -> str:
+    line = f"- step {a.step}: {a.move} -> {a.status}"
+    if a.status == "OK":
+        line += f", {a.speedup:.3f}x"
+    if a.failed_shape:
+        line += f", wrong on {a.failed_shape}"
+    if a.message and a.status != "OK":
+        line += f": {' '.join(a.message.split())[:200]}"
+    return line
+
+
+def history_section(view: LineageView, limit: int) -> str:
+    if not view.history:
+        return "Nothing tried yet in this lineage."
+    shown = view.history[-limit:]
+    head = f"(the last {len(shown)} of {len(view.history)})\n" if len(view.history) > limit else ""
+    return head + "\n".join(_attempt_line(a) for a in shown)
+
+
+def feedback_section(feedback: Feedback | None) -> str:
+    return feedback.summary if feedback is not None else "No analysis yet."
+
+
+def elites_section(view: LineageView, limit: int) -> str:
+    """Other lineages' best kernels, best first, as inspiration."""
+    shown = view.migrants[:limit]
+    if not shown:
+        return "None yet."
+    parts = []
+    for candidate, evaluation in shown:
+        parts.append(f"Lineage {candidate.lineage}, {evaluation.speedup:.3f}x, via "
+                     f"{candidate.origin.move or candidate.origin.role}:\n"
+                     + _fenced(_cut(candidate.source, ELITE_SOURCE_CHARS), candidate.language))
+    return "\n\n".join(parts)
+
+
+def failure_section(evaluation: Evaluation) -> str:
+    """A failed verdict for structured debugging: status, the trimmed log, the failing shape."""
+    lines = [f"Status: {evaluation.status.value}."]
+    shape = evaluation.failed_shape()
+    if shape is not None:
+        lines.append(f"First failing shape: {shape.shape} (max abs err {_fmt(shape.max_abs_err)}"
+                     f", max rel err {_fmt(shape.max_rel_err)}).")
+    lines.append("Log:\n```text\n" + _cut(evaluation.message.strip(), LOG_CHARS, keep_end=True)
+                 + "\n```")
+    return "\n".join(lines)

@@ -1,0 +1,197 @@
+"""The four roles driven by language models.
+
+Each role renders its template with what the lineage knows, asks its model through a
+``ChatClient`` (retries, re-asks on malformed answers, accounting, trace), and turns the
+answer into the search's objects. What a model fails to deliver never crashes the lineage:
+
+- planner: a request that fails or hits the spending limit becomes ``stop`` with the reason;
+- coder: ``rewrite:<name>`` moves are applied by the built-in coder (no call); a failed request
+  returns None (the lineage records "no new candidate"; after a failed ``repair`` the planner
+  takes over);
+- tester: a failed request adds no checks;
+- analyst: the built-in analysis always; the model summarises profiles of correct kernels only
+  (a failure's verdict and log already say what happened), and its failure leaves the built-in
+  analysis alone.
+
+Moves: ``llm:<short name>`` is a change the LLM coder writes from the plan's rationale;
+``tune``, ``adopt``, ``stop`` and ``rewrite:<name>`` keep their meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from kernelswarm.agents.builtin import RuleAnalyst, RuleCoder, transformations_for
+from kernelswarm.search import (
+    REPAIR,
+    REWRITE,
+    STOP,
+    Analyst,
+    Candidate,
+    Check,
+    Coder,
+    Evaluation,
+    Feedback,
+    LineageView,
+    Origin,
+    Plan,
+    Planner,
+    Task,
+    Tester,
+    Usage,
+)
+
+from . import answers, context
+from .client import ChatClient, LLMError
+from .ledger import Ledger
+from .templates import PromptTemplate
+
+
+class _LLMRole:
+    role = ""
+
+    def __init__(self, client: ChatClient, templates: Mapping[str, PromptTemplate], task: Task,
+                 language: str) -> None:
+        self.client = client
+        self.templates = templates
+        self.task = task
+        self.language = language
+        self.history_limit = client.settings.history
+        self.migrant_limit = client.settings.migrants
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.client.ledger
+
+    @property
+    def model(self) -> str:
+        return self.client.model.model
+
+    def usage(self) -> Usage:
+        return self.ledger.usage(self.role)
+
+    def _common(self, view: LineageView) -> dict[str, Any]:
+        current = context.evaluation_of(view.current, view)
+        return {
+            "task": context.task_section(self.task, self.language), "language": self.language,
+            "kernel": context.kernel_section(view.current),
+            "knob_conventions": context.KNOB_CONVENTIONS.get(self.language, ""),
+            "profile": context.profile_section(current),
+            "machine": context.machine_section(
+                [current, *(p[1] if p else None for p in (view.best, view.global_best))]),
+            "history": context.history_section(view, self.history_limit),
+            "feedback": context.feedback_section(view.feedback),
+            "elites": context.elites_section(view, self.migrant_limit)}
+
+    def _ask(self, request: str, values: Mapping[str, Any], parse: Any) -> Any:
+        messages = self.templates[request].render(values)
+        return self.client.ask(request, messages, parse)
+
+
+class LLMPlanner(_LLMRole, Planner):
+    role = "planner"
+
+    def plan(self, view: LineageView) -> Plan:
+        global_best = view.global_best
+        choice = answers.MoveChoice(
+            rewrites=tuple(t.name for t in transformations_for(self.language)),
+            can_tune=bool(view.current.knob_space),
+            can_adopt=global_best is not None and global_best[0].id != view.current.id
+            and (view.best is None or global_best[1].speedup > view.best[1].speedup))
+        values = {**self._common(view), "stage": view.stage, "moves": choice.allowed(),
+                  "answer_example": answers.PLAN_EXAMPLE}
+        try:
+            return self._ask("planner", values, lambda text: answers.parse_plan(text, choice))
+        except LLMError as exc:
+            return Plan(STOP, str(exc))
+
+
+class LLMCoder(_LLMRole, Coder):
+    """Writes kernels for ``llm:`` moves and repairs failed ones; ``rewrite:`` moves go to the
+    built-in coder."""
+
+    role = "coder"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rules = RuleCoder()
+
+    def _candidate(self, parent: Candidate, answer: answers.KernelAnswer, move: str,
+                   rationale: str) -> Candidate:
+        tokens, cost = self.ledger.since_last_candidate()
+        origin = Origin(role="coder", move=move, rationale=rationale, model=self.model,
+                        tokens=tokens, cost_usd=cost)
+        kept = {k: v for k, v in parent.knob_values.items()
+                if k in answer.knob_space and v in answer.knob_space[k]}
+        return parent.derive(source=answer.source, knob_space=answer.knob_space, knobs=kept,
+                             origin=origin)
+
+    def code(self, plan: Plan, parent: Candidate, view: LineageView) -> Candidate | None:
+        if plan.move.startswith(REWRITE):
+            return self._rules.code(plan, parent, view)
+        if not plan.move.startswith(answers.LLM_MOVE):
+            return None
+        values = {**self._common(replace(view, current=parent)), "move": plan.move,
+                  "rationale": plan.rationale, "answer_example": answers.KERNEL_EXAMPLE}
+        try:
+            answer = self._ask("coder", values, lambda text: answers.parse_kernel(text, parent))
+        except LLMError:
+            return None
+        return self._candidate(parent, answer, plan.move, plan.rationale)
+
+    def repair(self, failed: Candidate, evaluation: Evaluation,
+               view: LineageView) -> Candidate | None:
+        values = {**self._common(replace(view, current=failed)),
+                  "failure": context.failure_section(evaluation),
+                  "answer_example": answers.KERNEL_EXAMPLE}
+        try:
+            answer = self._ask("repair", values, lambda text: answers.parse_kernel(text, failed))
+        except LLMError:
+            return None
+        shape = evaluation.failed_shape()
+        why = f"repair of {failed.id} ({evaluation.status.value}" + \
+            (f" on {shape.shape})" if shape else ")")
+        return self._candidate(failed, answer, REPAIR, f"{why}: {answer.summary}".strip(": "))
+
+
+class LLMTester(_LLMRole, Tester):
+    role = "tester"
+
+    def checks(self, task: Task, language: str) -> tuple[Check, ...]:
+        values = {"task": context.task_section(task, language), "language": language,
+                  "max_checks": answers.MAX_CHECKS, "answer_example": answers.CHECKS_EXAMPLE}
+        try:
+            return self._ask("tester", values, lambda text: answers.parse_checks(text, task))
+        except LLMError:
+            return ()
+
+
+class LLMAnalyst(_LLMRole, Analyst):
+    role = "analyst"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rules = RuleAnalyst()
+
+    def analyse(self, candidate: Candidate, evaluation: Evaluation) -> Feedback:
+        base = self._rules.analyse(candidate, evaluation)
+        if not evaluation.ok:
+            return base
+        values = {"task": context.task_section(self.task, self.language),
+                  "language": self.language, "kernel": context.kernel_section(candidate),
+                  "profile": context.profile_section(evaluation),
+                  "machine": context.machine_section([evaluation]),
+                  "answer_example": answers.ANALYSIS_EXAMPLE}
+        try:
+            analysis = self._ask("analyst", values, answers.parse_analysis)
+        except LLMError as exc:
+            return Feedback(base.summary, {**base.facts, "analyst_error": str(exc)})
+        summary = f"{base.summary} Analyst: {analysis.summary}"
+        if analysis.suggestion:
+            summary += f" Suggested next: {analysis.suggestion}"
+        # "bound" is the fact the lineage's staged optimisation reads.
+        return Feedback(summary, {**base.facts, "bound": analysis.bottleneck,
+                                  "suggestion": analysis.suggestion})
+
