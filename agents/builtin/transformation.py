@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from kernelswarm.search import COMPUTE, STAGES
+
 KnobSpace = Mapping[str, tuple[Any, ...]]
 
 
@@ -28,17 +30,26 @@ class Transformation(ABC):
       evaluated at: a setting that exercises the rewrite, since at the first values the
       evaluation would only measure noise around the parent, and a lineage keeps a child only
       when it is faster (the knobs would never reach the tuner).
+    - ``stage`` is the stage of optimisation it serves (``search.STAGES``): ``"memory"`` for
+      rewrites that cut or widen memory traffic and give the memory system more parallel work,
+      ``"compute"`` for those that make the arithmetic cheaper; the planner orders by it.
     """
 
     name: ClassVar[str]
     languages: ClassVar[tuple[str, ...]]
     description: ClassVar[str]  # one line, for people and for plan rationales
+    stage: ClassVar[str] = COMPUTE  # one of search.STAGES
     adds_knobs: ClassVar[tuple[str, ...]] = ()
     initial_knobs: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     @abstractmethod
     def apply(self, source: str,
               knob_space: KnobSpace) -> tuple[str, dict[str, tuple[Any, ...]]] | None: ...
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.stage not in STAGES:
+            raise ValueError(f"{cls.__name__}.stage is {cls.stage!r}; expected one of {STAGES}")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} for {', '.join(self.languages)}>"

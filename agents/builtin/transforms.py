@@ -12,9 +12,15 @@ from types import MappingProxyType
 
 from .cpp_fast_exp import FastExp
 from .cpp_rewrites import Restrict, Simd, TargetIsa, Unroll
+from .cuda_geometry import RowsPerBlock, SplitRows
+from .cuda_rewrites import CudaRestrict, CudaUnroll, FastMath
+from .cuda_vectorize import Vectorize
 from .transformation import Transformation
 
-_LIBRARY: tuple[Transformation, ...] = (Restrict(), FastExp(), Simd(), Unroll(), TargetIsa())
+_LIBRARY: tuple[Transformation, ...] = (
+    Restrict(), FastExp(), Simd(), Unroll(), TargetIsa(),  # cpp
+    Vectorize(), SplitRows(), RowsPerBlock(), CudaRestrict(), CudaUnroll(), FastMath(),  # cuda
+)
 
 
 def _index(library: tuple[Transformation, ...]) -> Mapping[str, Mapping[str, Transformation]]:

@@ -65,7 +65,7 @@ KERNELS = {
     "cuda": {
         "source": "fused_add_rmsnorm.cu",
         "entry": "fused_add_rmsnorm_bf16",
-        "knobs": {"BLOCK": [256, 128, 512, 1024]},
+        "knobs": {"BLOCK": [256, 64, 128, 512, 1024]},
     },
     "triton": {
         "source": "fused_add_rmsnorm_triton.py",

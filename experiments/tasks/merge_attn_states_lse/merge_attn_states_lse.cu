@@ -19,9 +19,8 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2
 __device__ __forceinline__ void store(__half* p, float v) { *p = __float2half(v); }
 
 template <typename T>
-__device__ void merge_pair(T* out, float* out_lse, const T* o_a, const float* lse_a, const T* o_b,
-                           const float* lse_b, long long head_dim) {
-    const long long pair = blockIdx.x;
+__device__ void merge_pair(long long pair, T* out, float* out_lse, const T* o_a, const float* lse_a,
+                           const T* o_b, const float* lse_b, long long head_dim) {
     const long long start = pair * head_dim;
     const float a = lse_a[pair], b = lse_b[pair];
     const float m = fmaxf(a, b);
@@ -42,12 +41,16 @@ __device__ void merge_pair(T* out, float* out_lse, const T* o_a, const float* ls
 extern "C" __global__ void __launch_bounds__(BLOCK)
 merge_attn_states_lse_bf16(__nv_bfloat16* out, float* out_lse, const __nv_bfloat16* o_a,
                            const float* lse_a, const __nv_bfloat16* o_b, const float* lse_b,
-                           long long head_dim) {
-    merge_pair(out, out_lse, o_a, lse_a, o_b, lse_b, head_dim);
+                           long long head_dim, long long rows) {
+    // rows: the number of (token, head) pairs, for kernels that give a block several of them
+    const long long pair = blockIdx.x;
+    merge_pair(pair, out, out_lse, o_a, lse_a, o_b, lse_b, head_dim);
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 merge_attn_states_lse_f16(__half* out, float* out_lse, const __half* o_a, const float* lse_a,
-                          const __half* o_b, const float* lse_b, long long head_dim) {
-    merge_pair(out, out_lse, o_a, lse_a, o_b, lse_b, head_dim);
+                          const __half* o_b, const float* lse_b, long long head_dim,
+                          long long rows) {
+    const long long pair = blockIdx.x;
+    merge_pair(pair, out, out_lse, o_a, lse_a, o_b, lse_b, head_dim);
 }

@@ -65,7 +65,7 @@ KERNELS = {
     "cuda": {
         "source": "merge_attn_states_lse.cu",
         "entry": "merge_attn_states_lse_bf16",
-        "knobs": {"BLOCK": [128, 64, 256]},
+        "knobs": {"BLOCK": [128, 32, 64, 256]},
     },
 }
 _CUDA_KERNELS = {torch.bfloat16: "merge_attn_states_lse_bf16",
@@ -115,13 +115,19 @@ def launch_cpp(fn, inputs, outputs, shape):
 
 
 def launch_cuda(fn, inputs, outputs, shape):
-    # One block per (token, head) pair; the BLOCK knob is the block size the kernel was
-    # compiled for.
+    # One block per (token, head) pair, of BLOCK threads; the kernel takes the pair count last.
+    # Geometry knobs (docs/tasks.md): with ROWS, a block holds ROWS pairs along threadIdx.y, each
+    # with BLOCK threads at most, or as few as cover head_dim in VEC-wide steps.
     (o_a, lse_a, o_b, lse_b), (out, out_lse) = inputs, outputs
     kernel = fn.kernel(_CUDA_KERNELS[o_a.dtype])
+    pairs, head_dim = shape["tokens"] * shape["heads"], shape["head_dim"]
     block = int(fn.knobs.get("BLOCK", 128))
-    kernel(shape["tokens"] * shape["heads"], block, out, out_lse, o_a, lse_a, o_b, lse_b,
-           shape["head_dim"])
+    grid, threads = pairs, block
+    if "ROWS" in fn.knobs:
+        width = min(block, -(-head_dim // int(fn.knobs.get("VEC", 1))))
+        rows = max(1, min(int(fn.knobs["ROWS"]), 1024 // width))
+        grid, threads = -(-pairs // rows), (width, rows)
+    kernel(grid, threads, out, out_lse, o_a, lse_a, o_b, lse_b, head_dim, pairs)
 
 
 def roofline(shape):

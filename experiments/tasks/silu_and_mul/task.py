@@ -59,7 +59,7 @@ KERNELS = {
     "cuda": {
         "source": "silu_and_mul.cu",
         "entry": "silu_and_mul_bf16",
-        "knobs": {"BLOCK": [256, 128, 512, 1024]},
+        "knobs": {"BLOCK": [256, 64, 128, 512, 1024]},
     },
     "triton": {
         "source": "silu_and_mul_triton.py",
@@ -98,12 +98,23 @@ def launch_cpp(fn, inputs, outputs, shape):
     fn(out.data_ptr(), x.data_ptr(), shape["tokens"], shape["d"])
 
 
+# Blocks the SPLIT geometry aims for when rows are few: four per SM of an H100 or H200 (132 SMs).
+_TARGET_BLOCKS = 4 * 132
+
+
 def launch_cuda(fn, inputs, outputs, shape):
-    # One block per token; the BLOCK knob is the block size the kernel was compiled for.
+    # One block per token, of BLOCK threads. Geometry knobs (docs/tasks.md): with SPLIT, up to
+    # SPLIT blocks share a token along grid.y, as many as bring the grid to _TARGET_BLOCKS and no
+    # more than the row has BLOCK * VEC-element steps for.
     (x,), (out,) = inputs, outputs
     kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
     block = int(fn.knobs.get("BLOCK", 256))
-    kernel(shape["tokens"], block, out, x, shape["d"])
+    tokens, d = shape["tokens"], shape["d"]
+    split = int(fn.knobs.get("SPLIT", 1))
+    if split > 1:
+        steps = -(-d // (block * int(fn.knobs.get("VEC", 1))))
+        split = max(1, min(split, steps, -(-_TARGET_BLOCKS // tokens)))
+    kernel((tokens, split) if split > 1 else tokens, block, out, x, d)
 
 
 def launch_triton(fn, inputs, outputs, shape):

@@ -1,0 +1,203 @@
+"""Reading CUDA source for the cuda rewrites: function definitions and thread-strided loops.
+
+Built on ``clike``'s masked text (comments, literals and preprocessor lines blanked, offsets kept),
+so every offset found here is an offset in the source. What cannot be read with confidence raises
+``SourceError``; the rewrites turn that into "does not apply".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .clike import ANNOTATION, Parameter, SourceError, _split_parameters, mask, matching
+
+_NOT_A_FUNCTION = frozenset({
+    "__launch_bounds__", "__attribute__", "__declspec", "alignas", "decltype", "sizeof",
+    "static_assert", "if", "for", "while", "switch", "return", "noexcept", "throw", "template",
+    "__align__", "defined",
+})
+# Tokens a loop's start and stride may contain: the thread's place in the grid and constants.
+_GEOMETRY = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim", "x", "y", "z", "BLOCK",
+                       "long", "int", "unsigned"})
+_INDEX_TYPE = (r"(?:const\s+)?(?:(?:unsigned|signed)\s+)?(?:long\s+long|long|int|short|size_t|"
+               r"unsigned|int64_t|uint64_t|int32_t|uint32_t)(?:\s+int)?")
+_STRIDED_HEADER = re.compile(
+    rf"^\s*(?P<type>{_INDEX_TYPE})\s+(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<start>[^;]+?)\s*;"
+    r"\s*(?P=var)\s*<\s*(?P<bound>[^;]+?)\s*;\s*(?P=var)\s*\+=\s*(?P<stride>[^;]+?)\s*$", re.S)
+CONTROL = re.compile(r"\b(if|for|while|do|switch|return|break|continue|goto|case)\b")
+_POINTER_PARAMETER = re.compile(r"^(?P<type>[^*]*?)\*\s*(?:(?:__restrict__|__restrict|const)\s*)*"
+                                r"(?P<name>[A-Za-z_]\w*)\s*$", re.S)
+_BODY_AFTER_PARAMETERS = re.compile(r"\s*(?:const\s*)?(?:noexcept\s*)?\{")
+SYNCHRONISING = re.compile(r"__syncthreads|__syncwarp|_sync\s*\(|__shared__|\bcooperative_groups\b"
+                           r"|\bcluster\b|\batomic\w*\s*\(")
+
+
+@dataclass(frozen=True)
+class DeviceFunction:
+    """A function defined at file scope: ``__global__`` kernels and ``__device__`` helpers."""
+
+    name: str
+    head_start: int  # where its declaration starts (after the previous statement)
+    head: str  # masked text from head_start to the parameter list
+    parameters: tuple[Parameter, ...]
+    body_open: int  # offset of the body's '{'
+    body_close: int  # offset of the body's '}'
+
+    @property
+    def is_kernel(self) -> bool:
+        return "__global__" in self.head
+
+    def pointer_parameters(self) -> dict[str, bool]:
+        """Pointer parameter name -> whether it points to const."""
+        found: dict[str, bool] = {}
+        for parameter in self.parameters:
+            m = _POINTER_PARAMETER.match(parameter.text.strip())
+            if m and not any(ch in parameter.text for ch in "()[]&"):
+                found[m.group("name")] = re.search(r"\bconst\b", m.group("type")) is not None
+        return found
+
+
+def _declaration_start(masked: str, before: int) -> int:
+    """Just past the ``;``, ``}`` or ``{`` that ends the previous declaration."""
+    j = before - 1
+    depth = 0
+    while j >= 0:
+        ch = masked[j]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            depth -= 1
+        elif depth == 0 and ch in ";{}":
+            return j + 1
+        j -= 1
+    return 0
+
+
+def device_functions(source: str) -> list[DeviceFunction]:
+    """Every function defined at brace depth 0 (templates included), in source order."""
+    masked = mask(source)
+    found: list[DeviceFunction] = []
+    depth, j, n = 0, 0, len(masked)
+    while j < n:
+        ch = masked[j]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            close = matching(masked, j)
+            name = re.search(r"([A-Za-z_]\w*)\s*$", masked[:j])
+            body = _BODY_AFTER_PARAMETERS.match(masked, close + 1)
+            if name and name.group(1) not in _NOT_A_FUNCTION and body:
+                start = _declaration_start(masked, name.start())
+                after = body.end() - 1
+                body_close = matching(masked, after)
+                found.append(DeviceFunction(name.group(1), start, masked[start:j],
+                                            _split_parameters(masked, j + 1, close), after,
+                                            body_close))
+                j = body_close + 1
+                continue
+            j = close
+        j += 1
+    return found
+
+
+def enclosing_function(functions: list[DeviceFunction], offset: int) -> DeviceFunction | None:
+    for function in functions:
+        if function.body_open < offset < function.body_close:
+            return function
+    return None
+
+
+def is_geometry(expression: str) -> bool:
+    """Whether ``expression`` is built only from the thread's grid coordinates and constants."""
+    if re.search(r"[^\w\s.*+()]", expression):
+        return False
+    return all(token in _GEOMETRY or token.isdigit() for token in re.findall(r"\w+", expression))
+
+
+@dataclass(frozen=True)
+class StridedLoop:
+    """``for (T i = <start>; i < <bound>; i += <stride>) <body>`` with start and stride built from
+    the thread's coordinates: each thread visits every stride-th index of ``[0, bound)``."""
+
+    keyword: int  # offset of ``for``
+    line_start: int
+    annotation_start: int  # start of the pragma lines right above it (line_start if none)
+    indent: str
+    index_type: str
+    variable: str
+    start: str
+    bound: str
+    stride: str
+    header_open: int  # offset of the header's '('
+    header_close: int
+    body_start: int  # offset of the body's '{', or of its single statement
+    body_end: int  # offset just past the body
+    braced: bool
+    statement_start: bool  # ``for`` starts its line and follows a complete statement
+
+
+def _statement_end(masked: str, start: int) -> int:
+    depth = 0
+    for j in range(start, len(masked)):
+        ch = masked[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                break
+        elif ch == ";" and depth == 0:
+            return j + 1
+    raise SourceError(f"statement at offset {start} does not end")
+
+
+def _annotation_start(source: str, line_start: int) -> int:
+    start = line_start
+    while start > 0:
+        previous = source.rfind("\n", 0, start - 1) + 1
+        if not ANNOTATION.match(source[previous:start - 1]):
+            break
+        start = previous
+    return start
+
+
+def strided_loops(source: str) -> list[StridedLoop]:
+    """Thread-strided ``for`` loops, in source order (the start must mention ``threadIdx.x``)."""
+    masked = mask(source)
+    loops: list[StridedLoop] = []
+    for m in re.finditer(r"\bfor\s*\(", masked):
+        open_ = m.end() - 1
+        close = matching(masked, open_)
+        header = _STRIDED_HEADER.match(masked[open_ + 1:close])
+        if header is None:
+            continue
+        start, stride = header.group("start"), header.group("stride")
+        if "threadIdx.x" not in re.sub(r"\s+", "", start) or not is_geometry(start):
+            continue
+        if not is_geometry(stride) or "threadIdx" in stride:
+            continue
+        body = close + 1
+        while body < len(masked) and masked[body].isspace():
+            body += 1
+        if body >= len(masked):
+            raise SourceError(f"for loop at offset {m.start()} has no body")
+        braced = masked[body] == "{"
+        if braced:
+            end = matching(masked, body) + 1
+        elif CONTROL.match(masked, body):
+            continue  # a loop whose body is another statement with its own body: not read here
+        else:
+            end = _statement_end(masked, body)
+        line_start = masked.rfind("\n", 0, m.start()) + 1
+        annotation_start = _annotation_start(source, line_start)
+        indent = source[line_start:m.start()]
+        before = masked[:annotation_start].rstrip()
+        loops.append(StridedLoop(
+            m.start(), line_start, annotation_start, indent, " ".join(header.group("type").split()),
+            header.group("var"), header.group("start"), header.group("bound"), stride,
+            open_, close, body, end, braced,
+            indent.strip() == "" and (before == "" or before[-1] in ";{}")))
+    return loops
