@@ -19,7 +19,7 @@ _ASSIGNED = re.compile(r"\s*(?:\+\+|--|(?:<<|>>|[-+*/%&|^])?=(?!=))")
 def _only_read(masked: str, function: DeviceFunction, name: str) -> bool:
     """Whether the body uses ``name`` only as ``name[...]`` read, never written or passed on."""
     body_start, body_end = function.body_open + 1, function.body_close
-    uses = list(re.finditer(rf"\b{name}\b", masked[body_start:body_end]))
+    uses = list(re.finditer(rf"(?<![.\w])(?<!->){name}\b", masked[body_start:body_end]))
     if not uses:
         return False
     for use in uses:
