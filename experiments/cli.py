@@ -14,6 +14,7 @@ from kernelswarm.search import StartingKernelFailed, TaskError
 from .config import ConfigError, load_config, load_run_config
 from .eval_command import add_eval_parser, run_eval_command
 from .task_commands import add_tasks_parser, run_tasks_command
+from .tune_command import add_tune_parser, run_tune_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
                           "is evaluated again")
     add_tasks_parser(commands)
     add_eval_parser(commands)
+    add_tune_parser(commands)
     return parser
 
 
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_tasks_command(args, console)
         if args.command == "eval":
             return run_eval_command(args, console)
+        if args.command == "tune":
+            return run_tune_command(args, console)
     except (ConfigError, TaskError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return 2

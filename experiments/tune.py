@@ -1,0 +1,331 @@
+"""``kernelswarm tune``'s driver: a knob study of one kernel, its trials evaluated in parallel.
+
+The driver asks Optuna (``KnobStudy``) for knob settings and keeps up to one trial per
+evaluation worker in flight on the cluster (``TrialPool``: compiled on CPU actors, timed on the
+workers, one per GPU). Each verdict is recorded by the ``Tracker`` (Parquet before anything
+else, MLflow from its background thread) and then told to the study. Ctrl-C stops asking and
+waits for the trials in flight; a second Ctrl-C abandons them (told as INTERRUPTED).
+
+Run folder: ``config.json``, ``tune.json`` (what is tuned and where the study lives; what
+``--resume`` reads), ``kernel.<ext>`` (the tuned source), ``optuna.journal`` (the default
+storage), ``evaluations/`` and ``candidates/`` (Parquet, as for ``kernelswarm run``),
+``best/<id>.<ext>`` and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections import Counter, deque
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
+from kernelswarm.evaluators import SandboxEvaluator
+from kernelswarm.search import (
+    Candidate,
+    Origin,
+    RunInfo,
+    RunSummary,
+    Sink,
+    Tracker,
+    journal_storage,
+    load_task,
+)
+
+from .config import Config
+from .resume import restore_records
+from .runner import _workers as evaluation_workers
+from .runner import evaluator_settings
+from .sinks import ParquetSink, TrialMLflowSink
+from .sinks.mlflow_sink import _absolute_uri as absolute_sqlite_uri
+from .sinks.sources import SOURCE_SUFFIXES, source_file_name
+from .tune_study import KnobStudy, TuneError, kernel_fingerprint
+from .tune_view import TuneView, best_table
+
+TUNE_FILE = "tune.json"
+JOURNAL = "optuna.journal"
+STUDY_LINEAGE = 0  # every trial is recorded under this lineage; its step is the trial number
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """What is tuned and where the study lives; saved as ``tune.json`` in the run folder."""
+
+    kernel_file: str  # where the source came from, for people
+    source: str
+    knob_space: dict[str, tuple[Any, ...]]
+    study_name: str
+    storage: str | None  # an RDB URL or a journal file; None: the run folder's optuna.journal
+    trials: int  # new evaluations this session
+
+    def document(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc.pop("source")  # kept beside it as kernel.<ext>
+        doc["knob_space"] = {k: list(v) for k, v in self.knob_space.items()}
+        return doc
+
+    @classmethod
+    def read(cls, run_dir: Path, language: str, trials: int | None) -> TuneSpec:
+        path = run_dir / TUNE_FILE
+        try:
+            doc = json.loads(path.read_text())
+            source = (run_dir / kernel_file_name(language)).read_text()
+        except FileNotFoundError as exc:
+            raise TuneError(f"{run_dir}: not a kernelswarm tune run folder ({exc.filename} is "
+                            f"missing)") from None
+        space = {k: tuple(v) for k, v in doc["knob_space"].items()}
+        return cls(doc["kernel_file"], source, space, doc["study_name"], doc["storage"],
+                   doc["trials"] if trials is None else trials)
+
+
+def kernel_file_name(language: str) -> str:
+    return f"kernel.{SOURCE_SUFFIXES.get(language, 'txt')}"
+
+
+def resolve_storage(storage: str | None, run_dir: Path) -> tuple[Any, str]:
+    """The Optuna storage and how to name it to a person (a URL, or a journal file's path)."""
+    if storage is None:
+        path = run_dir / JOURNAL
+        return journal_storage(path), str(path)
+    if "://" in storage:
+        url = absolute_sqlite_uri(storage)
+        return url, url
+    path = Path(storage).expanduser().resolve()
+    return journal_storage(path), str(path)
+
+
+def dashboard_command(storage_text: str) -> str:
+    """How to open the study in optuna-dashboard (it takes a journal file's path or a URL)."""
+    return f"optuna-dashboard {storage_text}"
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    run_dir: Path
+    study: KnobStudy
+    storage: str
+    stop_reason: str
+    evaluated: int  # new evaluations this session
+    summary: RunSummary
+    locations: list[str]
+    sink_errors: list[str]
+    best_path: Path | None
+    utilisation: dict[str, float] = field(default_factory=dict)
+
+
+def _sinks(config: Config, study_name: str, storage: str) -> list[Sink]:
+    sinks: list[Sink] = [ParquetSink()]
+    if config.tracking.mlflow:
+        sinks.append(TrialMLflowSink(config.tracking.mlflow_uri,
+                                     config.tracking.experiment or config.run.name,
+                                     tags={"study": study_name, "storage": storage}))
+    return sinks
+
+
+class _Session:
+    """One session of a study: fills the pool, records and tells verdicts as they come."""
+
+    def __init__(self, study: KnobStudy, pool: TrialPool, tracker: Tracker, base: Candidate,
+                 trials: int) -> None:
+        self.study, self.pool, self.tracker, self.base = study, pool, tracker, base
+        self.trials = trials
+        self.evaluated = 0
+        self.statuses: Counter[str] = Counter()
+        self.recent: deque[tuple[int, dict[str, Any], str, float]] = deque(maxlen=8)
+        self.reason = ""
+
+    def _candidate(self, number: int, params: dict[str, Any]) -> Candidate:
+        return Candidate.create(
+            language=self.base.language, source=self.base.source, entry=self.base.entry,
+            knobs=params, knob_space=self.base.space, lineage=STUDY_LINEAGE,
+            origin=Origin(role="tuner", move="tune", rationale=f"optuna trial {number} of "
+                                                                f"study {self.study.study.study_name}"),
+            spec=self.base.spec_dict)
+
+    def fill(self) -> None:
+        """Ask for settings until every slot is busy or the session's trials are handed out."""
+        while (not self.reason and self.pool.has_room
+               and self.evaluated + self.pool.in_flight < self.trials):
+            proposal = self.study.ask()
+            if proposal is None:
+                self.reason = self.study.stop_reason
+                return
+            candidate = self._candidate(proposal.number, proposal.params)
+            recorded = self.tracker.lookup(candidate.id)  # in Parquet, unknown to the study
+            if recorded is not None:
+                self.study.tell(proposal.number, recorded)
+                continue
+            self.pool.submit(proposal.number, candidate)
+
+    def finish(self, done: Finished) -> None:
+        number = int(done.key)
+        record = self.tracker.record(STUDY_LINEAGE, number, done.candidate, done.evaluation)
+        self.study.tell(number, done.evaluation)  # after Parquet holds it
+        self.evaluated += 1
+        self.statuses[done.evaluation.status.value] += 1
+        self.recent.append((number, done.candidate.knob_values, done.evaluation.status.value,
+                            record.evaluation.speedup))
+
+    def stats(self) -> dict[str, Any]:
+        best = self.study.best(1)
+        return {"evaluated": self.evaluated, "trials": self.trials,
+                "in_flight": self.pool.in_flight, "statuses": dict(self.statuses),
+                "known": self.study.evaluated, "recent": list(self.recent),
+                "best": (best[0].number, best[0].params, best[0].value) if best else None,
+                "utilisation": self.pool.utilisation()}
+
+    def run(self, view: TuneView, console: Console) -> str:
+        stopping = ""
+        while True:
+            try:
+                if not stopping:
+                    self.fill()
+                if self.pool.in_flight == 0:
+                    break
+                for done in self.pool.wait(timeout=0.5):
+                    self.finish(done)
+                view.update(self.stats())
+            except KeyboardInterrupt:
+                if stopping:
+                    console.print("[yellow]interrupted again: abandoning the trials in flight[/]")
+                    return "interrupted by the user; trials in flight abandoned"
+                stopping = "interrupted by the user"
+                console.print("[yellow]interrupted: waiting for the trials in flight (Ctrl-C "
+                              "again abandons them); recorded results are kept[/]")
+        return stopping or self.reason or f"{self.evaluated} trials evaluated"
+
+
+def _new_run_dir(config: Config) -> Path:
+    run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    run_dir = (config.run.out_dir / run_id).resolve()
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str))
+    tmp.replace(path)
+
+
+def tune(config: Config, spec: TuneSpec, console: Console | None = None,
+         resume: Path | None = None) -> TuneOutcome:
+    """Run ``spec.trials`` new trials of the study ``spec`` names; a new run folder, or with
+    ``resume`` the run folder of an earlier session, whose records are not evaluated again."""
+    console = console or Console()
+    language = config.task.language
+    task = load_task(config.task_path(), config.evaluator.device)
+    kernel = task.kernel(language)
+    base = Candidate.create(language=language, source=spec.source, entry=kernel.entry,
+                            knob_space=spec.knob_space, lineage=STUDY_LINEAGE,
+                            origin=Origin(role="tuner", move="tune"), spec=kernel.spec)
+    run_dir = resume.resolve() if resume is not None else _new_run_dir(config)
+    history = restore_records(run_dir, task) if resume is not None else []
+    _write_json(run_dir / "config.json", config.model_dump(mode="json"))
+    _write_json(run_dir / TUNE_FILE, spec.document())
+    (run_dir / kernel_file_name(language)).write_text(spec.source)
+
+    storage, storage_text = resolve_storage(spec.storage, run_dir)
+    fingerprint = kernel_fingerprint(language, spec.source, spec.knob_space)
+    try:
+        study = KnobStudy.open(storage, spec.study_name, spec.knob_space, fingerprint,
+                               seed=config.run.seed, first=base.knob_values)
+    except TuneError:
+        if resume is None:  # nothing ran: leave no empty run folder behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    if resume is not None:
+        study.fail_stale()
+        console.print(f"resuming {run_dir.name}: {len(history)} evaluations recorded, "
+                      f"{study.evaluated} knob settings known to the study")
+
+    cluster = connect(config.cluster.address, config.cluster.num_cpus)
+    try:
+        workers, resources = evaluation_workers(config, cluster.gpus)
+        info = RunInfo(run_id=run_dir.name, name=config.run.name, run_dir=run_dir,
+                       task=task.name, language=language, lineages=1,
+                       params={**config.flat(), "tune.study": spec.study_name,
+                               "tune.storage": storage_text, "tune.trials": spec.trials,
+                               "tune.kernel": spec.kernel_file,
+                               "tune.knob_space": spec.document()["knob_space"]})
+        console.print(f"[bold]kernelswarm tune[/] {task.name} ({language}) · "
+                      f"{_space_text(spec.knob_space)} · {spec.trials} trials · {workers} "
+                      f"evaluation worker(s) · Ray {cluster.address} ({cluster.cpus:g} CPUs, "
+                      f"{cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
+                      f"{spec.study_name} in {storage_text}", highlight=False)
+        pool = TrialPool(partial(SandboxEvaluator, task.path, language,
+                                 evaluator_settings(config)), workers, resources)
+        tracker = Tracker(info, _sinks(config, spec.study_name, storage_text),
+                          history=history)
+        session = _Session(study, pool, tracker, base, spec.trials)
+        reason = "the tune failed"
+        try:
+            with TuneView(console) as view:
+                reason = session.run(view, console)
+            utilisation = pool.utilisation()
+        finally:
+            for number in study.open_trials():
+                study.abandon(number)
+            summary = tracker.close(reason)
+            pool.close()
+    finally:
+        disconnect(cluster)
+    best_path = _write_outputs(run_dir, summary, session, study, storage_text, tracker)
+    outcome = TuneOutcome(run_dir, study, storage_text, reason, session.evaluated, summary,
+                          tracker.locations(), list(tracker.sink_errors), best_path, utilisation)
+    _print_closing(console, outcome)
+    return outcome
+
+
+def _space_text(space: dict[str, tuple[Any, ...]]) -> str:
+    return ", ".join(f"{k} in {{{', '.join(map(str, v))}}}" for k, v in sorted(space.items()))
+
+
+def _write_outputs(run_dir: Path, summary: RunSummary, session: _Session, study: KnobStudy,
+                   storage: str, tracker: Tracker) -> Path | None:
+    best_path = None
+    if summary.best is not None:
+        candidate, _ = summary.best
+        best_path = run_dir / "best" / source_file_name(candidate)
+        best_path.parent.mkdir(parents=True, exist_ok=True)
+        best_path.write_text(candidate.source)
+    top = [{"trial": t.number, "knobs": t.params, "speedup_vs_start": t.value,
+            "speedup_vs_eager": t.user_attrs.get("speedup_vs_eager"),
+            "candidate_id": t.user_attrs.get("candidate_id")} for t in study.best(10)]
+    _write_json(run_dir / "summary.json", {
+        "stop_reason": summary.stop_reason, "study": study.study.study_name,
+        "storage": storage, "dashboard": dashboard_command(storage),
+        "evaluated_this_session": session.evaluated, "statuses_this_session":
+        dict(session.statuses), "settings_evaluated": study.evaluated,
+        "records": summary.records, "wall_s": summary.wall_s,
+        "best": None if summary.best is None else {
+            "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
+            "speedup_vs_start": summary.best[1].speedup,
+            "speedup_vs_eager": summary.best[1].speedup_vs_eager, "file": str(best_path)},
+        "top_trials": top, "sink_errors": list(tracker.sink_errors)})
+    return best_path
+
+
+def _print_closing(console: Console, outcome: TuneOutcome) -> None:
+    console.print(best_table(outcome.study.best(5), outcome.study.study.study_name))
+    console.print(f"stopped: {outcome.stop_reason} ({outcome.evaluated} evaluated this session, "
+                  f"{outcome.study.evaluated} knob settings evaluated in the study)",
+                  highlight=False)
+    for error in outcome.sink_errors:
+        console.print(f"[red]{error}[/]")
+    console.print(f"study: {outcome.study.study.study_name} in {outcome.storage}\n"
+                  f"browse it: {dashboard_command(outcome.storage)}", highlight=False)
+    for location in outcome.locations:
+        console.print(f"results: {location}", highlight=False)
+    if outcome.best_path:
+        console.print(f"best kernel: {outcome.best_path} (knobs in summary.json)",
+                      highlight=False)
+    console.print(f"continue: kernelswarm tune --resume {outcome.run_dir} --trials N",
+                  highlight=False)

@@ -1,0 +1,81 @@
+"""The live view of a knob study, and its closing table of best trials."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+
+def knobs_text(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _status_line(stats: Mapping[str, Any], elapsed: float) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.get("statuses", {}).items()))
+    busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
+    best = stats.get("best")
+    best_text = f"best {best[2]:.3f}x (trial {best[0]}: {knobs_text(best[1])})" if best else "best -"
+    return (f"{elapsed:6.1f}s  trials {stats.get('evaluated', 0)}/{stats.get('trials', 0)}  "
+            f"in flight {stats.get('in_flight', 0)}  [{counts}]  {best_text}  "
+            f"workers busy {busy:.0%}")
+
+
+def progress_table(stats: Mapping[str, Any], elapsed: float) -> Group:
+    table = Table(box=None, pad_edge=False)
+    for column in ("trial", "knobs", "verdict", "speedup"):
+        table.add_column(column, justify="right" if column in ("trial", "speedup") else "left")
+    for number, params, status, speedup in stats.get("recent", []):
+        table.add_row(str(number), escape(knobs_text(params)), status,
+                      f"{speedup:.3f}x" if status == "OK" else "-")
+    return Group(Text(_status_line(stats, elapsed), style="bold"), table)
+
+
+class TuneView:
+    """A live table on a terminal; a line every ``every_s`` seconds in a log."""
+
+    def __init__(self, console: Console, every_s: float = 10.0) -> None:
+        self.console = console
+        self.every_s = every_s
+        self._live: Live | None = None
+        self._started = time.monotonic()
+        self._last_line = 0.0
+
+    def __enter__(self) -> TuneView:
+        if self.console.is_terminal:
+            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def update(self, stats: Mapping[str, Any]) -> None:
+        elapsed = time.monotonic() - self._started
+        if self._live is not None:
+            self._live.update(progress_table(stats, elapsed))
+        elif elapsed - self._last_line >= self.every_s:
+            self._last_line = elapsed
+            self.console.print(_status_line(stats, elapsed), highlight=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+
+def best_table(trials: Sequence[Any], study_name: str) -> Table:
+    """The best trials (Optuna ``FrozenTrial``s), best first: knobs and speedups."""
+    table = Table(title=escape(f"kernelswarm tune: best trials of {study_name}"))
+    for column in ("trial", "knobs", "vs start", "vs PyTorch", "candidate"):
+        table.add_column(column, no_wrap=column != "knobs")
+    for trial in trials:
+        eager = trial.user_attrs.get("speedup_vs_eager")
+        table.add_row(str(trial.number), escape(knobs_text(trial.params)), f"{trial.value:.3f}x",
+                      f"{eager:.3f}x" if eager is not None else "-",
+                      trial.user_attrs.get("candidate_id", "-"))
+    if not trials:
+        table.add_row("-", "no trial has a correct kernel yet", "-", "-", "-")
+    return table
