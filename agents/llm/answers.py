@@ -241,9 +241,10 @@ def _check(item: Any, index: int, task: Task, bounds: Mapping[str, int]) -> Chec
     for key in keys:
         value = shape[key]
         if key == "dtype":
-            if value not in task.tolerances:
-                raise MalformedAnswer(f"{where}.shape.dtype must be one of "
-                                      f"{', '.join(sorted(task.tolerances))}; got {value!r}")
+            dtypes = sorted({s["dtype"] for s in task.tuning_shapes + task.heldout_shapes})
+            if value not in dtypes:
+                raise MalformedAnswer(f"{where}.shape.dtype must be one of the task's dtypes "
+                                      f"here, {', '.join(dtypes)}; got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, int) \
                 or not 1 <= value <= bounds.get(key, 1):
             raise MalformedAnswer(f"{where}.shape.{key} must be an integer from 1 to "
