@@ -12,6 +12,14 @@ Facts (``Feedback.facts``), the keys the built-in planner reads; absent where no
 ``worst_speedup``       that speedup
 ``roofline_fraction``   ideal time / measured time on the shape farthest from the roofline
                         (the least fraction), where the evaluator computed it
+``large_roofline_fraction``  the least roofline fraction over the large shapes (ideal time, the
+                        roofline fraction times the measured time, of ``LARGE_SHAPE_US`` or more):
+                        how near the bandwidth roof the kernel is where bytes dominate
+``small_roofline_fraction``  the same over the other shapes (bound by latency and parallelism)
+``behind_compile``      labels of shapes more than ``BEHIND`` (3%) slower than ``torch.compile``,
+                        where it was measured
+``registers``           the most registers per thread of the candidate's kernels, and
+``spill_bytes``         their spill stores and loads, where the build reported them
 ``failed_shape``        label of the first incorrect shape (INCORRECT only), with ``max_abs_err``, ``max_rel_err``
 ``message``             the evaluator's message, trimmed to ``MESSAGE_CHARS``
 ``knobs``               the candidate's knob values (dict)
@@ -26,6 +34,8 @@ from typing import Any
 from kernelswarm.search import Analyst, Candidate, Evaluation, Feedback, ShapeResult, Status
 
 MESSAGE_CHARS = 300
+LARGE_SHAPE_US = 5.0  # ideal time from which a shape is bound by bandwidth rather than latency
+BEHIND = 0.97  # speedup vs torch.compile below which a shape counts as behind it
 
 
 def trim_message(message: str, limit: int = MESSAGE_CHARS) -> str:
@@ -47,6 +57,32 @@ def _timing_facts(evaluation: Evaluation) -> dict[str, Any]:
     fractions = [s.roofline_fraction for s in evaluation.shapes if _finite(s.roofline_fraction)]
     if fractions:
         facts["roofline_fraction"] = min(fractions)
+    large = [s for s in evaluation.shapes if _finite(s.roofline_fraction) and _finite(s.time_us)
+             and s.roofline_fraction * s.time_us >= LARGE_SHAPE_US]
+    small = [s for s in evaluation.shapes if _finite(s.roofline_fraction) and s not in large]
+    if large:
+        facts["large_roofline_fraction"] = min(s.roofline_fraction for s in large)
+    if small:
+        facts["small_roofline_fraction"] = min(s.roofline_fraction for s in small)
+    facts["behind_compile"] = [s.shape for s in evaluation.shapes
+                               if _finite(s.speedup_vs_compile) and s.speedup_vs_compile < BEHIND]
+    return facts
+
+
+def _resource_facts(evaluation: Evaluation) -> dict[str, Any]:
+    kernels = evaluation.resources.get("kernels") if evaluation.resources else None
+    if not isinstance(kernels, dict) or not kernels:
+        return {}
+    entries = [k for k in kernels.values() if isinstance(k, dict)]
+    registers = [k["registers"] for k in entries if isinstance(k.get("registers"), int)]
+    spills = [k.get("spill_store_bytes", 0) + k.get("spill_load_bytes", 0) for k in entries
+              if isinstance(k.get("spill_store_bytes", 0), int)
+              and isinstance(k.get("spill_load_bytes", 0), int)]
+    facts: dict[str, Any] = {}
+    if registers:
+        facts["registers"] = max(registers)
+    if spills:
+        facts["spill_bytes"] = sum(spills)
     return facts
 
 
@@ -86,6 +122,14 @@ def _failed_summary(head: str, evaluation: Evaluation, facts: dict[str, Any]) ->
     return text if text.endswith(".") else text + "."
 
 
+def profile_facts(evaluation: Evaluation) -> dict[str, Any]:
+    """The timing, roofline and resource facts of an evaluation (those the planner orders by)."""
+    facts = _resource_facts(evaluation)
+    if evaluation.ok:
+        facts.update(_timing_facts(evaluation))
+    return facts
+
+
 class RuleAnalyst(Analyst):
     """Summarises an evaluation in one paragraph and extracts the facts the planner reads."""
 
@@ -102,6 +146,7 @@ class RuleAnalyst(Analyst):
             "compile_s": evaluation.compile_s,
         }
         head = _describe(candidate)
+        facts.update(_resource_facts(evaluation))
         if evaluation.ok:
             facts.update(_timing_facts(evaluation))
             summary = _ok_summary(head[0].upper() + head[1:], facts)

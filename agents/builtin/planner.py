@@ -7,8 +7,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from kernelswarm.search import ADOPT, STOP, TUNE, LineageView, Plan, Planner
+from kernelswarm.search import ADOPT, COMPUTE, MEMORY, STOP, TUNE, LineageView, Plan, Planner
 
+from .analyst import profile_facts
 from .coder import rewrite_move
 from .kernel_record import KernelRecord, read_record
 from .transformation import Transformation
@@ -24,6 +25,18 @@ def seeded_order(names: list[str], seed: int) -> list[str]:
     first = names[seed % len(names)]
     order.remove(first)
     return [first, *order]
+
+
+# Rewrites the profile rules single out, by name.
+GEOMETRY = frozenset({"split_rows", "rows_per_block"})  # more blocks, or fuller blocks, per row
+WIDENING = frozenset({"vectorize"})  # wider accesses
+MORE_WORK_PER_THREAD = frozenset({"vectorize", "unroll"})  # each costs registers
+REGISTER_PRESSURE = 128  # registers per thread from which a kernel counts as pressed
+
+
+def _number(facts: Mapping[str, Any], key: str) -> float | None:
+    value = facts.get(key)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _last_result(facts: Mapping[str, Any]) -> str:
@@ -48,8 +61,18 @@ class RulePlanner(Planner):
     3. TUNE when the current kernel has knobs that were never tuned on its source and rewrites
        remain: a rewrite that added knobs gets one tuning trial before the next rewrite.
     4. ``rewrite:<name>``: the next transformation that applies to the current source and was
-       not tried on it, those never tried in this lineage first, each group in this planner's
-       seeded order. A rewrite counts as tried on a source when its result from that source was
+       not tried on it, those never tried in this lineage first. Within each of those two
+       groups, by stage and then by the profile of the current kernel (the analyst's facts on
+       its evaluation: the latest feedback, or the lineage's best when that is the current
+       kernel), ties in this planner's seeded order:
+       a. memory-stage rewrites before compute-stage ones, unless the large shapes are already
+          at ``memory_done`` (80%) of the roofline, when compute comes first;
+       b. among memory rewrites: where the small shapes are below ``small_far`` (30%) of the
+          roofline or some shape is more than 3% behind torch.compile, the geometry rewrites
+          (``split_rows``, ``rows_per_block``) first; otherwise, where the large shapes are
+          below ``memory_done``, ``vectorize`` first;
+       c. under register pressure (``REGISTER_PRESSURE`` registers per thread, or any spill),
+          the rewrites that add work per thread (``vectorize``, ``unroll``) last. A rewrite counts as tried on a source when its result from that source was
        evaluated (any status, any knob setting) or came back NO_CHANGE since the lineage moved
        to the kernel; so a rewrite that was INCORRECT (a failed shape) or did not compile is
        never retried on the same source. On a changed kernel its effect may differ, so it may
@@ -68,7 +91,8 @@ class RulePlanner(Planner):
 
     def __init__(self, seed: int, *, adopt_margin: float = 0.02, roofline_stop: float = 0.9,
                  rewrite_attempts: int = 2, tune_trials: int = 6, max_tune_failures: int = 2,
-                 max_idle_tunes: int = 5) -> None:
+                 max_idle_tunes: int = 5, memory_done: float = 0.8,
+                 small_far: float = 0.3) -> None:
         self.seed = seed
         self.adopt_margin = adopt_margin
         self.roofline_stop = roofline_stop
@@ -76,11 +100,33 @@ class RulePlanner(Planner):
         self.tune_trials = tune_trials
         self.max_tune_failures = max_tune_failures
         self.max_idle_tunes = max_idle_tunes
+        self.memory_done = memory_done
+        self.small_far = small_far
 
-    def order(self, language: str) -> list[Transformation]:
-        """The transformations for ``language`` in the order this planner tries them."""
+    def order(self, language: str, facts: Mapping[str, Any] | None = None) -> list[Transformation]:
+        """The transformations for ``language`` in the order this planner tries them, given the
+        analyst's facts on the current kernel (rule 4a-c; none: by stage, then seeded)."""
         library = {t.name: t for t in transformations_for(language)}
-        return [library[name] for name in seeded_order(list(library), self.seed)]
+        seeded = [library[name] for name in seeded_order(list(library), self.seed)]
+        return sorted(seeded, key=lambda t: self._priority(t, facts or {}))
+
+    def _priority(self, transformation: Transformation, facts: Mapping[str, Any]) -> tuple[int, ...]:
+        large = _number(facts, "large_roofline_fraction")
+        small = _number(facts, "small_roofline_fraction")
+        memory_done = large is not None and large >= self.memory_done
+        stage_rank = {MEMORY: 0, COMPUTE: 1}.get(transformation.stage, 2)
+        if memory_done:
+            stage_rank = {COMPUTE: 0, MEMORY: 1}.get(transformation.stage, 2)
+        first = False
+        if transformation.stage == MEMORY:
+            parallelism = (small is not None and small < self.small_far) or bool(
+                facts.get("behind_compile"))
+            first = (transformation.name in GEOMETRY if parallelism
+                     else large is not None and not memory_done and transformation.name in WIDENING)
+        registers = _number(facts, "registers") or 0
+        pressed = registers >= REGISTER_PRESSURE or (_number(facts, "spill_bytes") or 0) > 0
+        heavy = pressed and transformation.name in MORE_WORK_PER_THREAD
+        return (int(heavy), stage_rank, int(not first))
 
     def plan(self, view: LineageView) -> Plan:
         facts = view.feedback.facts if view.feedback is not None else {}
@@ -91,7 +137,7 @@ class RulePlanner(Planner):
         at_roofline = self._at_roofline(view, facts)
         if at_roofline is not None:
             return Plan(STOP, at_roofline)
-        order = self.order(view.current.language)
+        order = self.order(view.current.language, self._profile(view, facts))
         record = read_record(view, order)
         untried = sorted((t for t in order if t.name in record.rewrites
                           and record.rewrites[t.name] is None
@@ -112,6 +158,16 @@ class RulePlanner(Planner):
                         f"({self._knobs(view)}), trial {record.tune_trials + 1} of at most "
                         f"{self.tune_trials}.")
         return Plan(STOP, self._exhausted(view, record))  # a stop reason stands on its own
+
+    @staticmethod
+    def _profile(view: LineageView, facts: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The facts on the current kernel: the latest feedback if it is about it, else those of
+        the lineage's best evaluation if that is the current kernel; otherwise none."""
+        if facts.get("candidate_id") == view.current.id:
+            return facts
+        if view.best is not None and view.best[0].id == view.current.id:
+            return profile_facts(view.best[1])
+        return {}
 
     def _adopt(self, view: LineageView) -> str | None:
         if view.global_best is None or view.global_best[0].id == view.current.id:

@@ -193,3 +193,62 @@ def test_a_repeating_tuner_does_not_hold_up_the_rewrites(start):
     history = (_attempt(1, "rewrite:unroll", unrolled, "OK", 1.1),
                _attempt(1, TUNE, None, "NO_CHANGE"))
     assert RulePlanner(0).plan(_view(unrolled, history, 1.1)).move.startswith("rewrite:")
+
+
+# --- cuda: stages and the profile ---------------------------------------------------------------
+
+def _cuda_start() -> Candidate:
+    from kernelswarm.search import load_task
+    from tests.conftest import ROOT
+
+    start = load_task(ROOT / "experiments" / "tasks" / "silu_and_mul", "cuda").starting_candidate("cuda")
+    return start.derive(knob_space={})  # no knobs: the first plan is a rewrite, not a tuning trial
+
+
+def _profiled(candidate: Candidate, large: float, small: float, registers: int = 32,
+              behind: tuple[str, ...] = ()) -> dict:
+    return {"ok": True, "candidate_id": candidate.id, "large_roofline_fraction": large,
+            "small_roofline_fraction": small, "registers": registers, "spill_bytes": 0,
+            "behind_compile": list(behind)}
+
+
+def _names(facts: dict) -> list[str]:
+    return [t.name for t in RulePlanner(0).order("cuda", facts)]
+
+
+def test_memory_rewrites_come_before_compute_ones_until_the_large_shapes_near_the_roof():
+    start = _cuda_start()
+    for seed in range(4):
+        order = RulePlanner(seed).order("cuda")
+        stages = [t.stage for t in order]
+        assert stages == sorted(stages, key=["memory", "compute"].index)
+    done = [t.stage for t in RulePlanner(0).order("cuda", _profiled(start, 0.85, 0.5))]
+    assert done == sorted(done, key=["compute", "memory"].index)
+
+
+def test_small_shapes_far_from_the_roof_put_geometry_first_and_large_ones_vectorize():
+    start = _cuda_start()
+    assert _names(_profiled(start, 0.6, 0.01))[0] in {"split_rows", "rows_per_block"}
+    assert _names(_profiled(start, 0.6, 0.5, behind=("tokens=1",)))[0] in {
+        "split_rows", "rows_per_block"}
+    assert _names(_profiled(start, 0.6, 0.5))[0] == "vectorize"
+    plan = RulePlanner(0).plan(_view(start, facts=_profiled(start, 0.6, 0.01)))
+    assert plan.move == "rewrite:split_rows"
+
+
+def test_register_pressure_puts_rewrites_that_add_work_per_thread_last():
+    start = _cuda_start()
+    order = _names(_profiled(start, 0.6, 0.5, registers=200))
+    assert set(order[-2:]) == {"vectorize", "unroll"}
+
+
+def test_the_profile_of_the_best_is_used_when_the_feedback_is_about_another_kernel():
+    start = _cuda_start()
+    evaluation = Evaluation(start.id, Status.OK, shapes=(
+        ShapeResult("tokens=1", correct=True, time_us=20.0, speedup_vs_start=1.0,
+                    roofline_fraction=0.001),
+        ShapeResult("tokens=4096", correct=True, time_us=170.0, speedup_vs_start=1.0,
+                    roofline_fraction=0.7)))
+    view = LineageView(0, 1, start, (start, evaluation), None, (),
+                       Feedback("", {"ok": False, "candidate_id": "another"}))
+    assert RulePlanner(1).plan(view).move == "rewrite:split_rows"
