@@ -120,7 +120,8 @@ class AgentSection(_Section):
         if info.data.get("kind") == "builtin" and value not in (LLMRoleSection(), {}, None):
             raise ValueError("only used when agent.kind = \"llm\"")
         if info.field_name in LLM_ROLES and info.data.get("kind") == "llm":
-            if value.model is None and info.data["llm"].model is None:
+            shared = info.data.get("llm")  # absent when [agent.llm] itself is invalid
+            if value.model is None and shared is not None and shared.model is None:
                 raise ValueError(f"no model: set agent.{info.field_name}.model, or agent.llm.model "
                                  f"for every role")
         if info.field_name == "prompt_dir" and value is not None:
