@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ TIMEOUT = "timeout"  # no answer within the role's timeout_s
 CONNECTION_ERROR = "connection_error"
 REFUSED = "refused"  # any other HTTP error (bad key, unknown model): not retried
 RETRYABLE = (RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION_ERROR)
+MAX_PENDING = 1000  # calls kept for ``drain``; older ones stay only in the trace file
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Ledger:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._tallies: dict[str, _Tally] = {}
-        self._pending: list[LLMCall] = []
+        self._pending: deque[LLMCall] = deque(maxlen=MAX_PENDING)
         self._mark = (0, 0.0)  # tokens and cost at the last candidate made
         if self.trace_path is not None:
             self.trace_path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +142,8 @@ class Ledger:
         return tokens, cost
 
     def drain(self) -> tuple[LLMCall, ...]:
-        """The calls recorded since the last drain, oldest first."""
+        """The calls recorded since the last drain (at most ``MAX_PENDING``), oldest first."""
         with self._lock:
-            calls, self._pending = tuple(self._pending), []
+            calls = tuple(self._pending)
+            self._pending.clear()
         return calls
