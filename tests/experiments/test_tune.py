@@ -4,6 +4,10 @@ journal and SQLite storages, Parquet and MLflow."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import optuna
@@ -91,13 +95,36 @@ def test_unusable_arguments_exit_2(args, message, tmp_path, capsys):
     assert code == 2 and message in capsys.readouterr().out
 
 
+# The study runs on a two-node Ray cluster of one CPU each: two workers of one CPU can only
+# both run if both nodes work.
+_TWO_NODES = textwrap.dedent("""
+    import json, sys
+    import ray
+    from ray.cluster_utils import Cluster
+    from kernelswarm.experiments.cli import main
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    code = main([*json.loads(sys.argv[1]), "--address", cluster.address])
+    print("RESULT", json.dumps({"code": code}))
+    ray.shutdown()
+    cluster.shutdown()
+""")
+
+
 @pytest.mark.slow
-def test_a_study_evaluates_each_setting_once_and_records_it_everywhere(
-        tmp_path, compile_cache, ray_session, capsys):
-    code = main(["tune", "silu_and_mul", "--kernel", _kernel(tmp_path), *SPACE, "--trials", "4",
-                 "--set", "evaluator.workers=2", *_settings(tmp_path, compile_cache, mlflow=True)])
-    out = capsys.readouterr().out
-    assert code == 0, out
+def test_a_study_on_two_nodes_evaluates_each_setting_once_and_records_it_everywhere(
+        tmp_path, compile_cache):
+    args = ["tune", "silu_and_mul", "--kernel", _kernel(tmp_path), *SPACE, "--trials", "4",
+            "--set", "evaluator.workers=2", *_settings(tmp_path, compile_cache, mlflow=True)]
+    proc = subprocess.run([sys.executable, "-c", _TWO_NODES, json.dumps(args)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+    out = proc.stdout + proc.stderr
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")), None)
+    assert line is not None and json.loads(line.split(" ", 1)[1])["code"] == 0, out[-3000:]
+    assert "2 evaluation worker(s)" in out and "2 CPUs" in out
     (run_dir,) = _run_dirs(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     study = optuna.load_study(study_name=summary["study"],
@@ -143,7 +170,7 @@ def test_a_study_evaluates_each_setting_once_and_records_it_everywhere(
     assert trials[failed[0].number].data.tags["status"] == "COMPILE_ERROR"
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert parent.data.tags["study"] == summary["study"] and parent.info.status == "FINISHED"
-    assert f"optuna-dashboard {run_dir / 'optuna.journal'}" in out.replace("\n", "")
+    assert f"optuna-dashboard {run_dir / 'optuna.journal'}" in out
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from kernelswarm.experiments.tune_study import (
     StudyMismatch,
     kernel_fingerprint,
 )
-from kernelswarm.search import Evaluation, ShapeResult, Status
+from kernelswarm.search import Evaluation, ShapeResult, Status, journal_storage
 
 SPACE = {"BLOCK": (64, 128, 256), "VEC": (1, 2)}
 FINGERPRINT = kernel_fingerprint("cuda", "// kernel", SPACE)
@@ -85,7 +85,7 @@ def test_a_setting_proposed_while_in_flight_waits_for_that_verdict():
 
 
 def test_a_later_session_continues_the_study_without_re_proposing(tmp_path):
-    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    storage = journal_storage(tmp_path / "optuna.journal")
     first = _study(storage)
     done = []
     for _ in range(4):
@@ -102,7 +102,7 @@ def test_a_later_session_continues_the_study_without_re_proposing(tmp_path):
 
 
 def test_a_study_of_another_kernel_is_refused(tmp_path):
-    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    storage = journal_storage(tmp_path / "optuna.journal")
     _study(storage)
     with pytest.raises(StudyMismatch, match="another kernel or knob space"):
         _study(storage, fingerprint=kernel_fingerprint("cuda", "// other", SPACE))
@@ -113,7 +113,7 @@ def test_a_study_of_another_kernel_is_refused(tmp_path):
 
 
 def test_abandoned_and_stale_trials_are_no_verdict(tmp_path):
-    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    storage = journal_storage(tmp_path / "optuna.journal")
     study = _study(storage)
     abandoned, stale = study.ask(), study.ask()
     study.abandon(abandoned.number)
