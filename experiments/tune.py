@@ -19,7 +19,7 @@ import shutil
 import time
 import uuid
 from collections import Counter, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -174,11 +174,10 @@ class _Session:
                             record.evaluation.speedup))
 
     def stats(self) -> dict[str, Any]:
-        best = self.study.best(1)
         return {"evaluated": self.evaluated, "trials": self.trials,
                 "in_flight": self.pool.in_flight, "statuses": dict(self.statuses),
                 "known": self.study.evaluated, "recent": list(self.recent),
-                "best": (best[0].number, best[0].params, best[0].value) if best else None,
+                "best": self.study.leader(),
                 "utilisation": self.pool.utilisation()}
 
     def run(self, view: TuneView, console: Console) -> str:
@@ -220,76 +219,91 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     """Run ``spec.trials`` new trials of the study ``spec`` names; a new run folder, or with
     ``resume`` the run folder of an earlier session, whose records are not evaluated again."""
     console = console or Console()
-    language = config.task.language
     task = load_task(config.task_path(), config.evaluator.device)
-    kernel = task.kernel(language)
-    base = Candidate.create(language=language, source=spec.source, entry=kernel.entry,
-                            knob_space=spec.knob_space, lineage=STUDY_LINEAGE,
+    kernel = task.kernel(config.task.language)
+    base = Candidate.create(language=config.task.language, source=spec.source,
+                            entry=kernel.entry, knob_space=spec.knob_space, lineage=STUDY_LINEAGE,
                             origin=Origin(role="tuner", move="tune"), spec=kernel.spec)
     run_dir = resume.resolve() if resume is not None else _new_run_dir(config)
     history = restore_records(run_dir, task) if resume is not None else []
     _write_json(run_dir / "config.json", config.model_dump(mode="json"))
     _write_json(run_dir / TUNE_FILE, spec.document())
-    (run_dir / kernel_file_name(language)).write_text(spec.source)
-
+    (run_dir / kernel_file_name(base.language)).write_text(spec.source)
     storage, storage_text = resolve_storage(spec.storage, run_dir)
-    fingerprint = kernel_fingerprint(language, spec.source, spec.knob_space)
-    try:
-        study = KnobStudy.open(storage, spec.study_name, spec.knob_space, fingerprint,
-                               seed=config.run.seed, first=base.knob_values)
-    except TuneError:
-        if resume is None:  # nothing ran: leave no empty run folder behind
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    study = _open_study(config, spec, base, storage, run_dir, resume is not None)
     if resume is not None:
         study.fail_stale()
         console.print(f"resuming {run_dir.name}: {len(history)} evaluations recorded, "
                       f"{study.evaluated} knob settings known to the study")
-
+    info = RunInfo(run_id=run_dir.name, name=config.run.name, run_dir=run_dir, task=task.name,
+                   language=base.language, lineages=1,
+                   params={**config.flat(), "tune.study": spec.study_name,
+                           "tune.storage": storage_text, "tune.trials": spec.trials,
+                           "tune.kernel": spec.kernel_file,
+                           "tune.knob_space": spec.document()["knob_space"]})
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = evaluation_workers(config, cluster.gpus)
-        info = RunInfo(run_id=run_dir.name, name=config.run.name, run_dir=run_dir,
-                       task=task.name, language=language, lineages=1,
-                       params={**config.flat(), "tune.study": spec.study_name,
-                               "tune.storage": storage_text, "tune.trials": spec.trials,
-                               "tune.kernel": spec.kernel_file,
-                               "tune.knob_space": spec.document()["knob_space"]})
-        console.print(f"[bold]kernelswarm tune[/] {task.name} ({language}) · "
+        console.print(f"[bold]kernelswarm tune[/] {task.name} ({base.language}) · "
                       f"{_space_text(spec.knob_space)} · {spec.trials} trials · {workers} "
                       f"evaluation worker(s) · Ray {cluster.address} ({cluster.cpus:g} CPUs, "
                       f"{cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
                       f"{spec.study_name} in {storage_text}", highlight=False)
-        pool = TrialPool(partial(SandboxEvaluator, task.path, language,
+        pool = TrialPool(partial(SandboxEvaluator, task.path, base.language,
                                  evaluator_settings(config)), workers, resources)
-        tracker = Tracker(info, _sinks(config, spec.study_name, storage_text),
-                          history=history)
-        session = _Session(study, pool, tracker, base, spec.trials)
-        reason = "the tune failed"
         try:
-            with TuneView(console) as view:
-                reason = session.run(view, console)
-            utilisation = pool.utilisation()
-        finally:
-            for number in study.open_trials():
-                study.abandon(number)
-            summary = tracker.close(reason)
+            tracker = Tracker(info, _sinks(config, spec.study_name, storage_text),
+                              history=history)
+        except BaseException:
             pool.close()
+            raise
+        session = _Session(study, pool, tracker, base, spec.trials)
+        reason, summary, utilisation = _drive(session, console)
     finally:
         disconnect(cluster)
-    best_path = _write_outputs(run_dir, summary, session, study, storage_text, tracker)
     outcome = TuneOutcome(run_dir, study, storage_text, reason, session.evaluated, summary,
-                          tracker.locations(), list(tracker.sink_errors), best_path, utilisation)
+                          tracker.locations(), list(tracker.sink_errors), None, utilisation)
+    outcome = _write_outputs(outcome, session)
     _print_closing(console, outcome)
     return outcome
+
+
+def _open_study(config: Config, spec: TuneSpec, base: Candidate, storage: Any, run_dir: Path,
+                resumed: bool) -> KnobStudy:
+    fingerprint = kernel_fingerprint(base.language, spec.source, spec.knob_space)
+    try:
+        return KnobStudy.open(storage, spec.study_name, spec.knob_space, fingerprint,
+                              seed=config.run.seed, first=base.knob_values)
+    except TuneError:
+        if not resumed:  # nothing ran: leave no empty run folder behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _drive(session: _Session, console: Console) -> tuple[str, RunSummary, dict[str, float]]:
+    """Run the session; whatever happens, abandon what is still open and close the sinks and
+    the pool. The stop reason, the tracker's summary and the workers' utilisation."""
+    reason = "the tune failed"
+    utilisation: dict[str, float] = {}
+    try:
+        with TuneView(console) as view:
+            reason = session.run(view, console)
+        utilisation = session.pool.utilisation()
+    finally:
+        for number in session.study.open_trials():
+            session.study.abandon(number)
+        summary = session.tracker.close(reason)
+        session.pool.close()
+    return reason, summary, utilisation
 
 
 def _space_text(space: dict[str, tuple[Any, ...]]) -> str:
     return ", ".join(f"{k} in {{{', '.join(map(str, v))}}}" for k, v in sorted(space.items()))
 
 
-def _write_outputs(run_dir: Path, summary: RunSummary, session: _Session, study: KnobStudy,
-                   storage: str, tracker: Tracker) -> Path | None:
+def _write_outputs(outcome: TuneOutcome, session: _Session) -> TuneOutcome:
+    """``best/<id>.<ext>`` and ``summary.json``; the outcome with the best kernel's path."""
+    summary, study, run_dir = outcome.summary, outcome.study, outcome.run_dir
     best_path = None
     if summary.best is not None:
         candidate, _ = summary.best
@@ -300,17 +314,19 @@ def _write_outputs(run_dir: Path, summary: RunSummary, session: _Session, study:
             "speedup_vs_eager": t.user_attrs.get("speedup_vs_eager"),
             "candidate_id": t.user_attrs.get("candidate_id")} for t in study.best(10)]
     _write_json(run_dir / "summary.json", {
-        "stop_reason": summary.stop_reason, "study": study.study.study_name,
-        "storage": storage, "dashboard": dashboard_command(storage),
-        "evaluated_this_session": session.evaluated, "statuses_this_session":
-        dict(session.statuses), "settings_evaluated": study.evaluated,
-        "records": summary.records, "wall_s": summary.wall_s,
+        "stop_reason": outcome.stop_reason, "study": study.study.study_name,
+        "storage": outcome.storage, "dashboard": dashboard_command(outcome.storage),
+        "evaluated_this_session": outcome.evaluated,
+        "statuses_this_session": dict(session.statuses),
+        "settings_evaluated": study.evaluated, "records": summary.records,
+        "wall_s": summary.wall_s,
         "best": None if summary.best is None else {
             "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
             "speedup_vs_start": summary.best[1].speedup,
             "speedup_vs_eager": summary.best[1].speedup_vs_eager, "file": str(best_path)},
-        "top_trials": top, "sink_errors": list(tracker.sink_errors)})
-    return best_path
+        "top_trials": top, "sink_errors": outcome.sink_errors,
+        "utilisation": outcome.utilisation})
+    return replace(outcome, best_path=best_path)
 
 
 def _print_closing(console: Console, outcome: TuneOutcome) -> None:

@@ -161,8 +161,14 @@ class KnobStudy:
         """Distinct settings with a verdict (any session)."""
         return len(self._known)
 
-    def verdicts(self) -> dict[tuple, Verdict]:
-        return dict(self._known)
+    def leader(self) -> tuple[int, dict[str, Any], float] | None:
+        """The best setting known: (trial number, knob values, speedup), from memory."""
+        scored = [(v.value, -v.number, key) for key, v in self._known.items()
+                  if v.value is not None]
+        if not scored:
+            return None
+        value, number, key = max(scored)
+        return -number, dict(key), value
 
     def fail_stale(self) -> int:
         """Fail trials left RUNNING by a session that stopped without telling them (a crash);

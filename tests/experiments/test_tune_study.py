@@ -50,6 +50,9 @@ def test_every_setting_is_handed_out_once_then_the_study_is_exhausted():
         assert trial.params == originals[trial.user_attrs["duplicate_of"]].params
         assert trial.value == originals[trial.user_attrs["duplicate_of"]].value
     assert study.best(1)[0].params == {"BLOCK": 256, "VEC": 2}
+    number, params, value = study.leader()
+    assert params == study.best(1)[0].params and value == study.best(1)[0].value
+    assert number == study.best(1)[0].number
 
 
 def test_a_failed_setting_is_a_fail_trial_with_its_status_and_message():
