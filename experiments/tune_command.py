@@ -43,7 +43,7 @@ def add_tune_parser(commands: argparse._SubParsersAction) -> None:
                         help="a knob and its allowed values, added to the task's (repeatable)")
     parser.add_argument("--trials", type=int, metavar="N",
                         help="knob settings to evaluate in this session (required, except with "
-                             "--resume, which defaults to the first session's N)")
+                             "--resume, which defaults to the last session's N)")
     parser.add_argument("--storage", metavar="URL",
                         help="the Optuna storage: an RDB URL (sqlite:///study.db, "
                              "postgresql://...) or a journal file (default: the run folder's "

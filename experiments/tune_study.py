@@ -121,7 +121,11 @@ class KnobStudy:
         self._waiting: dict[tuple, list[optuna.trial.Trial]] = {}  # repeats of an in-flight one
         self._known: dict[tuple, Verdict] = {}
         self.stop_reason = ""  # why ask last returned None
-        for trial in study.get_trials(deepcopy=False):
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Take in the verdicts in the storage, those of other drivers on the study included."""
+        for trial in self.study.get_trials(deepcopy=False, states=(COMPLETE, FAIL)):
             verdict = _verdict(trial)
             if verdict is not None:
                 self._known.setdefault(_key(trial.params), verdict)
@@ -180,6 +184,7 @@ class KnobStudy:
         return len(stale)
 
     def ask(self) -> Proposal | None:
+        self._refresh()
         for _ in range(MAX_REPEATS):
             trial = self.study.ask(self._dists)
             key = _key(trial.params)

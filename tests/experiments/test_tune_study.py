@@ -131,3 +131,18 @@ def test_abandoned_and_stale_trials_are_no_verdict(tmp_path):
         asked.add(_key(proposal.params))
         later.tell(proposal.number, _ok(proposal.params))
     assert {_key(abandoned.params), _key(stale.params)} <= asked  # both evaluated after all
+
+
+def test_two_drivers_on_one_study_take_in_each_others_verdicts(tmp_path):
+    storage = journal_storage(tmp_path / "optuna.journal")
+    one, other = _study(storage), _study(storage)  # both open before any verdict
+    mine = []
+    for _ in range(3):
+        proposal = one.ask()
+        one.tell(proposal.number, _ok(proposal.params))
+        mine.append(_key(proposal.params))
+    theirs = []
+    while (proposal := other.ask()) is not None:
+        theirs.append(_key(proposal.params))
+        other.tell(proposal.number, _ok(proposal.params))
+    assert len(theirs) == 3 and not set(theirs) & set(mine)
