@@ -224,12 +224,20 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     base = Candidate.create(language=config.task.language, source=spec.source,
                             entry=kernel.entry, knob_space=spec.knob_space, lineage=STUDY_LINEAGE,
                             origin=Origin(role="tuner", move="tune"), spec=kernel.spec)
+    make_evaluator = partial(SandboxEvaluator, task.path, base.language,
+                             evaluator_settings(config))
+    try:  # a language the device cannot run, a bad setting: said now, not from a thread later
+        make_evaluator().close()
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
     run_dir = resume.resolve() if resume is not None else _new_run_dir(config)
     history = restore_records(run_dir, task) if resume is not None else []
+    storage, storage_text = resolve_storage(spec.storage, run_dir)
+    if spec.storage is not None:  # kept absolute, so --resume works from any folder
+        spec = replace(spec, storage=storage_text)
     _write_json(run_dir / "config.json", config.model_dump(mode="json"))
     _write_json(run_dir / TUNE_FILE, spec.document())
     (run_dir / kernel_file_name(base.language)).write_text(spec.source)
-    storage, storage_text = resolve_storage(spec.storage, run_dir)
     study = _open_study(config, spec, base, storage, run_dir, resume is not None)
     if resume is not None:
         study.fail_stale()
@@ -249,8 +257,7 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
                       f"evaluation worker(s) · Ray {cluster.address} ({cluster.cpus:g} CPUs, "
                       f"{cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
                       f"{spec.study_name} in {storage_text}", highlight=False)
-        pool = TrialPool(partial(SandboxEvaluator, task.path, base.language,
-                                 evaluator_settings(config)), workers, resources)
+        pool = TrialPool(make_evaluator, workers, resources)
         try:
             tracker = Tracker(info, _sinks(config, spec.study_name, storage_text),
                               history=history)
