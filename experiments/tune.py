@@ -1,8 +1,8 @@
 """``kernelswarm tune``'s driver: a knob study of one kernel, its trials evaluated in parallel.
 
 The driver asks Optuna (``KnobStudy``) for knob settings and keeps up to one trial per
-evaluation worker in flight on the cluster (``TrialPool``: compiled on CPU actors, timed on the
-workers, one per GPU). Each verdict is recorded by the ``Tracker`` (Parquet before anything
+evaluation worker in flight on the cluster (``TrialPool``: built on driver threads, timed on
+the workers, one per GPU). Each verdict is recorded by the ``Tracker`` (Parquet before anything
 else, MLflow from its background thread) and then told to the study. Ctrl-C stops asking and
 waits for the trials in flight; a second Ctrl-C abandons them (told as INTERRUPTED).
 
@@ -142,11 +142,11 @@ class _Session:
         self.reason = ""
 
     def _candidate(self, number: int, params: dict[str, Any]) -> Candidate:
+        rationale = f"optuna trial {number} of study {self.study.study.study_name}"
         return Candidate.create(
             language=self.base.language, source=self.base.source, entry=self.base.entry,
             knobs=params, knob_space=self.base.space, lineage=STUDY_LINEAGE,
-            origin=Origin(role="tuner", move="tune", rationale=f"optuna trial {number} of "
-                                                                f"study {self.study.study.study_name}"),
+            origin=Origin(role="tuner", move="tune", rationale=rationale),
             spec=self.base.spec_dict)
 
     def fill(self) -> None:
