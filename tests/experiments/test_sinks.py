@@ -214,7 +214,8 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
                   "status": e.status.value, "message": e.message, "candidate_speedup": e.speedup,
                   "lineage_best": r.lineage_best, "global_best": r.global_best,
                   "compile_s": e.compile_s, "eval_s": e.eval_s, "device": "cpu",
-                  "wall_s": r.wall_s, "timestamp": r.timestamp}
+                  "wall_s": r.wall_s, "timestamp": r.timestamp, "diversity": r.diversity,
+                  "resources": dict(e.resources), "metrics": dict(e.metrics)}
         for s in sorted(e.shapes, key=lambda s: s.shape):
             expected.append({**common, **asdict(s)})
         if not e.shapes:  # nothing was measured: an empty shape, and no per-shape figures
@@ -222,6 +223,8 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
     for row in rows:
         row["knobs"] = json.loads(row["knobs"])
         row["knob_space"] = json.loads(row["knob_space"])
+        row["resources"] = json.loads(row["resources"])
+        row["metrics"] = json.loads(row["metrics"])
     assert len(rows) == len(expected) == 12
     for row, want in zip(rows, expected, strict=True):
         assert row.keys() == want.keys()
