@@ -69,7 +69,7 @@ def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles]
     return checks
 
 
-def _workers(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
+def worker_pool(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
     device, workers = config.evaluator.device, config.evaluator.workers
     if device == "cuda":
         if gpus < 1:
@@ -144,7 +144,7 @@ def run(config: Config, console: Console | None = None,
     checks = tester_checks(config, task, make_roles, console)
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
-        workers, resources = _workers(config, cluster.gpus)
+        workers, resources = worker_pool(config, cluster.gpus)
         info = RunInfo(run_id=run_id, name=config.run.name, run_dir=run_dir, task=task.name,
                        language=language, lineages=config.search.lineages, params=config.flat())
         spec = SwarmSpec(

@@ -41,10 +41,10 @@ from kernelswarm.search import (
 
 from .config import Config
 from .resume import restore_records
-from .runner import _workers as evaluation_workers
 from .runner import evaluator_settings
+from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
-from .sinks.mlflow_sink import _absolute_uri as absolute_sqlite_uri
+from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
 from .sinks.sources import SOURCE_SUFFIXES, source_file_name
 from .tune_study import KnobStudy, TuneError, kernel_fingerprint
 from .tune_view import TuneView, best_table

@@ -233,7 +233,7 @@ class Function:
     parameters: tuple[Parameter, ...]
 
 
-def _split_parameters(masked: str, start: int, end: int) -> tuple[Parameter, ...]:
+def split_parameters(masked: str, start: int, end: int) -> tuple[Parameter, ...]:
     parameters: list[Parameter] = []
     depth, begin = 0, start
     for j in range(start, end + 1):
@@ -263,7 +263,7 @@ def _functions_in(masked: str, start: int, end: int, first_only: bool) -> list[F
             close = matching(masked, j)
             name = re.search(r"(\w+)\s*$", masked[start:j])
             if name and name.group(1) not in _NOT_A_FUNCTION:
-                found.append(Function(name.group(1), _split_parameters(masked, j + 1, close)))
+                found.append(Function(name.group(1), split_parameters(masked, j + 1, close)))
                 if first_only:
                     return found
             j = close

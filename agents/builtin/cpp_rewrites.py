@@ -17,7 +17,7 @@ _RESTRICT_SPELLINGS = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _POINTER_TAIL = re.compile(r"^\s*(?:(?:const|volatile)\b\s*)*(?:\w+)?\s*$")
 
 
-def _restrict_edit(source: str, text: str, start: int) -> tuple[int, int, str] | None:
+def restrict_edit(source: str, text: str, start: int) -> tuple[int, int, str] | None:
     """The insertion of ``__restrict__`` after the last ``*`` of one parameter, if it is a pointer."""
     if any(ch in text for ch in "()[]&") or _RESTRICT_SPELLINGS.search(text):
         return None
@@ -48,7 +48,7 @@ class Restrict(Transformation):
         except SourceError:
             return None
         edits = [edit for function in functions for p in function.parameters
-                 if (edit := _restrict_edit(source, p.text, p.start)) is not None]
+                 if (edit := restrict_edit(source, p.text, p.start)) is not None]
         if not edits:
             return None
         return apply_edits(source, edits), dict(knob_space)

@@ -9,7 +9,7 @@ from typing import Any
 from kernelswarm.search import COMPUTE, MEMORY
 
 from .clike import SourceError, apply_edits, code_start, mask, matching
-from .cpp_rewrites import UNROLL_KNOB, UNROLL_VALUES, _restrict_edit
+from .cpp_rewrites import UNROLL_KNOB, UNROLL_VALUES, restrict_edit
 from .cuda_source import DeviceFunction, device_functions, strided_loops
 from .transformation import KnobSpace, Transformation
 
@@ -61,7 +61,7 @@ class CudaRestrict(Transformation):
             if not (function.is_kernel or ("__device__" in function.head and len(pointers) >= 2)):
                 continue
             for parameter in function.parameters:
-                edit = _restrict_edit(source, parameter.text, parameter.start)
+                edit = restrict_edit(source, parameter.text, parameter.start)
                 if edit is None:
                     continue
                 edits.append(edit)

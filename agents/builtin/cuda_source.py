@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .clike import ANNOTATION, Parameter, SourceError, _split_parameters, mask, matching
+from .clike import ANNOTATION, Parameter, SourceError, mask, matching, split_parameters
 
 _NOT_A_FUNCTION = frozenset({
     "__launch_bounds__", "__attribute__", "__declspec", "alignas", "decltype", "sizeof",
@@ -94,7 +94,7 @@ def device_functions(source: str) -> list[DeviceFunction]:
                 after = body.end() - 1
                 body_close = matching(masked, after)
                 found.append(DeviceFunction(name.group(1), start, masked[start:j],
-                                            _split_parameters(masked, j + 1, close), after,
+                                            split_parameters(masked, j + 1, close), after,
                                             body_close))
                 j = body_close + 1
                 continue

@@ -58,7 +58,7 @@ def sqlite_path(tracking_uri: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
-def _absolute_uri(tracking_uri: str) -> str:
+def absolute_uri(tracking_uri: str) -> str:
     path = sqlite_path(tracking_uri)
     if path is None or path.is_absolute():
         return tracking_uri
@@ -161,7 +161,7 @@ class MLflowSink(Sink):
     durable = False
 
     def __init__(self, tracking_uri: str, experiment: str, *, candidate_sources: bool = True) -> None:
-        self.tracking_uri = _absolute_uri(tracking_uri)
+        self.tracking_uri = absolute_uri(tracking_uri)
         self.experiment = experiment
         self.candidate_sources = candidate_sources  # log every candidate's source on its child run
         self.experiment_id = ""
