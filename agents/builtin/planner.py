@@ -72,12 +72,14 @@ class RulePlanner(Planner):
           (``split_rows``, ``rows_per_block``) first; otherwise, where the large shapes are
           below ``memory_done``, ``vectorize`` first;
        c. under register pressure (``REGISTER_PRESSURE`` registers per thread, or any spill),
-          the rewrites that add work per thread (``vectorize``, ``unroll``) last. A rewrite counts as tried on a source when its result from that source was
+          the rewrites that add work per thread (``vectorize``, ``unroll``) last.
+
+       A rewrite counts as tried on a source when its result from that source was
        evaluated (any status, any knob setting) or came back NO_CHANGE since the lineage moved
        to the kernel; so a rewrite that was INCORRECT (a failed shape) or did not compile is
        never retried on the same source. On a changed kernel its effect may differ, so it may
        be tried again there, up to ``rewrite_attempts`` (2) attempts per lineage.
-    5. TUNE while the source has knobs, fewer than ``tune_trials`` (6) tuned candidates
+    5. TUNE while the source has knobs, fewer than ``tune_trials`` (24) tuned candidates
        evaluated, untried settings, fewer than ``max_tune_failures`` (2) tuned candidates that
        failed (knob settings that break correctness end the tuning of that source), and fewer
        than ``max_idle_tunes`` (5) tuning moves in a row that produced nothing new (the tuner
@@ -90,7 +92,7 @@ class RulePlanner(Planner):
     """
 
     def __init__(self, seed: int, *, adopt_margin: float = 0.02, roofline_stop: float = 0.9,
-                 rewrite_attempts: int = 2, tune_trials: int = 6, max_tune_failures: int = 2,
+                 rewrite_attempts: int = 2, tune_trials: int = 24, max_tune_failures: int = 2,
                  max_idle_tunes: int = 5, memory_done: float = 0.8,
                  small_far: float = 0.3) -> None:
         self.seed = seed

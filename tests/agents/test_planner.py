@@ -252,3 +252,17 @@ def test_the_profile_of_the_best_is_used_when_the_feedback_is_about_another_kern
     view = LineageView(0, 1, start, (start, evaluation), None, (),
                        Feedback("", {"ok": False, "candidate_id": "another"}))
     assert RulePlanner(1).plan(view).move == "rewrite:split_rows"
+
+
+def test_a_large_knob_space_is_tuned_up_to_the_trial_limit_then_stopped():
+    wide = Candidate.create(language="cuda", source="// k", entry="k",
+                            knob_space={"BLOCK": (64, 128, 256, 512, 1024), "VEC": (1, 2, 4, 8)})
+    planner, history = RulePlanner(0, tune_trials=9), []
+    settings = [{"BLOCK": b, "VEC": v} for b in (64, 128, 256, 512, 1024) for v in (1, 2, 4, 8)]
+    for setting in settings:
+        plan = planner.plan(_view(wide, tuple(history)))
+        if plan.move != TUNE:
+            break
+        history.append(_attempt(len(history) + 1, TUNE, wide.derive(knobs=setting), "OK", 1.0))
+    assert len(history) == 9  # past the old fixed six, up to the limit, with settings left
+    assert plan.move == STOP and "9 tuning trials" in plan.rationale
