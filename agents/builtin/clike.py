@@ -146,7 +146,7 @@ class Loop:
     annotations: tuple[str, ...]  # the annotation lines directly above, stripped
 
 
-def _statement_end(masked: str, start: int) -> int:
+def statement_end(masked: str, start: int) -> int:
     """Offset just past the ``;`` that ends the simple statement starting at ``start``."""
     depth = 0
     for j in range(start, len(masked)):
@@ -162,7 +162,7 @@ def _statement_end(masked: str, start: int) -> int:
     raise SourceError(f"statement at offset {start} does not end")
 
 
-def _annotations_above(source: str, line_start: int) -> tuple[int, tuple[str, ...]]:
+def annotations_above(source: str, line_start: int) -> tuple[int, tuple[str, ...]]:
     """Start of the block of annotation lines right above ``line_start``, and those lines."""
     found: list[str] = []
     start = line_start
@@ -191,11 +191,11 @@ def _loop_at(source: str, masked: str, keyword: int, paren: int) -> Loop:
     elif _NESTED_STATEMENT.match(masked, after):
         body, innermost = masked[after:], False
     else:
-        body = masked[after:_statement_end(masked, after)]
+        body = masked[after:statement_end(masked, after)]
         innermost = _LOOP_KEYWORD.search(body) is None
     line_start = masked.rfind("\n", 0, keyword) + 1
     indent = source[line_start:keyword]
-    block_start, annotations = _annotations_above(source, line_start)
+    block_start, annotations = annotations_above(source, line_start)
     before = masked[:block_start].rstrip()
     annotatable = indent.strip() == "" and (before == "" or before[-1] in ";{}")
     return Loop(keyword, line_start, indent, variable_match.group(1) if variable_match else None,

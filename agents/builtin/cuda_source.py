@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .clike import ANNOTATION, Parameter, SourceError, mask, matching, split_parameters
+from .clike import (
+    Parameter,
+    SourceError,
+    annotations_above,
+    mask,
+    matching,
+    split_parameters,
+    statement_end,
+)
 
 _NOT_A_FUNCTION = frozenset({
     "__launch_bounds__", "__attribute__", "__declspec", "alignas", "decltype", "sizeof",
@@ -139,31 +147,6 @@ class StridedLoop:
     statement_start: bool  # ``for`` starts its line and follows a complete statement
 
 
-def _statement_end(masked: str, start: int) -> int:
-    depth = 0
-    for j in range(start, len(masked)):
-        ch = masked[j]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0:
-                break
-        elif ch == ";" and depth == 0:
-            return j + 1
-    raise SourceError(f"statement at offset {start} does not end")
-
-
-def _annotation_start(source: str, line_start: int) -> int:
-    start = line_start
-    while start > 0:
-        previous = source.rfind("\n", 0, start - 1) + 1
-        if not ANNOTATION.match(source[previous:start - 1]):
-            break
-        start = previous
-    return start
-
-
 def strided_loops(source: str) -> list[StridedLoop]:
     """Thread-strided ``for`` loops, in source order (the start must mention ``threadIdx.x``)."""
     masked = mask(source)
@@ -190,9 +173,9 @@ def strided_loops(source: str) -> list[StridedLoop]:
         elif CONTROL.match(masked, body):
             continue  # a loop whose body is another statement with its own body: not read here
         else:
-            end = _statement_end(masked, body)
+            end = statement_end(masked, body)
         line_start = masked.rfind("\n", 0, m.start()) + 1
-        annotation_start = _annotation_start(source, line_start)
+        annotation_start, _ = annotations_above(source, line_start)
         indent = source[line_start:m.start()]
         before = masked[:annotation_start].rstrip()
         loops.append(StridedLoop(
