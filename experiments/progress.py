@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console, Group
@@ -32,33 +33,46 @@ def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)
 
 
-class ProgressView:
-    """A live table on a terminal; a line every ``every_s`` seconds in a log."""
+Render = Callable[[Mapping[str, Any], float], Any]
 
-    def __init__(self, console: Console, every_s: float = 10.0) -> None:
+
+class LiveView:
+    """A live rich renderable on a terminal; a status line every ``every_s`` seconds in a log.
+
+    ``table(stats, elapsed)`` draws the terminal view, ``line(stats, elapsed)`` the log line.
+    """
+
+    def __init__(self, console: Console, table: Render, line: Render,
+                 every_s: float = 10.0) -> None:
         self.console = console
         self.every_s = every_s
+        self._table, self._line = table, line
         self._live: Live | None = None
         self._started = time.monotonic()
         self._last_line = 0.0
 
-    def __enter__(self) -> ProgressView:
+    def __enter__(self) -> LiveView:
         if self.console.is_terminal:
             self._live = Live(console=self.console, refresh_per_second=4, transient=True)
             self._live.__enter__()
         return self
 
-    def update(self, stats: dict[str, Any]) -> None:
+    def update(self, stats: Mapping[str, Any]) -> None:
         elapsed = time.monotonic() - self._started
         if self._live is not None:
-            self._live.update(progress_table(stats, elapsed))
+            self._live.update(self._table(stats, elapsed))
         elif elapsed - self._last_line >= self.every_s:
             self._last_line = elapsed
-            self.console.print(_status_line(stats, elapsed), highlight=False)
+            self.console.print(self._line(stats, elapsed), highlight=False)
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
+
+
+def search_view(console: Console, every_s: float = 10.0) -> LiveView:
+    """The live view of a running search."""
+    return LiveView(console, progress_table, _status_line, every_s)
 
 
 def closing_table(result: SwarmResult) -> Table:

@@ -18,7 +18,7 @@ from kernelswarm.search import Budget, Check, Migration, Roles, RunInfo, Sink, T
 
 from .config import Config, ConfigError
 from .llm_agent import configured_roles
-from .progress import ProgressView, closing_table
+from .progress import closing_table, search_view
 from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
 from .sinks.sources import source_file_name
@@ -177,7 +177,7 @@ def _drive(swarm: Swarm, console: Console) -> SwarmResult:
     stop_reason = None
     try:
         swarm.start()
-        with ProgressView(console) as view:
+        with search_view(console) as view:
             while not swarm.done(timeout=0.5):
                 view.update(swarm.stats())
     except KeyboardInterrupt:

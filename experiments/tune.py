@@ -40,6 +40,7 @@ from kernelswarm.search import (
 )
 
 from .config import Config
+from .progress import LiveView
 from .resume import restore_records
 from .runner import evaluator_settings
 from .runner import worker_pool as evaluation_workers
@@ -47,7 +48,7 @@ from .sinks import ParquetSink, TrialMLflowSink
 from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
 from .sinks.sources import SOURCE_SUFFIXES, source_file_name
 from .tune_study import KnobStudy, TuneError, kernel_fingerprint
-from .tune_view import TuneView, best_table
+from .tune_view import best_table, study_view
 
 TUNE_FILE = "tune.json"
 JOURNAL = "optuna.journal"
@@ -180,7 +181,7 @@ class _Session:
                 "best": self.study.leader(),
                 "utilisation": self.pool.utilisation()}
 
-    def run(self, view: TuneView, console: Console) -> str:
+    def run(self, view: LiveView, console: Console) -> str:
         stopping = ""
         while True:
             try:
@@ -293,7 +294,7 @@ def _drive(session: _Session, console: Console) -> tuple[str, RunSummary, dict[s
     reason = "the tune failed"
     utilisation: dict[str, float] = {}
     try:
-        with TuneView(console) as view:
+        with study_view(console) as view:
             reason = session.run(view, console)
         utilisation = session.pool.utilisation()
     finally:

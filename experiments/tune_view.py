@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, Group
-from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from .progress import LiveView
 
 
 def knobs_text(params: Mapping[str, Any]) -> str:
@@ -37,33 +37,9 @@ def progress_table(stats: Mapping[str, Any], elapsed: float) -> Group:
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)
 
 
-class TuneView:
-    """A live table on a terminal; a line every ``every_s`` seconds in a log."""
-
-    def __init__(self, console: Console, every_s: float = 10.0) -> None:
-        self.console = console
-        self.every_s = every_s
-        self._live: Live | None = None
-        self._started = time.monotonic()
-        self._last_line = 0.0
-
-    def __enter__(self) -> TuneView:
-        if self.console.is_terminal:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=True)
-            self._live.__enter__()
-        return self
-
-    def update(self, stats: Mapping[str, Any]) -> None:
-        elapsed = time.monotonic() - self._started
-        if self._live is not None:
-            self._live.update(progress_table(stats, elapsed))
-        elif elapsed - self._last_line >= self.every_s:
-            self._last_line = elapsed
-            self.console.print(_status_line(stats, elapsed), highlight=False)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.__exit__(*exc)
+def study_view(console: Console, every_s: float = 10.0) -> LiveView:
+    """The live view of a knob study."""
+    return LiveView(console, progress_table, _status_line, every_s)
 
 
 def best_table(trials: Sequence[Any], study_name: str) -> Table:
