@@ -14,7 +14,17 @@ from rich.console import Console
 
 from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import Budget, Check, Migration, Roles, RunInfo, Sink, Task, load_task
+from kernelswarm.search import (
+    Budget,
+    Candidate,
+    Check,
+    Migration,
+    Roles,
+    RunInfo,
+    Sink,
+    Task,
+    load_task,
+)
 
 from .config import Config, ConfigError
 from .llm_agent import configured_roles
@@ -87,14 +97,19 @@ def _sinks(config: Config) -> list[Sink]:
     return sinks
 
 
+def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
+    """The best kernel's source as ``run_dir/best/<id>.<ext>``; returns its path."""
+    path = run_dir / "best" / source_file_name(candidate)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(candidate.source)
+    return path
+
+
 def _write_outputs(run_dir: Path, result: SwarmResult) -> Path | None:
     summary = result.summary
     best_path = None
     if summary.best is not None:
-        candidate, evaluation = summary.best
-        best_path = run_dir / "best" / source_file_name(candidate)
-        best_path.parent.mkdir(parents=True, exist_ok=True)
-        best_path.write_text(candidate.source)
+        best_path = write_best_kernel(run_dir, summary.best[0])
     doc = {
         "stop_reason": summary.stop_reason, "records": summary.records, "wall_s": summary.wall_s,
         "best": None if summary.best is None else {

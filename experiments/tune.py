@@ -42,11 +42,11 @@ from kernelswarm.search import (
 from .config import Config
 from .progress import LiveView
 from .resume import restore_records
-from .runner import evaluator_settings
+from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
 from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
-from .sinks.sources import SOURCE_SUFFIXES, source_file_name
+from .sinks.sources import SOURCE_SUFFIXES
 from .tune_study import KnobStudy, TuneError, kernel_fingerprint
 from .tune_view import best_table, study_view
 
@@ -314,10 +314,7 @@ def _write_outputs(outcome: TuneOutcome, session: _Session) -> TuneOutcome:
     summary, study, run_dir = outcome.summary, outcome.study, outcome.run_dir
     best_path = None
     if summary.best is not None:
-        candidate, _ = summary.best
-        best_path = run_dir / "best" / source_file_name(candidate)
-        best_path.parent.mkdir(parents=True, exist_ok=True)
-        best_path.write_text(candidate.source)
+        best_path = write_best_kernel(run_dir, summary.best[0])
     top = [{"trial": t.number, "knobs": t.params, "speedup_vs_start": t.value,
             "speedup_vs_eager": t.user_attrs.get("speedup_vs_eager"),
             "candidate_id": t.user_attrs.get("candidate_id")} for t in study.best(10)]
