@@ -1,0 +1,326 @@
+"""Operating-system isolation of the process that runs candidate code (the runner).
+
+Two halves, one on each side of the runner's start:
+
+- ``isolated_command(argv, scratch)`` (in the judge): the command line and ``Popen`` options
+  that start the runner in its own session and, where the platform allows, in new PID, network,
+  IPC and mount namespaces (through util-linux ``unshare``). What works is probed once per
+  process and cached.
+- ``enter_isolation(scratch)`` (in the runner, after torch, the device, the task and the starting
+  kernel are set up and before any candidate code is loaded): makes the file system read-only
+  except the scratch folder, gives the runner a private ``/tmp`` and ``/dev/shm``, hides the
+  folders it is asked to hide, closes inherited sockets, sets resource limits, drops
+  capabilities and installs the seccomp filter (evaluators/seccomp.py). It returns the level
+  reached, for ``Evaluation.metrics``.
+
+Levels, per platform:
+
+========================================  ==========================================================
+platform                                  what the runner gets
+========================================  ==========================================================
+Linux as root (containers, as in CI)      ``unshare --pid --net --ipc --mount``: it is pid 1 of
+                                          its own PID namespace (cannot see or signal the judge;
+                                          everything it could start dies with it), has only a
+                                          down loopback, a read-only file system but for scratch,
+                                          private /tmp and /dev/shm, no capabilities (on the
+                                          thread that loads the candidate) and the seccomp filter.
+                                          Where the container forbids ``unshare`` (Docker's
+                                          default profile), as the next row but one.
+Linux, unprivileged user namespaces       the same through ``unshare --user --map-root-user``;
+                                          "root" only inside its own user namespace.
+Linux without either                      its own session and the seccomp filter: no fork, exec,
+                                          sockets, ptrace, or signals to other processes; the
+                                          file system and /proc are shared (it can read what the
+                                          user can, and write where the user can).
+other systems                             its own session only; the report says so.
+========================================  ==========================================================
+
+The runner is pid 1 of its namespace when it has one: a signal it sends itself without a handler
+installed is ignored (the kernel protects a namespace's init), hardware faults still kill it, and
+``abort()`` ends as SIGSEGV. Nothing here can stop a candidate from corrupting the runner's own
+memory: the verdict must be computed outside the runner.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import resource
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .seccomp import SeccompUnavailable, install_filter
+
+ISOLATION_ENV = "KERNELSWARM_ISOLATION"  # "<namespaces>;<judge's mount namespace>"
+NAMESPACES = ("pid", "net", "ipc", "mount")
+_UNSHARE_FLAGS = ("--pid", "--net", "--ipc", "--mount", "--fork", "--kill-child", "--mount-proc")
+_PROBE_TIMEOUT_S = 10.0
+
+TMP_SIZE = "256m"  # the private /tmp and /dev/shm: memory-backed, so bounded
+FILE_SIZE_LIMIT = 1 << 30  # RLIMIT_FSIZE: the largest file the runner may write
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
+_MS_REC, _MS_PRIVATE, _MS_RELATIME = 16384, 1 << 18, 1 << 21
+# statvfs f_flag bits that a remount must keep (a user namespace may not clear them)
+_KEPT_FLAGS = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+               (os.ST_NOATIME, _MS_NOATIME), (os.ST_NODIRATIME, _MS_NODIRATIME),
+               (os.ST_RELATIME, _MS_RELATIME))
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How runners start here: a command prefix and the namespaces it creates."""
+
+    prefix: tuple[str, ...]
+    namespaces: tuple[str, ...]
+    note: str  # why this level (what was tried and refused)
+
+
+@functools.cache
+def launcher() -> Launcher:
+    """The strongest namespace launcher this machine allows (probed once per process)."""
+    if not sys.platform.startswith("linux"):
+        return Launcher((), (), f"no namespaces on {sys.platform}")
+    unshare, true = shutil.which("unshare"), shutil.which("true")
+    if unshare is None or true is None:
+        return Launcher((), (), "util-linux `unshare` is not installed")
+    refusals = []
+    for prefix in ((unshare, *_UNSHARE_FLAGS),
+                   (unshare, "--user", "--map-root-user", *_UNSHARE_FLAGS)):
+        try:
+            probe = subprocess.run([*prefix, "--", true], stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as exc:
+            refusals.append(f"{' '.join(prefix[1:])}: {exc}")
+            continue
+        if probe.returncode == 0:
+            user = ("user",) if "--user" in prefix else ()
+            return Launcher(tuple(prefix), (*NAMESPACES, *user), "")
+        reason = probe.stderr.strip().splitlines()[-1:] or [f"status {probe.returncode}"]
+        refusals.append(f"{' '.join(prefix[1:3])}...: {reason[0]}")
+    return Launcher((), (), "unshare refused: " + "; ".join(refusals))
+
+
+def _mount_namespace() -> str:
+    return os.readlink("/proc/self/ns/mnt") if os.path.exists("/proc/self/ns/mnt") else ""
+
+
+def isolated_command(argv: Sequence[str], scratch: Path) -> tuple[list[str], dict[str, Any]]:
+    """The runner's command line and extra ``subprocess.Popen`` options.
+
+    ``argv`` starts the runner (``[sys.executable, "-m", ...]``); ``scratch`` is its working
+    folder, the only one it will be able to write. The options put the runner in a new session,
+    so that killing its process group kills all it started; merge them into your own.
+    """
+    if not Path(scratch).is_dir():
+        raise ValueError(f"the runner's scratch folder {scratch} does not exist")
+    options: dict[str, Any] = {"start_new_session": True}
+    found = launcher()
+    env = shutil.which("env")
+    if not found.prefix or env is None:
+        return list(argv), options
+    marker = f"{ISOLATION_ENV}={','.join(found.namespaces)};{_mount_namespace()}"
+    return [*found.prefix, "--", env, marker, *argv], options
+
+
+def _launched_namespaces() -> tuple[set[str], str]:
+    """The namespaces ``isolated_command`` created, as its marker says, and the judge's mount
+    namespace (to refuse remounting the judge's own file system)."""
+    marker = os.environ.pop(ISOLATION_ENV, "")
+    names, _, judge_mounts = marker.partition(";")
+    return {n for n in names.split(",") if n}, judge_mounts
+
+
+def _verified_namespaces(claimed: set[str], judge_mounts: str) -> list[str]:
+    """The namespaces this process really has: pid 1, only a loopback, another mount table."""
+    found = []
+    if "pid" in claimed and os.getpid() == 1:
+        found.append("pid")
+    if "net" in claimed and _interfaces() == ["lo"]:
+        found.append("net")
+    if "ipc" in claimed:
+        found.append("ipc")  # nothing observable from inside tells a fresh one apart
+    if "mount" in claimed and judge_mounts and _mount_namespace() != judge_mounts:
+        found.append("mount")
+    if "user" in claimed:
+        found.append("user")
+    return found
+
+
+def _interfaces() -> list[str]:
+    try:
+        lines = Path("/proc/self/net/dev").read_text().splitlines()[2:]
+    except OSError:
+        return []
+    return sorted(line.split(":", 1)[0].strip() for line in lines)
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                          ctypes.c_char_p]
+    return libc
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+    def enc(text: str | None) -> bytes | None:
+        return None if text is None else os.fsencode(text)
+
+    if _libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount {target}: {os.strerror(code)}")
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this namespace, outermost first (mountinfo escapes spaces as octal)."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        field = line.split()[4]
+        points.append(field.encode().decode("unicode_escape"))
+    return points
+
+
+def _remount_read_only(point: str) -> None:
+    flags = os.statvfs(point).f_flag
+    kept = sum(ms for st, ms in _KEPT_FLAGS if flags & st)
+    _mount(None, point, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
+
+
+def _private_file_system(scratch: Path, hidden: Iterable[Path]) -> list[str]:
+    """Read-only everything, private /tmp and /dev/shm, ``scratch`` writable, ``hidden`` empty.
+
+    Returns the mount points that could not be made read-only (empty when all were).
+    """
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing propagates back to the judge
+    held = os.open(scratch, os.O_PATH | os.O_DIRECTORY)  # scratch may lie under /tmp
+    try:
+        private = [p for p in ("/tmp", "/dev/shm") if os.path.isdir(p)]
+        for point in private:
+            _mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                   f"mode=1777,size={TMP_SIZE}")
+        os.makedirs(scratch, exist_ok=True)
+        _mount(f"/proc/self/fd/{held}", str(scratch), None, _MS_BIND | _MS_REC)
+        _mount(None, str(scratch), None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV)
+    finally:
+        os.close(held)
+    for folder in hidden:
+        if Path(folder).is_dir():
+            _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV,
+                   "mode=0555,size=4k")
+    writable = {str(scratch), *private}
+    refused = []
+    for point in _mount_points():
+        if point in writable:
+            continue
+        try:
+            _remount_read_only(point)
+        except OSError as exc:
+            refused.append(f"{point} ({exc.strerror})")
+    os.chdir(scratch)  # the old working directory is on the now read-only mount
+    return refused
+
+
+def _close_inherited_sockets(keep: Iterable[int]) -> int:
+    """Close every socket descriptor but ``keep`` (a runner inherits none it needs)."""
+    keep = set(keep)
+    closed = 0
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in keep:
+            continue
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.close(fd)
+                closed += 1
+        except OSError:
+            pass  # the descriptor of the listing itself, already closed
+    return closed
+
+
+def _set_limits() -> None:
+    """No core files (they could fill scratch), bounded files, no message queues."""
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
+                         (resource.RLIMIT_MSGQUEUE, 0)):
+        _, hard = resource.getrlimit(limit)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (value, value))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> None:
+    """Empty the bounding, ambient, effective and permitted sets of the calling thread."""
+    libc = _libc()
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for cap in range(last + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails without CAP_SETPCAP: nothing to drop
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"capset: {os.strerror(code)}")
+
+
+def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
+                    keep_fds: Iterable[int] = ()) -> dict[str, str]:
+    """Apply, from inside the runner, what only the runner can apply; return the level reached.
+
+    Call it after torch, the device, the task and the starting kernel are set up (and after
+    opening any shared memory or file the runner needs: /tmp and /dev/shm are replaced) and
+    before any candidate code is loaded. ``hidden`` folders (the run folder, ...) become empty;
+    ``keep_fds`` are sockets the runner must keep. Once it returns, this process can no longer
+    start processes, open sockets or signal other processes.
+    """
+    scratch = Path(scratch).resolve()
+    report: dict[str, str] = {}
+    claimed, judge_mounts = _launched_namespaces()
+    namespaces = _verified_namespaces(claimed, judge_mounts) if sys.platform == "linux" else []
+    report["isolation_namespaces"] = ",".join(namespaces) or "none"
+    if "mount" in namespaces:
+        refused = _private_file_system(scratch, hidden)
+        report["isolation_filesystem"] = ("read-only but scratch; private /tmp and /dev/shm"
+                                          + (f"; still writable: {', '.join(refused)}"
+                                             if refused else ""))
+    else:
+        report["isolation_filesystem"] = "shared with the judge (no mount namespace)"
+    if not sys.platform.startswith("linux"):
+        report["isolation_seccomp"] = f"none: seccomp is a Linux facility ({sys.platform})"
+        report["isolation"] = "session"
+        return report
+    report["isolation_sockets_closed"] = str(_close_inherited_sockets(keep_fds))
+    _set_limits()
+    try:
+        _drop_capabilities()
+        report["isolation_capabilities"] = "none"
+    except OSError as exc:
+        report["isolation_capabilities"] = f"kept ({exc.strerror})"
+    try:
+        installed = install_filter()
+        report["isolation_seccomp"] = f"filter ({installed.arch}, {installed.instructions} BPF " \
+                                      f"instructions)"
+    except (SeccompUnavailable, OSError) as exc:
+        report["isolation_seccomp"] = f"none: {exc}"
+    full = {"pid", "net", "ipc", "mount"} <= set(namespaces)
+    sandboxed = report["isolation_seccomp"].startswith("filter")
+    report["isolation"] = ("namespaces+seccomp" if full and sandboxed
+                           else "seccomp" if sandboxed else "session")
+    return report
