@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from kernelswarm.search import LANGUAGES
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -38,9 +40,13 @@ class RunSection(_Section):
     seed: int = 0
 
 
+# The kernel languages a config may name: those with a LanguageSpec (kernelswarm.search.SPECS).
+LanguageName = Literal[LANGUAGES]  # type: ignore[valid-type]
+
+
 class TaskSection(_Section):
     name: str = "silu_and_mul"  # a built-in task name, or a path to a task folder
-    language: Literal["cpp", "cuda", "torch-ext", "triton"] = "cpp"
+    language: LanguageName = "cpp"
 
 
 class SearchSection(_Section):

@@ -23,11 +23,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import LANGUAGES, Evaluation, Origin, Status, TaskError, load_task
+from kernelswarm.search import (
+    LANGUAGES,
+    SUFFIX_LANGUAGES,
+    Evaluation,
+    Origin,
+    Status,
+    TaskError,
+    UnknownLanguage,
+    language_spec,
+    load_task,
+    spec_for_suffix,
+)
 
 from .config import BUILTIN_TASKS
 
-LANGUAGE_BY_SUFFIX = {".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".cu": "cuda", ".py": "triton"}
 # A torch extension compiles for about a minute (with CUDA); the default 60 s limit is for cpp.
 TORCH_EXT_COMPILE_TIMEOUT_S = 600.0
 
@@ -46,7 +56,8 @@ def add_eval_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("candidate", metavar="CANDIDATE_FILE", help="the kernel's source file")
     parser.add_argument("--language", choices=LANGUAGES,
                         help="the kernel language (default: from the file's extension: "
-                             ".cpp -> cpp, .cu -> cuda, .py -> triton)")
+                             + ", ".join(f"{s} -> {spec.name}"
+                                         for s, spec in SUFFIX_LANGUAGES.items()) + ")")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda where the language "
                                          "runs there and nvidia-smi finds a GPU, else cpu)")
     parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
@@ -69,16 +80,15 @@ def infer_language(candidate: Path, given: str | None) -> str:
     """``given``, else the language the file's extension stands for."""
     if given:
         return given
-    language = LANGUAGE_BY_SUFFIX.get(candidate.suffix.lower())
-    if language is None:
-        known = ", ".join(f"{s} -> {lang}" for s, lang in LANGUAGE_BY_SUFFIX.items())
+    try:
+        return spec_for_suffix(candidate.suffix).name
+    except UnknownLanguage as exc:
         raise EvalUsageError(f"cannot tell the language of {candidate.name!r} from its "
-                             f"extension ({known}): pass --language")
-    return language
+                             f"extension ({exc}): pass --language") from None
 
 
 def default_device(language: str) -> str:
-    if language in ("cuda", "triton", "torch-ext") and shutil.which("nvidia-smi"):
+    if language_spec(language).runs_on("cuda") and shutil.which("nvidia-smi"):
         return "cuda"
     return "cpu"
 

@@ -13,12 +13,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.search import Candidate, Evaluation, Origin, Record, ShapeResult, Status, Task
+from kernelswarm.search import (
+    Candidate,
+    Evaluation,
+    Origin,
+    Record,
+    ShapeResult,
+    Status,
+    Task,
+    source_suffix,
+)
 
 from .config import ConfigError
 from .sinks import read_evaluations
 from .sinks.parquet import CANDIDATES
-from .sinks.sources import SOURCE_SUFFIXES
 
 _SHAPE_COLUMNS = [f for f in ShapeResult.__dataclass_fields__ if f != "shape"]
 
@@ -36,7 +44,7 @@ def _shape(row: Mapping[str, Any]) -> ShapeResult:
 
 def _candidate(run_dir: Path, row: Mapping[str, Any], task: Task) -> Candidate:
     cid, language = row["candidate_id"], row["language"]
-    path = run_dir / CANDIDATES / f"{cid}.{SOURCE_SUFFIXES.get(language, 'txt')}"
+    path = run_dir / CANDIDATES / f"{cid}{source_suffix(language)}"
     if not path.is_file():
         raise ResumeError(f"record {row['seq']}: the source of candidate {cid} is missing ({path})")
     if row["knob_space"] is None:

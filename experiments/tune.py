@@ -37,6 +37,7 @@ from kernelswarm.search import (
     Tracker,
     journal_storage,
     load_task,
+    source_suffix,
 )
 
 from .config import Config
@@ -46,7 +47,6 @@ from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
 from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
-from .sinks.sources import SOURCE_SUFFIXES
 from .tune_study import KnobStudy, TuneError, kernel_fingerprint
 from .tune_view import best_table, study_view
 
@@ -87,7 +87,7 @@ class TuneSpec:
 
 
 def kernel_file_name(language: str) -> str:
-    return f"kernel.{SOURCE_SUFFIXES.get(language, 'txt')}"
+    return f"kernel{source_suffix(language)}"
 
 
 def resolve_storage(storage: str | None, run_dir: Path) -> tuple[Any, str]:

@@ -16,10 +16,11 @@ from typing import Any
 from rich.console import Console
 
 from kernelswarm.search import LANGUAGES, load_task
+from kernelswarm.search.tuning import kernel_fingerprint
 
 from .config import Config, load_config, load_run_config
-from .eval_command import LANGUAGE_BY_SUFFIX, default_device
-from .tune_study import TuneError, kernel_fingerprint
+from .eval_command import EvalUsageError, default_device, infer_language
+from .tune_study import TuneError
 
 TUNE_DEFAULTS = Path(__file__).with_name("tune.toml")
 
@@ -90,11 +91,10 @@ def parse_knobs(items: list[str]) -> dict[str, tuple[Any, ...]]:
 def _language(args: argparse.Namespace) -> str | None:
     if args.language or not args.kernel:
         return args.language
-    language = LANGUAGE_BY_SUFFIX.get(Path(args.kernel).suffix.lower())
-    if language is None:
-        raise TuneError(f"cannot tell the language of {args.kernel!r} from its extension: pass "
-                        f"--language")
-    return language
+    try:
+        return infer_language(Path(args.kernel), None)
+    except EvalUsageError as exc:
+        raise TuneError(str(exc)) from None
 
 
 def _new_config(args: argparse.Namespace) -> Config:

@@ -6,6 +6,19 @@ from .candidate import Candidate, Origin, candidate_id
 from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
 from .evaluator import CompileResult, Evaluator
 from .executor import LocalExecutor, evaluate_once, step_lineage
+from .language_spec import (
+    LANGUAGES,
+    SPECS,
+    SUFFIX_LANGUAGES,
+    Arguments,
+    KnobStyle,
+    LanguageSpec,
+    Syntax,
+    UnknownLanguage,
+    language_spec,
+    source_suffix,
+    spec_for_suffix,
+)
 from .lineage import Lineage, knob_family
 from .roles import (
     ADOPT,
@@ -30,7 +43,7 @@ from .roles import (
     Usage,
 )
 from .sink import Record, RunInfo, RunSummary, Sink
-from .task import LANGUAGES, Shape, StartingKernel, Task, TaskError, Tolerance, load_task
+from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .tracker import Tracker
 from .tuning import KnobTuner, journal_storage
 
@@ -43,4 +56,6 @@ __all__ = [
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
     "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "knob_family", "load_task",
     "journal_storage", "step_lineage",
+    "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
+    "language_spec", "source_suffix", "spec_for_suffix",
 ]

@@ -36,8 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from .candidate import Candidate, Origin
-
-LANGUAGES = ("cpp", "cuda", "torch-ext", "triton")
+from .language_spec import LANGUAGES, SPECS
 
 
 class TaskError(ValueError):
@@ -173,9 +172,10 @@ def _kernels(module: ModuleType, folder: Path, where: Path) -> dict[str, Startin
         raise TaskError(f"{where}: KERNELS must be a non-empty dict of language -> kernel spec")
     kernels = {}
     for language, spec in raw.items():
-        if language not in LANGUAGES:
+        if language not in SPECS:
             raise TaskError(f"{where}: KERNELS[{language!r}]: unknown language; allowed: "
                             f"{', '.join(LANGUAGES)}")
+        described = SPECS[language]
         for key in ("source", "entry"):
             if key not in spec:
                 raise TaskError(f"{where}: KERNELS[{language!r}] lacks {key!r}")
@@ -183,12 +183,11 @@ def _kernels(module: ModuleType, folder: Path, where: Path) -> dict[str, Startin
         if not source_path.is_file():
             raise TaskError(f"{where}: KERNELS[{language!r}]['source'] names {spec['source']!r}, "
                             f"which is not a file in {folder}")
-        if language == "cpp" and (not isinstance(spec.get("argtypes"), (list, tuple))
-                                  or not spec["argtypes"]):
-            raise TaskError(f"{where}: KERNELS['cpp'] needs 'argtypes', the entry point's "
-                            f"parameters in order as 'ptr', 'i64', 'i32', 'f32' or 'f64'; got "
-                            f"{spec.get('argtypes')!r}")
-        launcher = f"launch_{language.replace('-', '_')}"
+        try:
+            described.check_kernel_entry(spec)
+        except ValueError as exc:
+            raise TaskError(f"{where}: {exc}") from None
+        launcher = described.launcher
         if not callable(getattr(module, launcher, None)):
             raise TaskError(f"{where}: KERNELS has {language!r} but no function {launcher}()")
         knobs = {str(k): tuple(v) for k, v in spec.get("knobs", {}).items()}

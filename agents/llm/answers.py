@@ -16,7 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelswarm.agents.builtin.clike import SourceError, extern_c_functions
-from kernelswarm.search import ADOPT, REWRITE, STOP, TUNE, Candidate, Check, Plan, Task
+from kernelswarm.search import (
+    ADOPT,
+    REWRITE,
+    SPECS,
+    STOP,
+    TUNE,
+    Candidate,
+    Check,
+    Plan,
+    Syntax,
+    Task,
+)
 
 from .client import MalformedAnswer
 
@@ -24,8 +35,6 @@ LLM_MOVE = "llm:"  # prefix of a move the LLM coder realises: "llm:<short name>"
 _MOVE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
-CODE_TAGS = {"cpp": ("cpp", "c++", "cc", "cxx", "c"), "cuda": ("cuda", "cu", "cpp", "c++"),
-             "torch-ext": ("cpp", "c++", "cuda"), "triton": ("python", "py")}
 MAX_KNOB_VALUES = 16
 MAX_CHECKS = 8
 MAX_SCALE = 1e4
@@ -157,7 +166,7 @@ def _entry_points(parent: Candidate) -> list[str]:
     """The functions the task's launcher may call: the entry and, for C-like kernels, every
     function the parent gives C linkage."""
     names = [parent.entry]
-    if parent.language != "triton":
+    if SPECS[parent.language].syntax is Syntax.CPP:
         try:
             names += [f.name for f in extern_c_functions(parent.source)]
         except SourceError:
@@ -187,7 +196,7 @@ def _knob_space(raw: Any, source: str) -> dict[str, tuple[Any, ...]]:
 def parse_kernel(text: str, parent: Candidate) -> KernelAnswer:
     """A whole kernel (a code block) or a diff against ``parent``, plus its knobs (json)."""
     blocks = fenced_blocks(text)
-    tags = CODE_TAGS.get(parent.language, ())
+    tags = SPECS[parent.language].fence_tags
     code = [body for tag, body in blocks if tag in tags]
     diffs = [body for tag, body in blocks if tag in ("diff", "patch")]
     if len(code) + len(diffs) != 1:

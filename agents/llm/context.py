@@ -13,29 +13,12 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kernelswarm.search import Attempt, Candidate, Evaluation, Feedback, LineageView, Task
+from kernelswarm.search import SPECS, Attempt, Candidate, Evaluation, Feedback, LineageView, Task
 
 ELITE_SOURCE_CHARS = 4000
 LOG_CHARS = 3000
 METRICS_CHARS = 2000
 
-KNOB_CONVENTIONS = {
-    "cpp": ("Knobs are compile-time macros: each knob NAME is passed as -DNAME=VALUE with one of "
-            "its declared values (the first is the default). Guard each with `#ifndef NAME` / "
-            "`#define NAME <default>` / `#endif` so the file also builds alone. The kernel is "
-            "compiled by g++ -O3 into a shared library and called through ctypes on raw "
-            "pointers; it runs on one CPU thread (no threads, no OpenMP)."),
-    "cuda": ("Knobs are compile-time macros: each knob NAME is passed as -DNAME=VALUE (first "
-             "value the default); guard each with #ifndef. The file is compiled by NVRTC: "
-             "`extern \"C\" __global__` kernels, no host code, `long long` instead of int64_t. "
-             "The task's launcher picks grid and block, and may read knob values."),
-    "torch-ext": ("Knobs are compile-time macros (-DNAME=VALUE, first value the default). The "
-                  "file is a PyTorch C++/CUDA extension built with load_inline; the task's "
-                  "launcher calls the entry point with tensors."),
-    "triton": ("Knobs reach the entry point as keyword arguments on every call (declare each "
-               "with a default) and are passed to @triton.jit kernels as tl.constexpr "
-               "parameters. The entry point is a plain Python function that launches them."),
-}
 
 
 def _fmt(value: Any) -> str:
@@ -52,14 +35,13 @@ def _cut(text: str, limit: int, keep_end: bool = False) -> str:
 
 
 def _fenced(source: str, language: str) -> str:
-    tag = {"triton": "python", "torch-ext": "cpp"}.get(language, language)
-    return f"```{tag}\n{source.rstrip()}\n```"
+    return f"```{SPECS[language].fence_tag}\n{source.rstrip()}\n```"
 
 
 def task_section(task: Task, language: str) -> str:
     """The task, its shapes and tolerances, and the calling contract in ``language``."""
     kernel = task.kernel(language)
-    launcher = getattr(task.module, f"launch_{language.replace('-', '_')}", None)
+    launcher = getattr(task.module, SPECS[language].launcher, None)
     try:
         contract = inspect.getsource(launcher) if launcher is not None else ""
     except (OSError, TypeError):

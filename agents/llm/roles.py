@@ -27,6 +27,7 @@ from kernelswarm.agents.builtin import RuleAnalyst, RuleCoder, transformations_f
 from kernelswarm.search import (
     REPAIR,
     REWRITE,
+    SPECS,
     STOP,
     Analyst,
     Candidate,
@@ -77,7 +78,7 @@ class _LLMRole:
         return {
             "task": context.task_section(self.task, self.language), "language": self.language,
             "kernel": context.kernel_section(view.current),
-            "knob_conventions": context.KNOB_CONVENTIONS.get(self.language, ""),
+            "knob_conventions": SPECS[self.language].knob_guide,
             "profile": context.profile_section(current),
             "machine": context.machine_section(
                 [current, *(p[1] if p else None for p in (view.best, view.global_best))]),

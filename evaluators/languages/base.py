@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ...search.candidate import Candidate
+from ...search.language_spec import LanguageSpec
 from ..environment import scrubbed_environment
 from ..screen import ScreenRule, SyntaxRule
 
@@ -54,8 +55,13 @@ class LoadError(Exception):
 
 
 class KernelLanguage(ABC):
-    """One kernel language: how its sources are screened, built, loaded and called."""
+    """One kernel language: how its sources are screened, built, loaded and called.
 
+    A subclass sets ``spec``, the language's ``LanguageSpec`` (``SPECS[name]``); ``name`` and
+    ``devices`` are read from it.
+    """
+
+    spec: ClassVar[LanguageSpec]
     name: ClassVar[str]
     devices: ClassVar[tuple[str, ...]]  # device kinds it runs on: "cpu", "cuda"
     artifact_suffix: ClassVar[str]
@@ -63,6 +69,11 @@ class KernelLanguage(ABC):
     # True where the kernel brings host code that runs in the sandbox around its launches
     # (Python, or C++ that can call ATen): every call then runs under the integrity guard.
     host_code: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "spec" in cls.__dict__:
+            cls.name, cls.devices = cls.spec.name, cls.spec.devices
 
     @classmethod
     def from_settings(cls, settings: Any) -> KernelLanguage:
@@ -72,10 +83,11 @@ class KernelLanguage(ABC):
     @property
     def launcher(self) -> str:
         """Name of the task's launch function for this language (``launch_cpp``, ...)."""
-        return "launch_" + self.name.replace("-", "_")
+        return self.spec.launcher
 
-    def check_spec(self, entry: str, spec: Mapping[str, Any]) -> None:  # noqa: B027 - optional
+    def check_spec(self, entry: str, spec: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` naming the key when a task's kernel spec cannot be used."""
+        self.spec.check_kernel_entry(spec)
 
     @abstractmethod
     def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ...search.candidate import Candidate
+from ...search.language_spec import ARGUMENT_KINDS, SPECS
 from ..screen import ScreenRule
 from .base import (
     BuildError,
@@ -45,6 +46,7 @@ CTYPE_KINDS: dict[str, Any] = {
     "f32": ctypes.c_float,
     "f64": ctypes.c_double,
 }
+assert tuple(CTYPE_KINDS) == ARGUMENT_KINDS, "the spec's argument kinds and their ctypes differ"
 
 _CALL = r"\s*\("  # a name followed by a call's parenthesis
 
@@ -148,20 +150,9 @@ def _exports(artifact: Path, symbol: str) -> bool | None:
 class CppLanguage(KernelLanguage):
     """C++ built into a shared library and called through ctypes, on the CPU."""
 
-    name = "cpp"
-    devices = ("cpu",)
+    spec = SPECS["cpp"]
     artifact_suffix = ".so"
     screen_rules = CPP_SCREEN_RULES
-
-    def check_spec(self, entry: str, spec: Mapping[str, Any]) -> None:
-        kinds = spec.get("argtypes")
-        if not isinstance(kinds, (list, tuple)) or not kinds:
-            raise ValueError("KERNELS['cpp']['argtypes'] must be a non-empty list of "
-                             f"{', '.join(CTYPE_KINDS)}; got {kinds!r}")
-        unknown = [k for k in kinds if k not in CTYPE_KINDS]
-        if unknown:
-            raise ValueError(f"KERNELS['cpp']['argtypes'] has unknown kinds {unknown}; "
-                             f"allowed: {', '.join(CTYPE_KINDS)}")
 
     def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:
         return (*CPP_FLAGS, compiler_identity(compiler()))

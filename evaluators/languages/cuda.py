@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...search.candidate import Candidate
+from ...search.language_spec import SPECS
 from ..screen import ScreenRule
 from ..settings import EvaluatorSettings, normalize_cuda_arch
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError, macro_definitions
@@ -131,8 +132,7 @@ def _defines(knobs: Mapping[str, Any]) -> list[tuple[str, str]]:
 class CudaLanguage(KernelLanguage):
     """CUDA C++ device code built by NVRTC and launched through the CUDA driver."""
 
-    name = "cuda"
-    devices = ("cuda",)
+    spec = SPECS["cuda"]
     artifact_suffix = ".kscubin"
     screen_rules = CUDA_SCREEN_RULES
 

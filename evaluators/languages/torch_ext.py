@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ...search.candidate import Candidate
+from ...search.language_spec import SPECS
 from ..screen import ScreenRule
 from .base import (
     BuildError,
@@ -125,8 +126,7 @@ def module_name(artifact: Path) -> str:
 class TorchExtLanguage(KernelLanguage):
     """A PyTorch C++/CUDA extension built with load_inline; runs on CPU or CUDA."""
 
-    name = "torch-ext"
-    devices = ("cpu", "cuda")
+    spec = SPECS["torch-ext"]
     artifact_suffix = ".so"
     screen_rules = TORCH_EXT_SCREEN_RULES
     host_code = True

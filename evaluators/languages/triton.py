@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...search.candidate import Candidate
+from ...search.language_spec import SPECS
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError
 from .triton_screen import TRITON_SCREEN_RULES
 
@@ -90,8 +91,7 @@ def read_knobs(text: str) -> dict[str, Any]:
 class TritonLanguage(KernelLanguage):
     """Triton kernels in a Python module; interpreted on CPU, JIT-compiled on CUDA."""
 
-    name = "triton"
-    devices = ("cpu", "cuda")
+    spec = SPECS["triton"]
     artifact_suffix = ".py"
     screen_rules = TRITON_SCREEN_RULES
     host_code = True

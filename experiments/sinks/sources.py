@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from kernelswarm.search import Candidate
-
-# Keyed by kernel language; the suffix lets an editor (and a person) recognise the file.
-SOURCE_SUFFIXES: dict[str, str] = {"cpp": "cpp", "cuda": "cu", "torch-ext": "cpp", "triton": "py"}
+from kernelswarm.search import Candidate, source_suffix
 
 
 def source_file_name(candidate: Candidate) -> str:
-    """``<candidate id>.<suffix>``; a language this table does not know is stored as ``.txt``."""
-    return f"{candidate.id}.{SOURCE_SUFFIXES.get(candidate.language, 'txt')}"
+    """``<candidate id><suffix>``, the language's canonical suffix (``LanguageSpec.suffix``), so
+    that an editor and a person recognise the file; ``.txt`` for a language without a spec."""
+    return f"{candidate.id}{source_suffix(candidate.language)}"
