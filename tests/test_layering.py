@@ -1,48 +1,215 @@
-"""The layering rules of docs/architecture.md, checked on the source."""
+"""The layering of kernelswarm, stated once (``LAYERS``) and checked on the source.
+
+docs/architecture.md quotes ``LAYERS`` (its "Layers" block lists the same folders, top tier
+first); ``test_the_architecture_page_states_these_layers`` keeps the two in agreement. Imports
+are read from every file, inside functions too, with relative imports resolved to the module
+they name (``from ..search import x`` in evaluators/ is an import of ``kernelswarm.search``).
+"""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("search", "agents", "evaluators", "cluster", "experiments")
-# Which layer may import each outside package (task files may import torch too).
-ONLY = {"ray": "cluster", "openai": "agents", "mlflow": "experiments"}
-TORCH_LIKE = {"torch", "triton", "cuda", "cupy"}
-BELOW = {layer: set(LAYERS[:i]) for i, layer in enumerate(LAYERS)}
+
+# Tiers, bottom first: a layer may import its own tier's package and the tiers below, never a
+# layer beside it or above it. agents/ and evaluators/ share a tier: the roles never build or
+# run a kernel and the evaluators never choose one, so neither imports the other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("search",),
+    ("agents", "evaluators"),
+    ("cluster",),
+    ("experiments",),
+)
+ALL_LAYERS = tuple(layer for tier in LAYERS for layer in tier)
+TIER = {layer: i for i, tier in enumerate(LAYERS) for layer in tier}
+
+# The only places an outside package may be imported. Task files (experiments/tasks/) are
+# trusted user code run in the evaluator's sandbox: they may import torch and triton too.
+THIRD_PARTY = {
+    "ray": ("cluster",),
+    "openai": ("agents",),
+    "mlflow": ("experiments",),
+    "torch": ("evaluators", "tasks"),
+    "triton": ("evaluators", "tasks"),
+    "cuda": ("evaluators", "tasks"),
+    "cupy": ("evaluators", "tasks"),
+}
 
 
-def _imports(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _module_name(path: Path) -> tuple[str, ...]:
+    parts = ("kernelswarm", *path.relative_to(ROOT).with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _package(path: Path) -> tuple[str, ...]:
+    name = _module_name(path)
+    return name if path.name == "__init__.py" else name[:-1]
+
+
+def imported_modules(path: Path, text: str | None = None) -> Iterator[tuple[int, str]]:
+    """``(line, absolute module name)`` of every import in ``path`` (or in ``text``, read as
+    if it were that file), relative ones resolved; ``from package import name`` also yields
+    ``package.name`` where that is a module of the tree."""
+    source = path.read_text() if text is None else text
+    for node in ast.walk(ast.parse(source, str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = _package(path)
+                if node.level - 1 >= len(package):
+                    raise AssertionError(f"{path}:{node.lineno}: relative import beyond the "
+                                         f"kernelswarm package")
+                base = ".".join(package[:len(package) - (node.level - 1)])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            yield node.lineno, module
+            for alias in node.names:
+                if _source_of(f"{module}.{alias.name}") is not None:
+                    yield node.lineno, f"{module}.{alias.name}"
+
+
+def _source_of(module: str) -> Path | None:
+    """The file of a kernelswarm module, or None (another package, or a name in a module)."""
+    parts = module.split(".")
+    if parts[0] != "kernelswarm" or len(parts) < 2:
+        return None
+    folder = ROOT.joinpath(*parts[1:])
+    for candidate in (folder.with_suffix(".py"), folder / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _files(layer: str) -> list[Path]:
-    return [p for p in (ROOT / layer).rglob("*.py") if "tasks" not in p.relative_to(ROOT).parts]
+    return sorted((ROOT / layer).rglob("*.py"))
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-def test_layer_imports(layer):
-    problems = []
-    for path in _files(layer):
-        for name in _imports(path):
-            top = name.split(".")[0]
-            if top in LAYERS:
-                problems.append(f"{path}: bare import of {name!r}; use kernelswarm.{name}")
-            if top in ONLY and ONLY[top] != layer:
-                problems.append(f"{path}: imports {top}, which only {ONLY[top]}/ may")
-            if top in TORCH_LIKE and layer != "evaluators":
-                problems.append(f"{path}: imports {top}, which only evaluators/ may")
-            if top == "kernelswarm":
-                target = name.split(".")[1] if "." in name else ""
-                if target in LAYERS and target != layer and target not in BELOW[layer]:
-                    problems.append(f"{path}: imports {name}, a layer above {layer}/")
+def _place(path: Path) -> str:
+    """The layer a file belongs to, or "tasks" for a task folder's files."""
+    parts = path.relative_to(ROOT).parts
+    return "tasks" if parts[:2] == ("experiments", "tasks") else parts[0]
+
+
+def layer_problems(path: Path, text: str | None = None) -> list[str]:
+    """What ``path`` (or ``text`` as that file) imports against the layering: layers above or
+    beside its own, bare layer names, outside packages its layer may not import."""
+    place, problems = _place(path), []
+    layer = path.relative_to(ROOT).parts[0]
+    for line, module in imported_modules(path, text):
+        parts = module.split(".")
+        where = f"{path.relative_to(ROOT)}:{line}"
+        if parts[0] in ALL_LAYERS:
+            problems.append(f"{where}: bare import of {module!r}; use kernelswarm.{module}")
+        if parts[0] in THIRD_PARTY and place not in THIRD_PARTY[parts[0]]:
+            allowed = " and ".join(f"{p}/" if p != "tasks" else "task files"
+                                   for p in THIRD_PARTY[parts[0]])
+            problems.append(f"{where}: imports {parts[0]}, which only {allowed} may")
+        if parts[0] == "kernelswarm" and len(parts) > 1 and parts[1] in TIER:
+            target = parts[1]
+            if target != layer and TIER[target] >= TIER[layer]:
+                side = "beside" if TIER[target] == TIER[layer] else "above"
+                problems.append(f"{where}: imports {module}, a layer {side} {layer}/")
+    return problems
+
+
+@pytest.mark.parametrize("layer", ALL_LAYERS)
+def test_layer_imports_point_down_only(layer):
+    problems = [p for path in _files(layer) for p in layer_problems(path)]
     assert not problems, "\n".join(problems)
+
+
+def _module_graph(layer: str) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in _files(layer):
+        name = ".".join(_module_name(path))
+        targets = graph.setdefault(name, set())
+        for _, module in imported_modules(path):
+            found = _source_of(module)
+            # A module's own package __init__ runs before it anyway: not an edge of a cycle.
+            if found is not None and found.is_relative_to(ROOT / layer) \
+                    and not (found.name == "__init__.py" and name.startswith(module + ".")):
+                targets.add(".".join(_module_name(found)))
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (or a module importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm; the graphs are a few hundred modules
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph.get(node, ()):
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+@pytest.mark.parametrize("layer", ALL_LAYERS)
+def test_no_import_cycle_inside_a_layer(layer):
+    cycles = import_cycles(_module_graph(layer))
+    assert not cycles, "modules that import each other (directly or in a ring):\n" + "\n".join(
+        " <-> ".join(group) for group in cycles)
+
+
+def test_the_checker_resolves_relative_imports_and_finds_cycles():
+    # The checks above must be able to fail: relative imports of a layer above or beside...
+    probe = ROOT / "evaluators" / "languages" / "probe.py"
+    assert layer_problems(probe, "from ...search import Candidate\n") == []
+    assert layer_problems(probe, "def f():\n    from ...agents import builtin\n") == [
+        "evaluators/languages/probe.py:2: imports kernelswarm.agents, a layer beside "
+        "evaluators/", "evaluators/languages/probe.py:2: imports kernelswarm.agents.builtin, "
+        "a layer beside evaluators/"]
+    search_probe = ROOT / "search" / "probe.py"
+    assert any("a layer above search/" in p
+               for p in layer_problems(search_probe, "from ..cluster import connect\n"))
+    assert any("only cluster/ may" in p for p in layer_problems(search_probe, "import ray\n"))
+    # ... and a ring of modules.
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_architecture_page_states_these_layers():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```\n(.*?)```", section, re.S)
+    assert block, "docs/architecture.md: the Layers section has no code block"
+    stated = []
+    for line in block.group(1).splitlines():
+        names = re.match(r"((?:\w+/\s*)+)", line)
+        if names:
+            stated.append(tuple(re.findall(r"(\w+)/", names.group(1))))
+    assert stated == [tuple(sorted(t)) for t in reversed(LAYERS)], (
+        f"docs/architecture.md lists the tiers {stated}, top first; tests/test_layering.py "
+        f"says {list(reversed(LAYERS))}")
