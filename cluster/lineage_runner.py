@@ -1,9 +1,9 @@
-"""A lineage as a Ray actor: the agent loop, compiling on its own CPU before asking for a GPU."""
+"""A lineage as a Ray actor: the search's ``Driver`` with ports over the tracker and dispatcher
+actors, compiling on its own CPU before asking for a GPU."""
 
 from __future__ import annotations
 
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +14,7 @@ import ray
 from kernelswarm.search import (
     Budget,
     Candidate,
+    Driver,
     Evaluation,
     Evaluator,
     KnobTuner,
@@ -22,9 +23,7 @@ from kernelswarm.search import (
     journal_storage,
 )
 
-# How long a lineage waits for another's verdict on the same kernel before evaluating it itself
-# (the other may have died); long enough for a compile plus a queued evaluation.
-CLAIM_WAIT_S = 600.0
+from .ports import ActorTracker, DispatchedEvaluator
 
 
 @dataclass(frozen=True)
@@ -64,48 +63,15 @@ class LineageRunner:
     def stop(self) -> None:
         self._stop.set()
 
-    def _evaluate(self, candidate: Candidate) -> tuple[Evaluation, float]:
-        """The verdict and the worker seconds it cost (0 when a recorded verdict is reused)."""
-        known, mine = ray.get(self._tracker.claim.remote(candidate.id))
-        if known is not None:
-            return known, 0.0
-        if not mine:  # another lineage is evaluating this very kernel: take its verdict
-            deadline = time.monotonic() + CLAIM_WAIT_S
-            while time.monotonic() < deadline and not self._stop.is_set():
-                time.sleep(0.25)
-                if (known := ray.get(self._tracker.lookup.remote(candidate.id))) is not None:
-                    return known, 0.0
-        try:
-            built = self._compiler.compile(candidate)
-            if not built.ok:
-                return built.as_evaluation(), 0.0
-            reused = ray.get(self._tracker.lookup_binary.remote(candidate.id, built.binary))
-            if reused is not None:
-                return reused, 0.0
-            evaluation = ray.get(self._dispatcher.evaluate.remote(candidate))
-            return evaluation, evaluation.eval_s
-        except BaseException:
-            self._tracker.release.remote(candidate.id)
-            raise
-
     def run(self) -> LineageResult:
         lineage = self._lineage
+        driver = Driver(ActorTracker(self._tracker),
+                        DispatchedEvaluator(self._compiler, self._dispatcher), stop=self._stop)
         try:
-            while not self._stop.is_set():
-                migrants = ray.get(self._tracker.migrants.remote(lineage.lineage, lineage.step))
-                if migrants:
-                    lineage.receive(migrants)
-                candidate = lineage.propose()
-                if candidate is None:
-                    break
-                evaluation, worker_s = self._evaluate(candidate)
-                lineage.observe(candidate, evaluation, worker_s)
-                ray.get(self._tracker.record.remote(lineage.lineage, lineage.step, candidate,
-                                                    evaluation))
+            reason = driver.run(lineage)
         except Exception:
             return LineageResult(lineage.lineage, lineage.step, "crashed", lineage.best_speedup,
                                  traceback.format_exc())
         finally:
             self._compiler.close()
-        reason = "stopped by the driver" if self._stop.is_set() else lineage.stop_reason or ""
         return LineageResult(lineage.lineage, lineage.step, reason, lineage.best_speedup)

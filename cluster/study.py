@@ -1,12 +1,13 @@
-"""The worker pool of a knob study: trials built on the driver, evaluated on the GPUs.
+"""The worker pool of a knob study: trials built in the calling process, evaluated on the GPUs.
 
-``TrialPool`` keeps up to ``slots`` trials in flight. A slot is a driver thread with its own
-compiler: it builds the candidate (compilers are subprocesses, so threads overlap them; a build
-that fails never reaches a worker) and then hands it to the ``EvalDispatcher``, which gives it
-to a free ``EvalWorker`` (one per GPU, num_gpus=1). Building on the driver costs no actor
-process per slot; on a cluster of several machines a worker elsewhere builds again into its own
-node's cache. The driver asks Optuna for settings and tells it the verdicts: this module knows
-nothing of Optuna.
+``TrialPool`` keeps up to ``slots`` trials in flight. A slot is a thread that judges one trial
+with the search's ``Driver``: its ports are the caller's tracker and a ``DispatchedEvaluator``
+with the slot's own compiler (compilers are subprocesses, so threads overlap them; a build that
+fails never reaches a worker) over the ``EvalDispatcher``, which gives each candidate to a free
+``EvalWorker`` (one per GPU, num_gpus=1). Building here costs no actor process per slot; on a
+cluster of several machines a worker elsewhere builds again into its own node's cache. The
+caller asks Optuna for settings, records the verdicts and tells them: this module knows nothing
+of Optuna.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from dataclasses import dataclass
 
 import ray
 
-from kernelswarm.search import Candidate, Evaluation, Evaluator
+from kernelswarm.search import Candidate, Driver, Evaluation, Evaluator, Judged, TrackerPort
 
 from .eval_worker import EvalDispatcher, EvalWorker
+from .ports import DispatchedEvaluator
 
 # How long closing waits for workers to release their sandboxes before they are killed.
 CLOSE_WAIT_S = 60.0
@@ -32,28 +34,35 @@ class Finished:
 
     key: Hashable
     candidate: Candidate
-    evaluation: Evaluation
+    judged: Judged
+
+    @property
+    def evaluation(self) -> Evaluation:
+        return self.judged.evaluation
 
 
 class TrialPool:
     """``workers`` evaluation workers behind one dispatcher, fed by ``slots`` build threads.
 
-    Used from one thread (the driver). ``submit`` needs a free slot (``has_room``); ``wait``
+    ``tracker`` serves claims and recorded verdicts (a candidate recorded before, or built to a
+    binary judged before, is not evaluated again); the caller records. Used from one thread. ``submit`` needs a free slot (``has_room``); ``wait``
     returns the trials that finished, in the order they finished. An exception of the
     evaluation (e.g. a ``TaskError`` because the starting kernel fails its own task) is raised
     by ``wait``.
     """
 
     def __init__(self, make_evaluator: Callable[[], Evaluator], workers: int,
-                 worker_resources: dict[str, float], slots: int | None = None) -> None:
+                 worker_resources: dict[str, float], tracker: TrackerPort,
+                 slots: int | None = None) -> None:
         self.workers = [EvalWorker.options(**worker_resources).remote(make_evaluator)
                         for _ in range(workers)]
         self.dispatcher = EvalDispatcher.remote(self.workers)
         self.slots = slots or workers
+        self._tracker = tracker
         self._make_compiler = make_evaluator
         self._compilers: queue.SimpleQueue[Evaluator] = queue.SimpleQueue()
         self._threads = concurrent.futures.ThreadPoolExecutor(self.slots, "trial-build")
-        self._pending: dict[concurrent.futures.Future, tuple[Hashable, Candidate]] = {}
+        self._pending: dict[concurrent.futures.Future[Judged], tuple[Hashable, Candidate]] = {}
 
     @property
     def in_flight(self) -> int:
@@ -66,20 +75,18 @@ class TrialPool:
     def submit(self, key: Hashable, candidate: Candidate) -> None:
         if not self.has_room:
             raise RuntimeError("TrialPool.submit with every slot busy; check has_room first")
-        self._pending[self._threads.submit(self._evaluate, candidate)] = (key, candidate)
+        self._pending[self._threads.submit(self._judge, candidate)] = (key, candidate)
 
-    def _evaluate(self, candidate: Candidate) -> Evaluation:
+    def _judge(self, candidate: Candidate) -> Judged:
         try:  # a compiler is used by one thread at a time (the Evaluator contract)
             compiler = self._compilers.get_nowait()
         except queue.Empty:
             compiler = self._make_compiler()
         try:
-            built = compiler.compile(candidate)
+            return Driver(self._tracker, DispatchedEvaluator(compiler, self.dispatcher)).judge(
+                candidate)
         finally:
             self._compilers.put(compiler)
-        if not built.ok:
-            return built.as_evaluation()
-        return ray.get(self.dispatcher.evaluate.remote(candidate))
 
     def wait(self, timeout: float) -> list[Finished]:
         """The trials finished within ``timeout`` seconds (an empty list if none)."""

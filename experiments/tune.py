@@ -1,10 +1,12 @@
 """``kernelswarm tune``'s driver: a knob study of one kernel, its trials evaluated in parallel.
 
-The driver asks Optuna (``KnobStudy``) for knob settings and keeps up to one trial per
-evaluation worker in flight on the cluster (``TrialPool``: built on driver threads, timed on
-the workers, one per GPU). Each verdict is recorded by the ``Tracker`` (Parquet before anything
-else, MLflow from its background thread) and then told to the study. Ctrl-C stops asking and
-waits for the trials in flight; a second Ctrl-C abandons them (told as INTERRUPTED).
+The driver asks Optuna (``search.KnobStudy``) for knob settings and keeps up to one trial per
+evaluation worker in flight on the cluster (``TrialPool``: each trial judged by the search's
+``Driver`` on a driver thread, timed on the workers, one per GPU). Each new verdict is recorded
+by the ``Tracker`` (Parquet before anything else, MLflow from its background thread) and then
+told to the study; a setting recorded before (a resumed run) is told without a new record.
+Ctrl-C stops asking and waits for the trials in flight; a second Ctrl-C abandons them (told as
+INTERRUPTED).
 
 Run folder: ``config.json``, ``tune.json`` (what is tuned and where the study lives; what
 ``--resume`` reads), ``kernel.<ext>`` (the tuned source), ``optuna.journal`` (the default
@@ -35,10 +37,12 @@ from kernelswarm.search import (
     RunSummary,
     Sink,
     Tracker,
+    Via,
     journal_storage,
     load_task,
     source_suffix,
 )
+from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
 from .config import Config
 from .progress import LiveView
@@ -47,7 +51,7 @@ from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
 from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
-from .tune_study import KnobStudy, TuneError, kernel_fingerprint
+from .tune_study import TuneError, open_study
 from .tune_view import best_table, study_view
 
 TUNE_FILE = "tune.json"
@@ -158,21 +162,19 @@ class _Session:
             if proposal is None:
                 self.reason = self.study.stop_reason
                 return
-            candidate = self._candidate(proposal.number, proposal.params)
-            recorded = self.tracker.lookup(candidate.id)  # in Parquet, unknown to the study
-            if recorded is not None:
-                self.study.tell(proposal.number, recorded)
-                continue
-            self.pool.submit(proposal.number, candidate)
+            self.pool.submit(proposal.number, self._candidate(proposal.number, proposal.params))
 
     def finish(self, done: Finished) -> None:
         number = int(done.key)
-        record = self.tracker.record(STUDY_LINEAGE, number, done.candidate, done.evaluation)
+        if done.judged.via is Via.RECORDED:  # in Parquet, unknown to the study: no new record
+            self.study.tell(number, done.evaluation)
+            return
+        self.tracker.record(STUDY_LINEAGE, number, done.candidate, done.evaluation)
         self.study.tell(number, done.evaluation)  # after Parquet holds it
         self.evaluated += 1
         self.statuses[done.evaluation.status.value] += 1
         self.recent.append((number, done.candidate.knob_values, done.evaluation.status.value,
-                            record.evaluation.speedup))
+                            done.evaluation.speedup))
 
     def stats(self) -> dict[str, Any]:
         return {"evaluated": self.evaluated, "trials": self.trials,
@@ -258,12 +260,11 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
                       f"evaluation worker(s) · Ray {cluster.address} ({cluster.cpus:g} CPUs, "
                       f"{cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
                       f"{spec.study_name} in {storage_text}", highlight=False)
-        pool = TrialPool(make_evaluator, workers, resources)
+        tracker = Tracker(info, _sinks(config, spec.study_name, storage_text), history=history)
         try:
-            tracker = Tracker(info, _sinks(config, spec.study_name, storage_text),
-                              history=history)
+            pool = TrialPool(make_evaluator, workers, resources, tracker)
         except BaseException:
-            pool.close()
+            tracker.close("the tune failed to start")
             raise
         session = _Session(study, pool, tracker, base, spec.trials)
         reason, summary, utilisation = _drive(session, console)
@@ -280,8 +281,8 @@ def _open_study(config: Config, spec: TuneSpec, base: Candidate, storage: Any, r
                 resumed: bool) -> KnobStudy:
     fingerprint = kernel_fingerprint(base.language, spec.source, spec.knob_space)
     try:
-        return KnobStudy.open(storage, spec.study_name, spec.knob_space, fingerprint,
-                              seed=config.run.seed, first=base.knob_values)
+        return open_study(storage, spec.study_name, spec.knob_space, fingerprint,
+                          seed=config.run.seed, first=base.knob_values)
     except TuneError:
         if not resumed:  # nothing ran: leave no empty run folder behind
             shutil.rmtree(run_dir, ignore_errors=True)

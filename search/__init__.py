@@ -3,9 +3,10 @@
 from .archive import TOPOLOGIES, Archive, Island, Migration, source_family
 from .budget import Budget, Spent
 from .candidate import Candidate, Origin, candidate_id
+from .driver import Clock, Driver, Judged, StopSignal, SystemClock, TrackerPort, Via
 from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
 from .evaluator import CompileResult, Evaluator
-from .executor import LocalExecutor, evaluate_once, step_lineage
+from .executor import LocalExecutor
 from .language_spec import (
     LANGUAGES,
     SPECS,
@@ -45,17 +46,18 @@ from .roles import (
 from .sink import Record, RunInfo, RunSummary, Sink
 from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .tracker import Tracker
-from .tuning import KnobTuner, journal_storage
+from .tuning import KnobStudy, KnobTuner, journal_storage
 
 __all__ = [
     "ADOPT", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
     "STOP", "TOPOLOGIES", "TUNE", "Check", "Migration", "Spent", "Tester", "Usage",
-    "evaluate_once", "source_family", "Analyst", "Archive", "Attempt", "Budget",
+    "source_family", "Analyst", "Archive", "Attempt", "Budget",
     "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Feedback", "Island",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
     "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "knob_family", "load_task",
-    "journal_storage", "step_lineage",
+    "journal_storage", "Clock", "Driver", "Judged", "KnobStudy", "StopSignal", "SystemClock",
+    "TrackerPort", "Via",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
     "language_spec", "source_suffix", "spec_for_suffix",
 ]

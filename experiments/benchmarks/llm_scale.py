@@ -7,7 +7,8 @@ of ``--gpus`` evaluation workers exclusively for ``--eval-s`` seconds: by defaul
 real sandbox evaluation of silu_and_mul's cpp starting kernel takes on this machine (measured at
 start, with the default timing settings); on a GPU machine, pass the evaluation time you see
 there. The workers hold a lock for that long and return a made-up verdict: this measures how
-busy the workers are kept, not kernels.
+busy the workers are kept, not kernels. Each lineage is run by the search's ``Driver`` (claims,
+migration and records through an in-process ``Tracker``), as a lineage of a real run is.
 
 For each number of lineages per worker it prints: worker busy fraction, GPU-idle fraction, and
 candidates evaluated per minute. ``--time-scale`` multiplies every latency and hold (0.05 runs the
@@ -36,11 +37,16 @@ from kernelswarm.agents.llm import (
 from kernelswarm.search import (
     Budget,
     Candidate,
+    CompileResult,
+    Driver,
     Evaluation,
+    Evaluator,
     KnobTuner,
     Lineage,
+    RunInfo,
     ShapeResult,
     Status,
+    Tracker,
     load_task,
 )
 
@@ -98,6 +104,20 @@ class Workers:
             return sum(max(0.0, min(b, end) - max(a, start)) for a, b in self.intervals)
 
 
+class HeldEvaluator(Evaluator):
+    """One lineage's evaluator: nothing to build; each evaluation holds one of ``workers``."""
+
+    def __init__(self, workers: Workers, seed: int) -> None:
+        self._workers = workers
+        self._rng = random.Random(seed)
+
+    def compile(self, candidate: Candidate) -> CompileResult:
+        return CompileResult(candidate.id, ok=True, seconds=0.0)
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        return self._workers.evaluate(candidate, self._rng)
+
+
 @dataclass(frozen=True)
 class Row:
     lineages_per_gpu: int
@@ -117,11 +137,10 @@ def measure_eval_s() -> float:
         return evaluator.evaluate(variant).eval_s
 
 
-def _drive(make_lineage: Callable[[], Lineage], workers: Workers, seed: int) -> None:
-    rng = random.Random(seed)
+def _drive(make_lineage: Callable[[], Lineage], tracker: Tracker, workers: Workers,
+           seed: int) -> None:
     lineage = make_lineage()  # in the thread: its first analysis is a model call too
-    while (candidate := lineage.propose()) is not None:
-        lineage.observe(candidate, workers.evaluate(candidate, rng))
+    Driver(tracker, HeldEvaluator(workers, seed)).run(lineage)
 
 
 def run_config(per_gpu: int, gpus: int, eval_s: float, llm_s: tuple[float, float],
@@ -132,6 +151,8 @@ def run_config(per_gpu: int, gpus: int, eval_s: float, llm_s: tuple[float, float
         ShapeResult("n=1", correct=True, time_us=10.0, speedup_vs_start=1.0),))
     model = ScriptedModel(start, llm_s[0] * scale, llm_s[1] * scale, seed=per_gpu)
     workers = Workers(gpus, eval_s * scale)
+    tracker = Tracker(RunInfo("llm_scale", "llm_scale", TASK, task.name, "cpp", per_gpu * gpus),
+                      sinks=[])
     with LoopbackServer(model) as server:
         role = RoleModel("scripted", base_url=server.url, api_key_env="",
                          timeout_s=4 * llm_s[1] * scale + 5, max_retries=0)
@@ -142,7 +163,7 @@ def run_config(per_gpu: int, gpus: int, eval_s: float, llm_s: tuple[float, float
                                    Budget(wall_s=window_s * scale))
 
         began = time.monotonic()
-        threads = [threading.Thread(target=_drive, args=(make_lineage(i), workers, i),
+        threads = [threading.Thread(target=_drive, args=(make_lineage(i), tracker, workers, i),
                                     daemon=True) for i in range(per_gpu * gpus)]
         for thread in threads:
             thread.start()
@@ -150,6 +171,7 @@ def run_config(per_gpu: int, gpus: int, eval_s: float, llm_s: tuple[float, float
             thread.join()
         end = began + window_s * scale
         calls = len(server.requests)
+    tracker.close("window over")
     busy = workers.busy_s(began, end) / (gpus * window_s * scale)
     done = sum(1 for a, b in workers.intervals if b <= end)
     return Row(per_gpu, busy, done / (window_s / 60), calls)

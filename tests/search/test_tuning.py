@@ -1,17 +1,19 @@
-"""``KnobStudy``: Optuna ask/tell where every knob setting is evaluated once, across sessions."""
+"""``KnobStudy`` and ``KnobTuner``: Optuna ask/tell where every knob setting is evaluated once,
+across sessions and drivers."""
 
 from __future__ import annotations
 
 import optuna
 import pytest
 
-from kernelswarm.experiments.tune_study import (
+from kernelswarm.search import Evaluation, KnobTuner, ShapeResult, Status, journal_storage
+from kernelswarm.search.tuning import (
+    FAILED,
     INTERRUPTED,
     KnobStudy,
     StudyMismatch,
     kernel_fingerprint,
 )
-from kernelswarm.search import Evaluation, ShapeResult, Status, journal_storage
 
 SPACE = {"BLOCK": (64, 128, 256), "VEC": (1, 2)}
 FINGERPRINT = kernel_fingerprint("cuda", "// kernel", SPACE)
@@ -146,3 +148,25 @@ def test_two_drivers_on_one_study_take_in_each_others_verdicts(tmp_path):
         theirs.append(_key(proposal.params))
         other.tell(proposal.number, _ok(proposal.params))
     assert len(theirs) == 3 and not set(theirs) & set(mine)
+
+
+def test_a_lineage_tuner_keeps_one_study_per_family_in_one_storage(tmp_path):
+    storage = journal_storage(tmp_path / "optuna.journal")
+    tuner = KnobTuner(seed=0, storage=storage, prefix="lineage0-")
+    number, knobs = tuner.ask("a", SPACE)
+    tuner.tell("a", number, None)  # the candidate failed: a FAIL that counts as tried
+    other, _ = tuner.ask("b", {"UNROLL": (1, 2)})
+    tuner.tell("b", other, 1.5)
+    names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage))
+    assert names == ["lineage0-a", "lineage0-b"]
+    failed = optuna.load_study(study_name="lineage0-a", storage=storage).trials[number]
+    assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs["status"] == FAILED
+    # a resumed lineage's tuner knows the failed setting and never hands it out again
+    later = KnobTuner(seed=0, storage=storage, prefix="lineage0-")
+    asked = []
+    while (proposal := later.ask("a", SPACE)) is not None:
+        asked.append(_key(proposal[1]))
+        later.tell("a", proposal[0], 1.0)
+    assert len(asked) == 5 and _key(knobs) not in asked
+    tuner.tell("a", 999, 2.0)  # a trial it never handed out is ignored
+    assert later.trials("never asked") == 0
