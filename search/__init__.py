@@ -20,9 +20,10 @@ from .language_spec import (
     source_suffix,
     spec_for_suffix,
 )
-from .lineage import Lineage, knob_family
+from .lineage import Lineage, study_key
 from .roles import (
     ADOPT,
+    BOUNDS,
     COMPUTE,
     CORRECTNESS,
     MEMORY,
@@ -35,6 +36,7 @@ from .roles import (
     Attempt,
     Check,
     Coder,
+    Facts,
     Feedback,
     LineageView,
     Plan,
@@ -49,13 +51,13 @@ from .tracker import Tracker
 from .tuning import KnobStudy, KnobTuner, journal_storage
 
 __all__ = [
-    "ADOPT", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
+    "ADOPT", "BOUNDS", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
     "STOP", "TOPOLOGIES", "TUNE", "Check", "Migration", "Spent", "Tester", "Usage",
     "source_family", "Analyst", "Archive", "Attempt", "Budget",
-    "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Feedback", "Island",
+    "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Facts", "Feedback", "Island",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
-    "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "knob_family", "load_task",
+    "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "study_key", "load_task",
     "journal_storage", "Clock", "Driver", "Judged", "KnobStudy", "StopSignal", "SystemClock",
     "TrackerPort", "Via",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",

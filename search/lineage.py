@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from .roles import (
     STOP,
     TUNE,
     Attempt,
+    Facts,
     Feedback,
     LineageView,
     Plan,
@@ -45,8 +47,9 @@ MAX_REPLANS = 8  # plans in a row that yield nothing new before the lineage give
 MEMORY_ROOF = 0.85  # a memory-bound kernel this close to the roofline moves on to compute
 
 
-def knob_family(candidate: Candidate) -> str:
-    """Candidates sharing source and knob space share one tuning study."""
+def study_key(candidate: Candidate) -> str:
+    """The key of a candidate's tuning study: candidates sharing source and knob space share one
+    study. (Not the archive's ``source_family``, which ignores the knob space.)"""
     text = candidate.source + repr(candidate.knob_space)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -54,7 +57,7 @@ def knob_family(candidate: Candidate) -> str:
 @dataclass
 class _Pending:
     plan: Plan
-    family: str | None = None
+    study: str | None = None  # the tuning study's key, for a tuning trial
     trial: int | None = None
     repair: int = 0  # which repair attempt in a row this candidate is (0: not a repair)
 
@@ -97,11 +100,11 @@ class Lineage:
         """Where the staged optimisation is: correctness, memory, then compute."""
         if self.best is None:
             return CORRECTNESS
-        facts = self._best_feedback.facts if self._best_feedback is not None else {}
-        if facts.get("bound") == "compute":
+        facts = self._best_feedback.facts if self._best_feedback is not None else Facts()
+        if facts.bound == "compute":
             return COMPUTE
-        fraction = facts.get("roofline_fraction")
-        if isinstance(fraction, (int, float)) and fraction >= MEMORY_ROOF:
+        fraction = facts.roofline_fraction
+        if fraction is not None and math.isfinite(fraction) and fraction >= MEMORY_ROOF:
             return COMPUTE
         return MEMORY
 
@@ -150,8 +153,8 @@ class Lineage:
                 return candidate
             self.history.append(Attempt(self.step, plan.move, "", "NO_CHANGE", 0.0,
                                         "the move produced no new candidate"))
-            if pending.family is not None:
-                self.tuner.tell(pending.family, pending.trial, None)
+            if pending.study is not None:
+                self.tuner.tell(pending.study, pending.trial, None)
         self.stop_reason = f"no new candidate after {MAX_REPLANS} plans"
         return None
 
@@ -182,14 +185,14 @@ class Lineage:
             space = self.current.space
             if not space:
                 return None, _Pending(plan)
-            family = knob_family(self.current)
-            asked = self.tuner.ask(family, space)
+            study = study_key(self.current)
+            asked = self.tuner.ask(study, space)
             if asked is None:  # every setting tried
                 return None, _Pending(plan)
             number, knobs = asked
             child = self.current.derive(knobs=knobs, lineage=self.lineage,
                                         origin=Origin(role="tuner", **origin_kwargs))
-            return child, _Pending(plan, family, number)
+            return child, _Pending(plan, study, number)
         child = self.roles.coder.code(plan, self.current, view)
         if child is None:
             return None, _Pending(plan)
@@ -212,8 +215,8 @@ class Lineage:
         self.step += 1
         self.evaluated += 1
         self.gpu_s += evaluation.eval_s if worker_s is None else worker_s
-        if pending.family is not None:
-            self.tuner.tell(pending.family, pending.trial, evaluation.speedup if evaluation.ok else None)
+        if pending.study is not None:
+            self.tuner.tell(pending.study, pending.trial, evaluation.speedup if evaluation.ok else None)
         self.feedback = self.roles.analyst.analyse(candidate, evaluation)
         failed = evaluation.failed_shape() if evaluation.status is Status.INCORRECT else None
         self.history.append(Attempt(self.step, pending.plan.move, candidate.id,

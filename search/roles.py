@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .candidate import Candidate
-from .evaluation import Evaluation
+from .evaluation import Evaluation, Status
 from .task import Task
 
 TUNE = "tune"  # the move that asks the lineage's Optuna tuner for knob values
@@ -92,12 +92,56 @@ class Plan:
     rationale: str = ""
 
 
+# What limits a kernel, as an analyst judges it; a lineage moves on to compute work at "compute".
+BOUNDS = ("memory", "compute", "latency", "unknown")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the analyst established about one evaluation, for the planner and the lineage.
+
+    A measurement the evaluator did not make (no roofline, no registers, ``torch.compile`` not
+    timed) is None or empty here, never a sentinel number; readers skip what is not known.
+    """
+
+    candidate_id: str = ""  # empty: facts about no evaluation (nothing known yet)
+    move: str = ""  # the move that produced the candidate (``origin.move``)
+    status: Status | None = None
+    speedup: float = 0.0  # geometric mean over shapes vs the starting kernel (0 unless ok)
+    speedup_vs_eager: float = 0.0  # the same vs PyTorch eager (0 unless ok and measured)
+    message: str = ""  # the evaluator's message, trimmed
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    compile_s: float = 0.0
+    worst_shape: str | None = None  # the shape with the least speedup vs the start
+    worst_speedup: float | None = None
+    roofline_fraction: float | None = None  # the least over shapes (the farthest from the roof)
+    large_roofline_fraction: float | None = None  # the least over shapes bound by bandwidth
+    small_roofline_fraction: float | None = None  # the least over the others (latency-bound)
+    behind_compile: tuple[str, ...] = ()  # shapes slower than torch.compile, where it was timed
+    registers: int | None = None  # the most registers per thread of the candidate's kernels
+    spill_bytes: int | None = None
+    failed_shape: str | None = None  # the first incorrect shape (INCORRECT only)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    bound: str | None = None  # one of BOUNDS, where an analyst judged it
+    suggestion: str = ""  # the analyst's suggested next change, in words
+    analyst_error: str = ""  # why a model analyst gave no judgement
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def about(self, candidate: Candidate) -> bool:
+        """Whether these facts are about ``candidate``."""
+        return bool(self.candidate_id) and self.candidate_id == candidate.id
+
+
 @dataclass(frozen=True)
 class Feedback:
     """What the analyst made of an evaluation, for the planner and coder to read."""
 
     summary: str
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=Facts)
 
 
 @dataclass(frozen=True)
@@ -127,10 +171,6 @@ class LineageView:
     stage: str = MEMORY  # one of STAGES
     migrants: tuple[tuple[Candidate, Evaluation], ...] = ()  # elites of other lineages, best first
     failed: tuple[Candidate, Evaluation] | None = None  # the latest failure, while being repaired
-
-    def tried(self, move: str) -> int:
-        """How often ``move`` was tried on the current kernel's source family."""
-        return sum(1 for a in self.history if a.move == move)
 
 
 class Planner(_Role, ABC):

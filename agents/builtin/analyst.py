@@ -1,37 +1,28 @@
-"""The built-in analyst: an evaluation in, a paragraph for people and facts for the planner out.
+"""The built-in analyst: an evaluation in, a paragraph for people and ``Facts`` for the planner.
 
-Facts (``Feedback.facts``), the keys the built-in planner reads; absent where not known:
-
-``candidate_id``        the evaluated candidate
-``move``                the move that produced it (``origin.move``: ``rewrite:<name>``, ``tune``, ...)
-``status``              the ``Status`` value, e.g. ``"OK"``, ``"INCORRECT"``
-``ok``                  whether it passed
-``speedup``             geometric mean over shapes vs the starting kernel (0 unless ok)
-``speedup_vs_eager``    the same vs PyTorch eager (0 unless ok and measured)
-``worst_shape``         label of the shape with the least speedup vs the start, and
-``worst_speedup``       that speedup
-``roofline_fraction``   ideal time / measured time on the shape farthest from the roofline
-                        (the least fraction), where the evaluator computed it
-``large_roofline_fraction``  the least roofline fraction over the large shapes (ideal time, the
-                        roofline fraction times the measured time, of ``LARGE_SHAPE_US`` or more):
-                        how near the bandwidth roof the kernel is where bytes dominate
-``small_roofline_fraction``  the same over the other shapes (bound by latency and parallelism)
-``behind_compile``      labels of shapes more than ``BEHIND`` (3%) slower than ``torch.compile``,
-                        where it was measured
-``registers``           the most registers per thread of the candidate's kernels, and
-``spill_bytes``         their spill stores and loads, where the build reported them
-``failed_shape``        label of the first incorrect shape (INCORRECT only), with ``max_abs_err``, ``max_rel_err``
-``message``             the evaluator's message, trimmed to ``MESSAGE_CHARS``
-``knobs``               the candidate's knob values (dict)
-``compile_s``           seconds spent compiling
+``Facts`` (kernelswarm.search) holds what the planner and the lineage read: status, speedups,
+the worst shape, roofline fractions (least over all shapes, over the large shapes whose ideal
+time is ``LARGE_SHAPE_US`` or more, where bytes dominate, and over the others, bound by latency
+and parallelism), the shapes more than ``BEHIND`` (3%) slower than ``torch.compile`` where it
+was measured, registers and spills where the build reported them, and for an incorrect kernel
+the first failing shape with its errors. What was not measured stays unset.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from kernelswarm.search import Analyst, Candidate, Evaluation, Feedback, ShapeResult, Status
+from kernelswarm.search import (
+    Analyst,
+    Candidate,
+    Evaluation,
+    Facts,
+    Feedback,
+    ShapeResult,
+    Status,
+)
 
 MESSAGE_CHARS = 300
 LARGE_SHAPE_US = 5.0  # ideal time from which a shape is bound by bandwidth rather than latency
@@ -64,8 +55,11 @@ def _timing_facts(evaluation: Evaluation) -> dict[str, Any]:
         facts["large_roofline_fraction"] = min(s.roofline_fraction for s in large)
     if small:
         facts["small_roofline_fraction"] = min(s.roofline_fraction for s in small)
-    facts["behind_compile"] = [s.shape for s in evaluation.shapes
-                               if _finite(s.speedup_vs_compile) and s.speedup_vs_compile < BEHIND]
+    # torch.compile is timed only where the evaluator measured it (NaN otherwise): a shape
+    # without that baseline is not behind it.
+    facts["behind_compile"] = tuple(s.shape for s in evaluation.shapes
+                                    if _finite(s.speedup_vs_compile)
+                                    and s.speedup_vs_compile < BEHIND)
     return facts
 
 
@@ -99,59 +93,53 @@ def _describe(candidate: Candidate) -> str:
     return f"candidate {candidate.id} ({move}{'; ' + knobs if knobs else ''})"
 
 
-def _ok_summary(head: str, facts: dict[str, Any]) -> str:
-    parts = [f"{head} is correct and runs {facts['speedup']:.2f}x as fast as the starting kernel "
+def _ok_summary(head: str, facts: Facts) -> str:
+    parts = [f"{head} is correct and runs {facts.speedup:.2f}x as fast as the starting kernel "
              "(geometric mean over shapes)"]
-    if facts["speedup_vs_eager"] > 0:
-        parts.append(f"{facts['speedup_vs_eager']:.2f}x PyTorch eager")
-    if "worst_shape" in facts:
-        parts.append(f"least gain on {facts['worst_shape']} ({facts['worst_speedup']:.2f}x)")
-    if "roofline_fraction" in facts:
-        parts.append(f"it reaches {facts['roofline_fraction']:.0%} of the roofline on its "
+    if facts.speedup_vs_eager > 0:
+        parts.append(f"{facts.speedup_vs_eager:.2f}x PyTorch eager")
+    if facts.worst_shape is not None and facts.worst_speedup is not None:
+        parts.append(f"least gain on {facts.worst_shape} ({facts.worst_speedup:.2f}x)")
+    if facts.roofline_fraction is not None:
+        parts.append(f"it reaches {facts.roofline_fraction:.0%} of the roofline on its "
                      "farthest shape")
+    if facts.behind_compile:
+        parts.append(f"torch.compile is faster on {', '.join(facts.behind_compile)}")
     return "; ".join(parts) + "."
 
 
-def _failed_summary(head: str, evaluation: Evaluation, facts: dict[str, Any]) -> str:
+def _failed_summary(head: str, evaluation: Evaluation, facts: Facts) -> str:
     text = f"{head} failed with {evaluation.status.value}"
-    if "failed_shape" in facts:
-        text += (f" on shape {facts['failed_shape']} (max abs err {facts['max_abs_err']:.3g}, "
-                 f"max rel err {facts['max_rel_err']:.3g})")
-    if facts["message"]:
-        text += f": {facts['message']}"
+    if facts.failed_shape is not None:
+        text += (f" on shape {facts.failed_shape} (max abs err {facts.max_abs_err:.3g}, "
+                 f"max rel err {facts.max_rel_err:.3g})")
+    if facts.message:
+        text += f": {facts.message}"
     return text if text.endswith(".") else text + "."
 
 
-def profile_facts(evaluation: Evaluation) -> dict[str, Any]:
-    """The timing, roofline and resource facts of an evaluation (those the planner orders by)."""
-    facts = _resource_facts(evaluation)
+def profile_facts(evaluation: Evaluation) -> Facts:
+    """The timing, roofline and resource facts of an evaluation (those the planner orders by),
+    without the fields that describe the candidate."""
+    found = _resource_facts(evaluation)
     if evaluation.ok:
-        facts.update(_timing_facts(evaluation))
-    return facts
+        found.update(_timing_facts(evaluation))
+    return Facts(candidate_id=evaluation.candidate_id, status=evaluation.status, **found)
 
 
 class RuleAnalyst(Analyst):
     """Summarises an evaluation in one paragraph and extracts the facts the planner reads."""
 
     def analyse(self, candidate: Candidate, evaluation: Evaluation) -> Feedback:
-        facts: dict[str, Any] = {
-            "candidate_id": candidate.id,
-            "move": candidate.origin.move,
-            "status": evaluation.status.value,
-            "ok": evaluation.ok,
-            "speedup": evaluation.speedup,
-            "speedup_vs_eager": evaluation.speedup_vs_eager,
-            "message": trim_message(evaluation.message),
-            "knobs": candidate.knob_values,
-            "compile_s": evaluation.compile_s,
-        }
+        facts = replace(profile_facts(evaluation), candidate_id=candidate.id,
+                        move=candidate.origin.move, speedup=evaluation.speedup,
+                        speedup_vs_eager=evaluation.speedup_vs_eager,
+                        message=trim_message(evaluation.message),
+                        knobs=candidate.knob_values, compile_s=evaluation.compile_s)
         head = _describe(candidate)
-        facts.update(_resource_facts(evaluation))
+        head = head[0].upper() + head[1:]
         if evaluation.ok:
-            facts.update(_timing_facts(evaluation))
-            summary = _ok_summary(head[0].upper() + head[1:], facts)
-        else:
-            if evaluation.status is Status.INCORRECT:
-                facts.update(_failure_facts(evaluation.failed_shape()))
-            summary = _failed_summary(head[0].upper() + head[1:], evaluation, facts)
-        return Feedback(summary=summary, facts=facts)
+            return Feedback(summary=_ok_summary(head, facts), facts=facts)
+        if evaluation.status is Status.INCORRECT:
+            facts = replace(facts, **_failure_facts(evaluation.failed_shape()))
+        return Feedback(summary=_failed_summary(head, evaluation, facts), facts=facts)

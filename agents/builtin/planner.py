@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
-from typing import Any
 
-from kernelswarm.search import ADOPT, COMPUTE, MEMORY, STOP, TUNE, LineageView, Plan, Planner
+from kernelswarm.search import (
+    ADOPT,
+    COMPUTE,
+    MEMORY,
+    STOP,
+    TUNE,
+    Facts,
+    LineageView,
+    Plan,
+    Planner,
+)
 
 from .analyst import profile_facts
 from .coder import rewrite_move
@@ -34,21 +42,21 @@ MORE_WORK_PER_THREAD = frozenset({"vectorize", "unroll"})  # each costs register
 REGISTER_PRESSURE = 128  # registers per thread from which a kernel counts as pressed
 
 
-def _number(facts: Mapping[str, Any], key: str) -> float | None:
-    value = facts.get(key)
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+def _known(value: float | None) -> float | None:
+    """``value`` where it is a finite measurement, else None."""
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
-def _last_result(facts: Mapping[str, Any]) -> str:
+def _last_result(facts: Facts) -> str:
     """One sentence on the latest evaluation, for the rationale."""
-    if not facts:
+    if not facts.candidate_id:
         return ""
-    move = facts.get("move")
-    move = "the starting kernel" if move in (None, "", "start") else move
-    if facts.get("ok"):
-        return f"Last: {move} was correct at {facts.get('speedup', 0.0):.2f}x the start. "
-    where = f" on {facts['failed_shape']}" if facts.get("failed_shape") else ""
-    return f"Last: {move} failed ({facts.get('status')}{where}). "
+    move = "the starting kernel" if facts.move in ("", "start") else facts.move
+    if facts.ok:
+        return f"Last: {move} was correct at {facts.speedup:.2f}x the start. "
+    where = f" on {facts.failed_shape}" if facts.failed_shape else ""
+    status = facts.status.value if facts.status is not None else "not evaluated"
+    return f"Last: {move} failed ({status}{where}). "
 
 
 class RulePlanner(Planner):
@@ -105,16 +113,16 @@ class RulePlanner(Planner):
         self.memory_done = memory_done
         self.small_far = small_far
 
-    def order(self, language: str, facts: Mapping[str, Any] | None = None) -> list[Transformation]:
+    def order(self, language: str, facts: Facts | None = None) -> list[Transformation]:
         """The transformations for ``language`` in the order this planner tries them, given the
         analyst's facts on the current kernel (rule 4a-c; none: by stage, then seeded)."""
         library = {t.name: t for t in transformations_for(language)}
         seeded = [library[name] for name in seeded_order(list(library), self.seed)]
-        return sorted(seeded, key=lambda t: self._priority(t, facts or {}))
+        return sorted(seeded, key=lambda t: self._priority(t, facts or Facts()))
 
-    def _priority(self, transformation: Transformation, facts: Mapping[str, Any]) -> tuple[int, ...]:
-        large = _number(facts, "large_roofline_fraction")
-        small = _number(facts, "small_roofline_fraction")
+    def _priority(self, transformation: Transformation, facts: Facts) -> tuple[int, ...]:
+        large = _known(facts.large_roofline_fraction)
+        small = _known(facts.small_roofline_fraction)
         memory_done = large is not None and large >= self.memory_done
         stage_rank = {MEMORY: 0, COMPUTE: 1}.get(transformation.stage, 2)
         if memory_done:
@@ -122,16 +130,16 @@ class RulePlanner(Planner):
         first = False
         if transformation.stage == MEMORY:
             parallelism = (small is not None and small < self.small_far) or bool(
-                facts.get("behind_compile"))
+                facts.behind_compile)
             first = (transformation.name in GEOMETRY if parallelism
                      else large is not None and not memory_done and transformation.name in WIDENING)
-        registers = _number(facts, "registers") or 0
-        pressed = registers >= REGISTER_PRESSURE or (_number(facts, "spill_bytes") or 0) > 0
+        registers = facts.registers or 0
+        pressed = registers >= REGISTER_PRESSURE or (facts.spill_bytes or 0) > 0
         heavy = pressed and transformation.name in MORE_WORK_PER_THREAD
         return (int(heavy), stage_rank, int(not first))
 
     def plan(self, view: LineageView) -> Plan:
-        facts = view.feedback.facts if view.feedback is not None else {}
+        facts = view.feedback.facts if view.feedback is not None else Facts()
         context = _last_result(facts)
         adopt = self._adopt(view)
         if adopt is not None:
@@ -162,14 +170,14 @@ class RulePlanner(Planner):
         return Plan(STOP, self._exhausted(view, record))  # a stop reason stands on its own
 
     @staticmethod
-    def _profile(view: LineageView, facts: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _profile(view: LineageView, facts: Facts) -> Facts:
         """The facts on the current kernel: the latest feedback if it is about it, else those of
         the lineage's best evaluation if that is the current kernel; otherwise none."""
-        if facts.get("candidate_id") == view.current.id:
+        if facts.about(view.current):
             return facts
         if view.best is not None and view.best[0].id == view.current.id:
             return profile_facts(view.best[1])
-        return {}
+        return Facts()
 
     def _adopt(self, view: LineageView) -> str | None:
         if view.global_best is None or view.global_best[0].id == view.current.id:
@@ -181,11 +189,9 @@ class RulePlanner(Planner):
         return (f"The global best ({theirs:.2f}x) beats this lineage's best ({ours:.2f}x) by more "
                 f"than {self.adopt_margin:.0%}; continue from it.")
 
-    def _at_roofline(self, view: LineageView, facts: Mapping[str, Any]) -> str | None:
-        fraction = facts.get("roofline_fraction")
-        if not (facts.get("ok") and facts.get("candidate_id") == view.current.id):
-            return None
-        if not isinstance(fraction, (int, float)) or not math.isfinite(fraction):
+    def _at_roofline(self, view: LineageView, facts: Facts) -> str | None:
+        fraction = _known(facts.roofline_fraction)
+        if not (facts.ok and facts.about(view.current)) or fraction is None:
             return None
         if fraction < self.roofline_stop:
             return None

@@ -18,6 +18,7 @@ from typing import Any
 from kernelswarm.agents.builtin.clike import SourceError, extern_c_functions
 from kernelswarm.search import (
     ADOPT,
+    BOUNDS,
     REWRITE,
     SPECS,
     STOP,
@@ -282,7 +283,7 @@ def parse_checks(text: str, task: Task) -> tuple[Check, ...]:
 # ---------------------------------------------------------------------------------------------
 # analyses
 
-BOTTLENECKS = ("memory", "compute", "latency", "unknown")
+BOTTLENECKS = BOUNDS  # the analyst's answer becomes ``Facts.bound``
 ANALYSIS_EXAMPLE = ('{"summary": "two sentences on the profile", "bottleneck": "memory", '
                     '"suggestion": "the next change worth trying"}')
 

@@ -188,11 +188,11 @@ class LLMAnalyst(_LLMRole, Analyst):
         try:
             analysis = self._ask("analyst", values, answers.parse_analysis)
         except LLMError as exc:
-            return Feedback(base.summary, {**base.facts, "analyst_error": str(exc)})
+            return Feedback(base.summary, replace(base.facts, analyst_error=str(exc)))
         summary = f"{base.summary} Analyst: {analysis.summary}"
         if analysis.suggestion:
             summary += f" Suggested next: {analysis.suggestion}"
-        # "bound" is the fact the lineage's staged optimisation reads.
-        return Feedback(summary, {**base.facts, "bound": analysis.bottleneck,
-                                  "suggestion": analysis.suggestion})
+        # ``bound`` is the fact the lineage's staged optimisation reads.
+        return Feedback(summary, replace(base.facts, bound=analysis.bottleneck,
+                                         suggestion=analysis.suggestion))
 

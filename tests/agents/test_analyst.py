@@ -22,12 +22,12 @@ def test_a_correct_kernel_is_summarised_with_speedups_worst_shape_and_roofline()
         _timed("tokens=1", 2.0, 0.5, 0.40), _timed("tokens=16", 8.0, 2.0, 0.75)))
     feedback = RuleAnalyst().analyse(KERNEL, evaluation)
     facts = feedback.facts
-    assert facts["ok"] is True and facts["status"] == "OK"
-    assert facts["candidate_id"] == KERNEL.id and facts["move"] == "rewrite:simd"
-    assert math.isclose(facts["speedup"], 4.0) and math.isclose(facts["speedup_vs_eager"], 1.0)
-    assert facts["worst_shape"] == "tokens=1" and facts["worst_speedup"] == 2.0
-    assert facts["roofline_fraction"] == 0.40
-    assert facts["knobs"] == {"KS_UNROLL": 4}
+    assert facts.ok is True and facts.status is Status.OK
+    assert facts.candidate_id == KERNEL.id and facts.move == "rewrite:simd"
+    assert math.isclose(facts.speedup, 4.0) and math.isclose(facts.speedup_vs_eager, 1.0)
+    assert facts.worst_shape == "tokens=1" and facts.worst_speedup == 2.0
+    assert facts.roofline_fraction == 0.40
+    assert facts.knobs == {"KS_UNROLL": 4}
     for words in ("4.00x", "1.00x PyTorch eager", "tokens=1 (2.00x)", "40% of the roofline",
                   "rewrite:simd", "KS_UNROLL=4"):
         assert words in feedback.summary
@@ -39,20 +39,39 @@ def test_an_incorrect_kernel_names_the_failed_shape_and_its_errors():
         ShapeResult("tokens=1", max_abs_err=0.0, max_rel_err=0.0, correct=True),
         ShapeResult("tokens=16", max_abs_err=0.25, max_rel_err=0.5, correct=False)))
     feedback = RuleAnalyst().analyse(KERNEL, evaluation)
-    assert feedback.facts["ok"] is False and feedback.facts["speedup"] == 0.0
-    assert feedback.facts["failed_shape"] == "tokens=16"
-    assert feedback.facts["max_abs_err"] == 0.25
+    assert feedback.facts.ok is False and feedback.facts.speedup == 0.0
+    assert feedback.facts.failed_shape == "tokens=16"
+    assert feedback.facts.max_abs_err == 0.25
     assert "INCORRECT on shape tokens=16" in feedback.summary
     assert "output 0 differs at [0, 5]" in feedback.summary
-    assert "roofline_fraction" not in feedback.facts
+    assert feedback.facts.roofline_fraction is None
 
 
 def test_a_long_compiler_log_is_trimmed_to_one_line():
     log = "kernel.cpp:3:5: error: 'foo' was not declared in this scope\n" + "note: ...\n" * 200
     evaluation = Evaluation(KERNEL.id, Status.COMPILE_ERROR, log)
     feedback = RuleAnalyst().analyse(KERNEL, evaluation)
-    assert len(feedback.facts["message"]) <= MESSAGE_CHARS
-    assert feedback.facts["message"].startswith("kernel.cpp:3:5: error: 'foo' was not declared")
-    assert "failed_shape" not in feedback.facts
+    assert len(feedback.facts.message) <= MESSAGE_CHARS
+    assert feedback.facts.message.startswith("kernel.cpp:3:5: error: 'foo' was not declared")
+    assert feedback.facts.failed_shape is None
     assert "COMPILE_ERROR" in feedback.summary and "\n" not in feedback.summary
     assert len(feedback.summary) < MESSAGE_CHARS + 200
+
+
+def _against_compile(shape: str, vs_compile: float) -> ShapeResult:
+    return ShapeResult(shape, correct=True, time_us=10.0, speedup_vs_start=1.5,
+                       speedup_vs_compile=vs_compile, roofline_fraction=0.5)
+
+
+def test_shapes_behind_torch_compile_are_named_only_where_it_was_measured():
+    evaluation = Evaluation(KERNEL.id, Status.OK, "", shapes=(
+        _against_compile("tokens=1", 0.5), _against_compile("tokens=16", 1.2)))
+    feedback = RuleAnalyst().analyse(KERNEL, evaluation)
+    assert feedback.facts.behind_compile == ("tokens=1",)
+    assert "torch.compile is faster on tokens=1" in feedback.summary
+    # Inside a search torch.compile may not be timed: NaN is "not measured", not "behind".
+    unmeasured = Evaluation(KERNEL.id, Status.OK, "", shapes=(
+        _against_compile("tokens=1", math.nan), _against_compile("tokens=16", math.nan)))
+    feedback = RuleAnalyst().analyse(KERNEL, unmeasured)
+    assert feedback.facts.behind_compile == ()
+    assert "torch.compile" not in feedback.summary

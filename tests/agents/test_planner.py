@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kernelswarm.agents import RuleCoder, RulePlanner
@@ -12,6 +14,7 @@ from kernelswarm.search import (
     Attempt,
     Candidate,
     Evaluation,
+    Facts,
     Feedback,
     LineageView,
     Plan,
@@ -29,10 +32,10 @@ def _ok(candidate: Candidate, speedup: float) -> Evaluation:
 
 def _view(current: Candidate, history: tuple[Attempt, ...] = (), best_speedup: float = 1.0,
           global_best: tuple[Candidate, Evaluation] | None = None,
-          facts: dict | None = None) -> LineageView:
+          facts: Facts | None = None) -> LineageView:
     return LineageView(lineage=0, step=len(history), current=current,
                        best=(current, _ok(current, best_speedup)), global_best=global_best,
-                       history=history, feedback=Feedback("", facts or {}))
+                       history=history, feedback=Feedback("", facts or Facts()))
 
 
 def _rewrite(move: str, parent: Candidate) -> Candidate:
@@ -146,17 +149,17 @@ def test_tuning_stops_after_repeated_failed_settings(start):
 
 
 def test_stop_spending_once_the_kernel_is_near_the_roofline(start):
-    at_roofline = {"ok": True, "candidate_id": start.id, "roofline_fraction": 0.95}
+    at_roofline = Facts(status=Status.OK, candidate_id=start.id, roofline_fraction=0.95)
     assert RulePlanner(0).plan(_view(start, facts=at_roofline)).move == STOP
-    far = dict(at_roofline, roofline_fraction=0.3)
+    far = replace(at_roofline, roofline_fraction=0.3)
     assert RulePlanner(0).plan(_view(start, facts=far)).move != STOP
-    someone_else = dict(at_roofline, candidate_id="0123456789abcdef")
+    someone_else = replace(at_roofline, candidate_id="0123456789abcdef")
     assert RulePlanner(0).plan(_view(start, facts=someone_else)).move != STOP
 
 
 def test_the_rationale_reports_the_last_failure_in_words(start):
-    facts = {"ok": False, "status": "INCORRECT", "move": "rewrite:simd",
-             "failed_shape": "d=4096,dtype=float32,tokens=1"}
+    facts = Facts(candidate_id="0123456789abcdef", status=Status.INCORRECT, move="rewrite:simd",
+                  failed_shape="d=4096,dtype=float32,tokens=1")
     plan = RulePlanner(0).plan(_view(start, facts=facts))
     assert "rewrite:simd failed (INCORRECT on d=4096,dtype=float32,tokens=1)" in plan.rationale
     assert "Next untried rewrite" in plan.rationale
@@ -206,13 +209,13 @@ def _cuda_start() -> Candidate:
 
 
 def _profiled(candidate: Candidate, large: float, small: float, registers: int = 32,
-              behind: tuple[str, ...] = ()) -> dict:
-    return {"ok": True, "candidate_id": candidate.id, "large_roofline_fraction": large,
-            "small_roofline_fraction": small, "registers": registers, "spill_bytes": 0,
-            "behind_compile": list(behind)}
+              behind: tuple[str, ...] = ()) -> Facts:
+    return Facts(status=Status.OK, candidate_id=candidate.id, large_roofline_fraction=large,
+                 small_roofline_fraction=small, registers=registers, spill_bytes=0,
+                 behind_compile=behind)
 
 
-def _names(facts: dict) -> list[str]:
+def _names(facts: Facts) -> list[str]:
     return [t.name for t in RulePlanner(0).order("cuda", facts)]
 
 
@@ -250,7 +253,7 @@ def test_the_profile_of_the_best_is_used_when_the_feedback_is_about_another_kern
         ShapeResult("tokens=4096", correct=True, time_us=170.0, speedup_vs_start=1.0,
                     roofline_fraction=0.7)))
     view = LineageView(0, 1, start, (start, evaluation), None, (),
-                       Feedback("", {"ok": False, "candidate_id": "another"}))
+                       Feedback("", Facts(candidate_id="another", status=Status.INCORRECT)))
     assert RulePlanner(1).plan(view).move == "rewrite:split_rows"
 
 

@@ -17,6 +17,7 @@ from kernelswarm.search import (
     Candidate,
     Coder,
     Evaluation,
+    Facts,
     Feedback,
     KnobTuner,
     Lineage,
@@ -231,8 +232,9 @@ def test_tuned_candidates_that_fail_are_not_repaired():
 
 class _FactsAnalyst(Analyst):
     def analyse(self, candidate, evaluation):
-        return Feedback("", {"roofline_fraction": float(candidate.source.count("+")) / 10,
-                             "bound": "compute" if "compute" in candidate.source else "memory"})
+        return Feedback("", Facts(candidate_id=candidate.id, status=evaluation.status,
+                                  roofline_fraction=float(candidate.source.count("+")) / 10,
+                                  bound="compute" if "compute" in candidate.source else "memory"))
 
 
 def test_stages_go_from_correctness_to_memory_to_compute():

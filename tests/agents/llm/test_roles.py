@@ -141,7 +141,7 @@ def test_the_analyst_summarises_correct_kernels_only(server, evaluator, start, s
     analyst = LLMRoleFactory(settings_for(server), SILU_TASK, "cpp")(0).analyst
     feedback = analyst.analyse(start, start_eval)
     assert "Analyst: bandwidth-bound on every shape" in feedback.summary
-    assert feedback.facts["bound"] == "compute" and feedback.facts["ok"] is True
+    assert feedback.facts.bound == "compute" and feedback.facts.ok is True
     broken = start.derive(source=answers.BROKEN)
     failed = analyst.analyse(broken, evaluator.evaluate(broken))
     assert "COMPILE_ERROR" in failed.summary and len(server.requests) == 1
