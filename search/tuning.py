@@ -8,7 +8,7 @@ setting proposed while it is being evaluated waits for that verdict. Settings to
 in an earlier session (a resumed run, or another driver on the same storage) are known too.
 
 ``KnobStudy`` is one study (``kernelswarm tune`` drives one); ``KnobTuner`` keeps a lineage's
-studies, one per knob family (a source with its knob space).
+studies, one per study key (a source with its knob space: ``lineage.study_key``).
 
 User attributes of an evaluated trial: ``candidate_id``, ``status`` (an ``Evaluation`` status,
 or ``FAILED`` when the caller told only that it failed), ``message`` (for a failed one),
@@ -315,8 +315,8 @@ def _check_fingerprint(study: optuna.Study, name: str, fingerprint: str, trials:
 
 
 class KnobTuner:
-    """A lineage's knob studies: one ``KnobStudy`` per knob family (a source with its knob
-    space), named ``{prefix}{family}`` so that one storage holds every lineage's studies.
+    """A lineage's knob studies: one ``KnobStudy`` per study key (a source with its knob space),
+    named ``{prefix}{key}`` so that one storage holds every lineage's studies.
 
     ``storage`` is an Optuna storage (None: in memory). Used by one lineage (one thread).
     """
@@ -327,28 +327,27 @@ class KnobTuner:
         self._prefix = prefix
         self._studies: dict[str, KnobStudy] = {}
 
-    def _study(self, family: str, space: Mapping[str, tuple[Any, ...]]) -> KnobStudy:
-        if family not in self._studies:
-            self._studies[family] = KnobStudy.open(
-                self._storage, f"{self._prefix}{family}", space,
-                seed=self._seed + len(self._studies))
-        return self._studies[family]
+    def _study(self, key: str, space: Mapping[str, tuple[Any, ...]]) -> KnobStudy:
+        if key not in self._studies:
+            self._studies[key] = KnobStudy.open(self._storage, f"{self._prefix}{key}", space,
+                                                seed=self._seed + len(self._studies))
+        return self._studies[key]
 
-    def ask(self, family: str,
+    def ask(self, key: str,
             space: Mapping[str, tuple[Any, ...]]) -> tuple[int, dict[str, Any]] | None:
-        """A trial number and knob values not tried before in this family; None once every
-        setting has been tried (or the sampler keeps repeating itself)."""
-        proposal = self._study(family, space).ask()
+        """A trial number and knob values not tried before in the study ``key``; None once
+        every setting has been tried (or the sampler keeps repeating itself)."""
+        proposal = self._study(key, space).ask()
         return None if proposal is None else (proposal.number, proposal.params)
 
-    def tell(self, family: str, number: int, value: float | None) -> None:
+    def tell(self, key: str, number: int, value: float | None) -> None:
         """Report a trial: its speedup, or None when the candidate failed (or was no new
         candidate). A trial this tuner did not hand out is ignored."""
-        study = self._studies.get(family)
+        study = self._studies.get(key)
         if study is not None and number in study.open_trials():
             study.tell_speedup(number, value)
 
-    def trials(self, family: str) -> int:
-        """Trials of the family's study, repeats included (0 for a family never asked)."""
-        study = self._studies.get(family)
+    def trials(self, key: str) -> int:
+        """Trials of the study ``key``, repeats included (0 for a study never asked)."""
+        study = self._studies.get(key)
         return len(study.study.trials) if study is not None else 0

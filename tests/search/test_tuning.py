@@ -150,7 +150,7 @@ def test_two_drivers_on_one_study_take_in_each_others_verdicts(tmp_path):
     assert len(theirs) == 3 and not set(theirs) & set(mine)
 
 
-def test_a_lineage_tuner_keeps_one_study_per_family_in_one_storage(tmp_path):
+def test_a_lineage_tuner_keeps_one_study_per_key_in_one_storage(tmp_path):
     storage = journal_storage(tmp_path / "optuna.journal")
     tuner = KnobTuner(seed=0, storage=storage, prefix="lineage0-")
     number, knobs = tuner.ask("a", SPACE)
