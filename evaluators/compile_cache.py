@@ -2,7 +2,8 @@
 
 Layout of ``cache_dir``: ``<key><suffix>`` is a built artifact (``.so`` for cpp);
 ``<key>.error.txt`` is the trimmed log of a build that failed for good (a compiler timeout is not
-recorded, since it may pass when the machine is less loaded). The key is a SHA-256 over
+recorded, since it may pass when the machine is less loaded); ``<key>.rejected.txt`` the reason a
+built library was refused (a REJECTED verdict: it imports what a kernel may not). The key is a SHA-256 over
 (language, source, knob values, the language's flags and compiler identity). Several processes
 (a compile pool, evaluation workers) may build the same key at once: each builds in its own
 temporary folder inside ``cache_dir`` and publishes with ``os.replace``, which is atomic, so a
@@ -59,12 +60,16 @@ class CompileCache:
         key = cache_key(language, candidate)
         artifact = self.root / f"{key}{language.artifact_suffix}"
         failure = self.root / f"{key}.error.txt"
+        refusal = self.root / f"{key}.rejected.txt"
         if artifact.exists():
             return Build(self._result(candidate, started, ok=True, cached=True,
                                       binary=binary_hash(artifact, candidate)), artifact)
         if failure.exists():
             log = failure.read_text()
             return Build(self._result(candidate, started, ok=False, cached=True, log=log), None)
+        if refusal.exists():
+            return Build(self._result(candidate, started, ok=False, cached=True,
+                                      log=refusal.read_text(), rejected=True), None)
         self.root.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(dir=self.root, prefix=".build-"))
         try:
@@ -73,8 +78,9 @@ class CompileCache:
             os.replace(built, artifact)
         except BuildError as exc:
             if exc.cacheable:
-                _write_atomically(failure, exc.log)
-            return Build(self._result(candidate, started, ok=False, log=exc.log), None)
+                _write_atomically(refusal if exc.rejected else failure, exc.log)
+            return Build(self._result(candidate, started, ok=False, log=exc.log,
+                                      rejected=exc.rejected), None)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         return Build(self._result(candidate, started, ok=True,
@@ -82,10 +88,10 @@ class CompileCache:
 
     @staticmethod
     def _result(candidate: Candidate, started: float, *, ok: bool, cached: bool = False,
-                log: str = "", binary: str = "") -> CompileResult:
+                log: str = "", binary: str = "", rejected: bool = False) -> CompileResult:
         return CompileResult(candidate_id=candidate.id, ok=ok,
                              seconds=time.perf_counter() - started, log=log, cached=cached,
-                             binary=binary)
+                             binary=binary, rejected=rejected)
 
 
 def binary_hash(artifact: Path, candidate: Candidate) -> str:

@@ -32,13 +32,16 @@ from ..screen import ScreenRule, SyntaxRule
 class BuildError(Exception):
     """A candidate that does not build; ``log`` is the trimmed compiler output.
 
-    ``cacheable`` is False for outcomes that may differ on a retry (a compiler timeout under load).
+    ``cacheable`` is False for outcomes that may differ on a retry (a compiler timeout under load);
+    ``rejected`` is True when the build worked but its product uses what a kernel may not (a
+    REJECTED verdict rather than a COMPILE_ERROR).
     """
 
-    def __init__(self, log: str, *, cacheable: bool = True) -> None:
+    def __init__(self, log: str, *, cacheable: bool = True, rejected: bool = False) -> None:
         super().__init__(log)
         self.log = log
         self.cacheable = cacheable
+        self.rejected = rejected
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ Built by the system C++ compiler (``$CXX``, default ``g++``) with ``CPP_FLAGS``:
 - ``-Wl,--no-undefined``: an undefined symbol fails the build (COMPILE_ERROR, with the name)
   instead of failing later at load time.
 
+The built library's imports are then checked (evaluators/languages/cpp_symbols.py): one that
+imports the Python C API, ``dlopen``/``dlsym``, process, socket, thread, file or clock calls is
+REJECTED with the symbol named, before anything loads it.
+
 No ``-march=native``: an artifact in a shared cache must run on every machine that reads it.
 Knobs become ``-DNAME=VALUE``. The entry point's ctypes signature comes from the task's
 ``argtypes`` (``CTYPE_KINDS``); it returns nothing.
@@ -19,7 +23,6 @@ import ctypes
 import functools
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +30,7 @@ from typing import Any
 
 from ...search.candidate import Candidate
 from ...search.language_spec import ARGUMENT_KINDS, SPECS
+from ..elf_symbols import ElfError, dynamic_symbols
 from ..screen import ScreenRule
 from .base import (
     BuildError,
@@ -36,6 +40,7 @@ from .base import (
     macro_definitions,
     run_compiler,
 )
+from .cpp_symbols import forbidden_imports
 
 CPP_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c++17", "-Wl,--no-undefined")
 
@@ -48,48 +53,90 @@ CTYPE_KINDS: dict[str, Any] = {
 }
 assert tuple(CTYPE_KINDS) == ARGUMENT_KINDS, "the spec's argument kinds and their ctypes differ"
 
-_CALL = r"\s*\("  # a name followed by a call's parenthesis
+# A name followed by a call's parenthesis, also through parentheses around the name: (fork)().
+_CALL = r"\s*(?:\)\s*)*\("
+
+
+def _as_value(names: str) -> str:
+    """``names`` taken as a value: assigned, cast, returned, passed, or their address taken, as a
+    function pointer (``F f = (F)kill;``) would be. A parenthesised condition (``if (write)``)
+    is not such a use."""
+    before = r"(?:[=,{?:]|\breturn\b|(?<!\bif)(?<!\bif )(?<!\bwhile)(?<!\bwhile )\()"
+    return (rf"{before}\s*(?:\(\s*\w+\s*\**\s*\)\s*)?&?\s*\b(?:{names})\s*[;,)}}]"
+            rf"|&\s*(?:::\s*)?\b(?:{names})\b")
+
+
+# Functions no kernel has a reason to name at all, as a call, a value or a declaration: naming
+# them is refused wherever they appear, so that a typedef'd pointer or an alias does not hide one.
+_PROCESS_NAMES = (r"fork|vfork|clone3|posix_spawnp?|popen|ptrace|daemon|exec(?:l|lp|le|v|vp|ve|"
+                  r"vpe|veat)|fexecve|pidfd_\w+|tgkill|tkill|killpg|sigqueue|process_vm_\w+|"
+                  r"syscall|prctl|setns|unshare")
+_GENERIC_PROCESS_NAMES = r"clone|system|kill|wait|waitpid"
 
 # What a CPU kernel may not use, and why. Kernels run single-threaded, side-effect free and
 # untimed-by-themselves; anything that could reach outside the call or the measurement is refused.
 CPP_SCREEN_RULES = (
-    ScreenRule("threads", r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+"
-               r"|#\s*include\s*<\s*(thread|pthread\.h|future)\s*>",
+    ScreenRule("threads", r"\bstd\s*::\s*(thread|jthread|async|this_thread)\b|\bpthread_\w+"
+               r"|\b(?:thread|jthread)\s+\w+\s*[({]|\b(?:thread|jthread)\s*[({]|\bthrd_\w+"
+               r"|#\s*include\s*<\s*(thread|pthread\.h|threads\.h|future)\s*>",
                "kernels run on one thread; the evaluator owns the cores and the timing"),
     ScreenRule("OpenMP", r"#\s*pragma\s+omp\b|\bomp_\w+" + _CALL + r"|#\s*include\s*<\s*omp\.h",
                "kernels run on one thread; OpenMP would start a thread pool"),
-    ScreenRule("processes", r"\b(fork|vfork|clone|clone3|system|popen|posix_spawnp?|"
-               r"exec(l|lp|le|v|vp|ve|vpe)|kill|ptrace|daemon)" + _CALL,
-               "a kernel may not start or signal processes"),
-    ScreenRule("files", r"\b(fopen|freopen|fdopen|open|openat|creat|opendir|remove|unlink|rename|"
-               r"mkdir|rmdir|chdir|truncate|symlink|link)" + _CALL
+    ScreenRule("processes", rf"\b(?:{_PROCESS_NAMES})\b|\b(?:{_GENERIC_PROCESS_NAMES})"
+               + _CALL + "|" + _as_value(_GENERIC_PROCESS_NAMES),
+               "a kernel may not start or signal processes (not even name the functions that do)"),
+    ScreenRule("files", r"\b(?:fopen|freopen|fdopen|openat|creat|opendir|unlink|unlinkat|mkdir|"
+               r"rmdir|chdir|symlink|mkstemp|tmpfile|shm_open|memfd_create)\b"
+               r"|\b(?:open|remove|rename|truncate|link)" + _CALL
+               + "|" + _as_value("open|remove|rename|truncate|link")
                + r"|\b(std\s*::\s*)?[io]?fstream\b|\bstd\s*::\s*filesystem\b"
                r"|#\s*include\s*<\s*(fstream|filesystem)\s*>",
                "a kernel may not touch files; it reads its inputs and writes its outputs only"),
-    ScreenRule("raw descriptors", r"\b(read|write|pread|pwrite|readv|writev|dup|dup2|dup3|close|"
-               r"ioctl|fcntl|pipe|pipe2|syscall|sendfile|splice)" + _CALL,
-               "a kernel may not do descriptor I/O (the sandbox's result channel is a descriptor)"),
-    ScreenRule("network", r"\b(socket|connect|bind|listen|accept|send|sendto|sendmsg|recv|"
-               r"recvfrom|recvmsg|getaddrinfo|gethostbyname)" + _CALL
+    ScreenRule("raw descriptors", r"\b(?:pread|pwrite|readv|writev|preadv|pwritev|dup2|dup3|"
+               r"ioctl|fcntl|pipe2|sendfile|splice|vmsplice)\b"
+               r"|\b(?:read|write|dup|close|pipe)" + _CALL
+               + "|" + _as_value("read|write|dup|close|pipe"),
+               "a kernel may not do descriptor I/O (the runner's channel is a descriptor)"),
+    ScreenRule("network", r"\b(?:socket|socketpair|accept4|sendto|sendmsg|sendmmsg|recvfrom|"
+               r"recvmsg|recvmmsg|getaddrinfo|gethostbyname\w*|getnameinfo)\b"
+               r"|\b(?:connect|bind|listen|accept|send|recv)" + _CALL
+               + "|" + _as_value("connect|bind|listen|accept|send|recv")
                + r"|#\s*include\s*<\s*(sys/socket\.h|netinet/|arpa/inet\.h|netdb\.h)",
                "a kernel may not use the network"),
-    ScreenRule("dynamic loading", r"\b(dlopen|dlmopen|dlsym|dlvsym)" + _CALL
-               + r"|#\s*include\s*<\s*dlfcn\.h",
+    ScreenRule("dynamic loading", r"\b(?:dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dlinfo|"
+               r"dl_iterate_phdr|_r_debug|link_map)\b|#\s*include\s*<\s*(?:dlfcn|link)\.h",
                "a kernel may not load code or look up symbols at run time"),
-    ScreenRule("timers", r"\b(clock_gettime|clock_settime|gettimeofday|settimeofday|setitimer|"
-               r"getitimer|timer_create|timer_settime|alarm|time|clock|__rdtsc|__rdtscp|"
-               r"_rdtsc)" + _CALL + r"|\brdtscp?\b|\bstd\s*::\s*chrono\b"
-               r"|#\s*include\s*<\s*(chrono|sys/time\.h|ctime|time\.h)\s*>",
+    ScreenRule("timers", r"\b(?:clock_gettime|clock_settime|clock_getres|gettimeofday|"
+               r"settimeofday|setitimer|getitimer|timer_create|timer_settime|timespec_get|"
+               r"nanosleep|clock_nanosleep|usleep)\b|\w*rd(?:tscp?|pmc)\w*"
+               r"|__builtin_readcyclecounter|\b(?:alarm|time|clock|sleep)" + _CALL
+               + "|" + _as_value("alarm|time|clock|sleep")
+               + r"|\bstd\s*::\s*chrono\b|#\s*include\s*<\s*(chrono|sys/time\.h|ctime|time\.h)\s*>",
                "a kernel may not read or change clocks: it could tell when it is being timed"),
-    ScreenRule("signal handlers", r"\b(signal|sigaction|sigprocmask|pthread_sigmask|raise|"
-               r"sigsetjmp|siglongjmp)" + _CALL + r"|#\s*include\s*<\s*(csignal|signal\.h)",
-               "a kernel may not handle or raise signals: crashes must reach the sandbox"),
-    ScreenRule("memory mapping", r"\b(mmap|munmap|mremap|mprotect|madvise|brk|sbrk)" + _CALL,
+    ScreenRule("signal handlers", r"\b(?:sigaction|sigprocmask|sigsetjmp|siglongjmp|sigaltstack|"
+               r"bsd_signal|sysv_signal)\b|\b(?:signal|raise)" + _CALL
+               + "|" + _as_value("signal|raise")
+               + r"|#\s*include\s*<\s*(csignal|signal\.h)",
+               "a kernel may not handle or raise signals: crashes must reach the evaluator"),
+    ScreenRule("memory mapping", r"\b(?:mmap|mmap64|munmap|mremap|mprotect|pkey_mprotect|madvise|"
+               r"sbrk)\b|\bbrk" + _CALL,
                "a kernel may not change memory mappings or protections"),
     ScreenRule("inline assembly", r"\b(asm|__asm__|__asm)\b",
                "inline assembly can issue system calls or read the cycle counter unseen; "
                "use intrinsics (<immintrin.h>) instead"),
-    ScreenRule("load-time code", r"__attribute__\s*\(\(\s*(constructor|destructor)",
+    ScreenRule("the Python C API", r"\b_?Py[A-Z_]\w*|#\s*include\s*<\s*Python\.h",
+               "a kernel library may not call into the Python interpreter that loads it"),
+    ScreenRule("weak symbols", r"\b(?:__)?weak(?:ref)?(?:__)?\b|#\s*pragma\s+weak\b",
+               "a weak declaration binds to whatever the loading process defines (the "
+               "interpreter's own functions included); use only what system headers declare"),
+    ScreenRule("system interfaces",
+               r"#\s*include\s*<\s*(?:bits|sys|linux|asm|asm-generic|x86_64-linux-gnu|"
+               r"aarch64-linux-gnu|ext)/|#\s*include\s*<\s*(?:unistd|spawn|sched|fcntl|poll|"
+               r"semaphore|mqueue|termios|syscall|pty|utmp|ucontext)\.h\s*>",
+               "a kernel includes standard C/C++ and intrinsics headers only: these declare "
+               "processes, descriptors, threads and system calls"),
+    ScreenRule("load-time code", r"__attribute__\s*\(\(.*\b(constructor|destructor|ifunc|section|"
+               r"init_priority)\b|\[\[\s*gnu\s*::\s*(constructor|destructor|ifunc|section)\b",
                "code must run when the kernel is called, not when the library is loaded"),
     ScreenRule("non-system includes", r"#\s*include\s*\"|#\s*include\s*<\s*[/.]"
                r"|#\s*(embed|include_next|import)\b|__has_include",
@@ -137,14 +184,12 @@ def trim_compiler_log(log: str) -> str:
     return text if len(text) <= _MAX_LOG_CHARS else text[:_MAX_LOG_CHARS] + "\n... (log cut)"
 
 
-def _exports(artifact: Path, symbol: str) -> bool | None:
-    """Whether ``artifact`` defines the dynamic symbol ``symbol``; None where nm is missing."""
-    nm = shutil.which("nm")
-    if nm is None:
-        return None
-    out = subprocess.run([nm, "-D", "--defined-only", str(artifact)], capture_output=True,
-                         text=True, timeout=30)
-    return any(line.split()[-1:] == [symbol] for line in out.stdout.splitlines())
+def _exports(artifact: Path, symbol: str) -> bool:
+    """Whether ``artifact`` defines the dynamic symbol ``symbol`` (an unreadable table: no)."""
+    try:
+        return any(s.defined and s.name == symbol for s in dynamic_symbols(artifact))
+    except ElfError:
+        return False
 
 
 class CppLanguage(KernelLanguage):
@@ -164,9 +209,12 @@ class CppLanguage(KernelLanguage):
         status, log = run_compiler(argv, workdir, timeout_s)
         if status != 0:
             raise BuildError(trim_compiler_log(log) or f"the compiler exited with status {status}")
-        if _exports(artifact, candidate.entry) is False:
+        if not _exports(artifact, candidate.entry):
             raise BuildError(f"the library does not export `{candidate.entry}`: declare it "
                              f"`extern \"C\"` with exactly that name (C++ mangles other names)")
+        forbidden = forbidden_imports(artifact)
+        if forbidden is not None:
+            raise BuildError(forbidden.message, rejected=True)
 
     def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
         try:

@@ -36,7 +36,7 @@ from ..screen import ScreenRule
 from ..settings import EvaluatorSettings, normalize_cuda_arch
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError, macro_definitions
 
-_CALL = r"\s*\("
+_CALL = r"\s*(?:\)\s*)*\("  # also through parentheses around the name: (clock)()
 
 # What a CUDA kernel may not use, and why. The launcher (the task's, trusted) owns streams,
 # memory and geometry; the kernel reads its inputs and writes its outputs. The compiler process

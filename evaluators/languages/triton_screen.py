@@ -17,6 +17,7 @@ Python kernel and rejects one that computes with PyTorch (evaluators/integrity.p
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 
 from ..screen import SyntaxRule
@@ -47,14 +48,23 @@ TORCH_ESCAPE_HATCHES = (
 )
 TORCH_GLOBAL_STATE = (
     "torch.set_", "torch.use_", "torch.backends", "torch.manual_seed", "torch.seed",
-    "torch.random", "torch.cuda.set_", "torch.cuda.manual_seed", "torch.cuda.memory",
-    "torch.cuda.tunable", "torch.cuda.empty_cache",
+    "torch.random", "torch.cuda.random", "torch.cuda.set_", "torch.cuda.manual_seed",
+    "torch.cuda.memory", "torch.cuda.tunable", "torch.cuda.empty_cache",
 )
 TORCH_IO = ("torch.load", "torch.save", "torch.from_file", "torch.hub", "torch.multiprocessing",
             "torch.distributed", "torch.package")
 TRITON_INTERNALS = ("triton.runtime", "triton.testing", "triton.tools", "triton.knobs",
                     "triton.compiler", "triton.backends", "triton.set_allocator",
                     "triton.profiler", "triton.autotune", "triton.Config")
+
+# Modules that torch, triton and typing hold as attributes (``torch.os``, ``torch.sys``,
+# ``torch.builtins``, ``typing.sys``, ``torch.nn.functional.np``, ...): reaching one through a
+# dotted chain is importing it. Any standard-library module name counts, and the third-party
+# modules torch re-exports; a few names are both a standard module and a tensor operation or a
+# triton.language module, and stay allowed (torch.random is refused as global state).
+FOREIGN_MODULES = (frozenset(sys.stdlib_module_names) | {"np", "numpy", "pynvml", "stdlib_re",
+                                                         "sympy", "typing_extensions"}) \
+    - {"math", "random", "select", "trace", "chunk"}
 
 # Inside a kernel: reading the GPU's clocks, or inline assembly (which can read them too), would
 # let a kernel tell when it is timed; device printing floods the log and distorts the timing.
@@ -137,6 +147,12 @@ def _find_clocks_and_assembly(tree: ast.Module) -> Iterator[ast.AST]:
             yield node
 
 
+def _find_foreign_modules(tree: ast.Module) -> Iterator[ast.AST]:
+    for node, dotted in ModuleView(tree).used_names():
+        if any(part in FOREIGN_MODULES for part in dotted.split(".")[1:]):
+            yield node
+
+
 def _find_imports(tree: ast.Module) -> Iterator[ast.AST]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -205,6 +221,10 @@ TRITON_SCREEN_RULES = (
                "submodules), torch, math and typing: os, sys, subprocess, threading, socket, "
                "ctypes, time and the like reach outside the kernel or the measurement",
                _find_imports),
+    SyntaxRule("modules reached through attributes", "torch, triton and typing hold other "
+               "modules as attributes (torch.os, torch.sys, torch.builtins, "
+               "torch.nn.functional.np, ...): using one is importing it, and only triton, torch, "
+               "math and typing may be imported", _find_foreign_modules),
     SyntaxRule("dynamic code", "eval/exec/compile, open, getattr/setattr, globals/vars and "
                "dunder names run strings as code, touch files or reach objects the screen "
                "cannot follow", _find_builtins),
