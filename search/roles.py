@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .candidate import Candidate
@@ -40,24 +40,32 @@ STAGES = (CORRECTNESS, MEMORY, COMPUTE)
 
 @dataclass(frozen=True)
 class Usage:
-    """What a role spent on a model service: calls, tokens, money, and answers it rejected."""
+    """What a role spent on a model service: calls, tokens, money, and answers it rejected.
 
-    calls: int = 0
+    The one tally of model spending: budgets read it, the LLM ledger keeps one per role, and the
+    MLflow sink sums the trace's calls into it (each ``LLMCall.usage()`` is one term).
+    """
+
+    calls: int = 0  # answers received, whether they parsed or not
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
     malformed: int = 0  # answers that failed to parse and were asked again
-    failures: int = 0  # calls that failed after their retries
+    failures: int = 0  # requests given up after their retries
+    attempts: int = 0  # requests sent, retries included
+    latency_s: float = 0.0  # seconds spent waiting for answers
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.calls + other.calls, self.prompt_tokens + other.prompt_tokens,
-                     self.completion_tokens + other.completion_tokens,
-                     self.cost_usd + other.cost_usd, self.malformed + other.malformed,
-                     self.failures + other.failures)
+        return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name)
+                        for f in fields(Usage)})
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        """Every figure as ``{prefix}.{name}``, for a metrics store."""
+        return {f"{prefix}.{f.name}": float(getattr(self, f.name)) for f in fields(Usage)}
 
 
 class _Role:

@@ -19,7 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from .ledger import (
+from .ledger import Ledger
+from .settings import LLMSettings, RoleModel
+from .trace import (
     CONNECTION_ERROR,
     MALFORMED,
     OK,
@@ -27,10 +29,8 @@ from .ledger import (
     REFUSED,
     SERVER_ERROR,
     TIMEOUT,
-    Ledger,
     LLMCall,
 )
-from .settings import LLMSettings, RoleModel
 
 T = TypeVar("T")
 CHARS_PER_TOKEN = 4  # for estimating tokens when a server reports no usage
@@ -150,7 +150,6 @@ class ChatClient:
                 last = reask == self.settings.max_format_retries
                 self.ledger.record(replace(call, outcome=MALFORMED, error=str(exc), gave_up=last))
                 if last:
-                    self.ledger.failed(self.role)
                     raise LLMError(MALFORMED, f"{self.role}: {reask + 1} malformed answers in a "
                                               f"row; the last: {exc}") from None
                 conversation += [
@@ -186,7 +185,6 @@ class ChatClient:
                     tuple(messages), latency_s=time.monotonic() - clock, error=error,
                     started=started, gave_up=last))
                 if last:
-                    self.ledger.failed(self.role)
                     tries = f"{retries + 1} attempt{'s' if retries else ''}"
                     raise LLMError(outcome, f"{self.role} ({self.model.model}): {outcome} "
                                             f"after {tries}: {error}") from None

@@ -15,6 +15,7 @@ from .ledger import Ledger
 from .roles import LLMAnalyst, LLMCoder, LLMPlanner, LLMTester
 from .settings import LLMSettings
 from .templates import load_templates
+from .trace import trace_file
 
 
 def llm_roles(settings: LLMSettings, task: Task, language: str, *, lineage: int = 0,
@@ -62,7 +63,7 @@ class LLMRoleFactory:
     lineage_of_seed: Mapping[int, int] = field(default_factory=dict)
 
     def trace_path(self, lineage: int) -> Path | None:
-        return self.trace_dir / f"lineage-{lineage}.jsonl" if self.trace_dir else None
+        return trace_file(self.trace_dir, lineage) if self.trace_dir else None
 
     def __call__(self, seed: int) -> Roles:
         lineage = self.lineage_of_seed.get(seed, seed)

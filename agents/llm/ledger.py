@@ -8,78 +8,24 @@ nothing). Thread-safe.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelswarm.search import Usage
 
 from .settings import SpendLimit
+from .trace import LLMCall
 
-# Outcomes of one call attempt.
-OK = "ok"  # an answer that parsed
-MALFORMED = "malformed"  # an answer that did not parse; asked again with the reason
-RATE_LIMITED = "rate_limited"  # HTTP 429
-SERVER_ERROR = "server_error"  # HTTP 5xx
-TIMEOUT = "timeout"  # no answer within the role's timeout_s
-CONNECTION_ERROR = "connection_error"
-REFUSED = "refused"  # any other HTTP error (bad key, unknown model): not retried
-RETRYABLE = (RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION_ERROR)
 MAX_PENDING = 1000  # calls kept for ``drain``; older ones stay only in the trace file
-
-
-@dataclass(frozen=True)
-class LLMCall:
-    """One attempt at one request: what was sent, what came back, what it cost and took."""
-
-    lineage: int
-    role: str  # planner | coder | tester | analyst
-    request: str  # planner | coder | repair | tester | analyst
-    model: str
-    attempt: int  # 1 for the first try of a request; retries and re-asks count up
-    outcome: str  # one of the outcomes above
-    messages: tuple[Mapping[str, str], ...]  # the prompt as sent
-    answer: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    error: str = ""  # why the attempt failed, or why its answer was refused
-    started: float = 0.0  # Unix time
-    estimated_tokens: bool = False  # the server sent no usage: tokens estimated from text length
-    gave_up: bool = False  # the last attempt of a request that produced no usable answer
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def as_json(self) -> str:
-        return json.dumps({**asdict(self), "messages": [dict(m) for m in self.messages]})
-
-
-@dataclass
-class _Tally:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    malformed: int = 0
-    failures: int = 0
-
-    def frozen(self) -> Usage:
-        return Usage(self.calls, self.prompt_tokens, self.completion_tokens, self.cost_usd,
-                     self.malformed, self.failures)
 
 
 @dataclass
 class Ledger:
     """Spending of one lineage's roles: usage per role, a spending limit, the call trace.
 
-    ``Usage.calls`` counts answers received (whether they parsed or not); ``failures`` counts
-    requests given up after their retries.
+    Each recorded call adds ``LLMCall.usage()`` to its role's ``Usage``.
     """
 
     lineage: int = 0
@@ -88,43 +34,29 @@ class Ledger:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._tallies: dict[str, _Tally] = {}
+        self._usage: dict[str, Usage] = {}
         self._pending: deque[LLMCall] = deque(maxlen=MAX_PENDING)
         self._mark = (0, 0.0)  # tokens and cost at the last candidate made
         if self.trace_path is not None:
             self.trace_path.parent.mkdir(parents=True, exist_ok=True)
 
-    def _tally(self, role: str) -> _Tally:
-        return self._tallies.setdefault(role, _Tally())
-
     def record(self, call: LLMCall) -> None:
         """Account for one attempt and add it to the trace."""
         with self._lock:
-            tally = self._tally(call.role)
-            if call.outcome in (OK, MALFORMED):
-                tally.calls += 1
-            tally.malformed += call.outcome == MALFORMED
-            tally.prompt_tokens += call.prompt_tokens
-            tally.completion_tokens += call.completion_tokens
-            tally.cost_usd += call.cost_usd
+            self._usage[call.role] = self._usage.get(call.role, Usage()) + call.usage()
             self._pending.append(call)
             if self.trace_path is not None:
                 with open(self.trace_path, "a", encoding="utf-8") as handle:
                     handle.write(call.as_json() + "\n")
 
-    def failed(self, role: str) -> None:
-        """A request of ``role`` was given up."""
-        with self._lock:
-            self._tally(role).failures += 1
-
     def usage(self, role: str | None = None) -> Usage:
         """One role's usage, or (``role`` None) the lineage's total."""
         with self._lock:
             if role is not None:
-                return self._tally(role).frozen()
+                return self._usage.get(role, Usage())
             total = Usage()
-            for tally in self._tallies.values():
-                total = total + tally.frozen()
+            for usage in self._usage.values():
+                total = total + usage
             return total
 
     def stop_reason(self) -> str | None:

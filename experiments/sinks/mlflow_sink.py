@@ -23,9 +23,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink
+from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink, Usage
 
-from .llm_trace import TRACE_FOLDER, RoleTotals, TraceFollower, call_artifact, call_metrics
+from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
 from .sources import source_file_name
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class MLflowSink(Sink):
         self._run: RunInfo | None = None
         self._tally: dict[int, tuple[int, int]] = {}  # lineage -> (correct, total)
         self._llm: TraceFollower | None = None  # the LLM roles' call traces, if any
-        self._llm_totals: dict[int, dict[str, RoleTotals]] = {}  # lineage -> role -> totals
+        self._llm_totals: dict[int, dict[str, Usage]] = {}  # lineage -> role -> usage
 
     def __getstate__(self) -> dict[str, Any]:
         # A client holds connections; the receiving process makes its own in open().
@@ -294,8 +294,8 @@ class MLflowSink(Sink):
         totals = self._llm_totals.setdefault(lineage, {})
         metrics = []
         for index, call in calls:
-            totals.setdefault(str(call.get("role", "")), RoleTotals()).add(call)
-            millis = int(float(call.get("started") or time.time()) * 1000)
+            totals[call.role] = totals.get(call.role, Usage()) + call.usage()
+            millis = int((call.started or time.time()) * 1000)
             metrics += [Metric(k, v, millis, index) for k, v in call_metrics(call).items()]
             path, text = call_artifact(index, call)
             client.log_text(run_id, text, path)
@@ -309,13 +309,12 @@ class MLflowSink(Sink):
         for lineage in self._llm.lineages() if self._llm is not None else []:
             self._log_llm_calls(lineage)
         client, _ = self._opened()
-        run_total = RoleTotals()
+        run_total = Usage()
         for lineage, roles in sorted(self._llm_totals.items()):
             values: dict[str, float] = {}
-            for role, totals in roles.items():
-                values.update(totals.metrics(f"llm.{role}"))
-                for key, value in vars(totals).items():
-                    setattr(run_total, key, getattr(run_total, key) + value)
+            for role, usage in roles.items():
+                values.update(usage.metrics(f"llm.{role}"))
+                run_total = run_total + usage
             client.log_batch(self._lineage_run(lineage),
                              metrics=[Metric(k, v, millis, 0) for k, v in values.items()])
         if not self._llm_totals:
