@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -12,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelswarm.cluster import SwarmResult
+from kernelswarm.search import Evaluation
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
@@ -75,29 +77,72 @@ def search_view(console: Console, every_s: float = 10.0) -> LiveView:
     return LiveView(console, progress_table, _status_line, every_s)
 
 
-def closing_table(result: SwarmResult) -> Table:
-    """Best speedup per lineage vs the starting kernel and vs PyTorch."""
-    table = Table(title="kernelswarm: best kernel per lineage")
-    for column in ("lineage", "steps", "best vs start", "best vs PyTorch", "candidate"):
+def speedup_text(value: float, ci: float = math.nan, mark_noise: bool = False) -> str:
+    """``1.234x ±0.012``; with ``mark_noise``, ``≈`` after a speedup whose 95% interval holds
+    1.0 (no faster or slower than the baseline within the timing noise). ``-`` when unknown."""
+    if not (value > 0):
+        return "-"
+    text = f"{value:.3f}x"
+    if math.isfinite(ci):
+        text += f" ±{ci:.3f}"
+        if mark_noise and abs(value - 1.0) <= ci:
+            text += " ≈"
+    return text
+
+
+def _best_text(evaluation: Evaluation) -> str:
+    text = speedup_text(evaluation.speedup_vs_best, evaluation.geomean_ci("speedup_vs_best"),
+                        mark_noise=True)
+    names = sorted({s.best_baseline for s in evaluation.shapes if s.best_baseline})
+    return f"{text} ({'/'.join(names)})" if names and text != "-" else text
+
+
+def closing_table(result: SwarmResult, regime: str = "") -> Group:
+    """Best speedup per lineage vs the starting kernel and vs the best baseline (``≈``: inside
+    the timing noise), then the overall best kernel shape by shape; ``regime`` (the cache regime
+    of the timing, e.g. "warm cache (not flushed)") goes in the title."""
+    title = "kernelswarm: best kernel per lineage" + (f" · timed with a {regime}" if regime else "")
+    table = Table(title=title)
+    for column in ("lineage", "steps", "best vs start", "vs best baseline", "candidate"):
         table.add_column(column, no_wrap=True)
     # One line per lineage; the full stop reasons are in summary.json and printed below.
     table.add_column("stopped", no_wrap=True, overflow="ellipsis", max_width=40)
     best = dict(result.summary.lineage_best)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         entry = best.get(lineage.lineage)
-        speed, eager, cid = ("-", "-", "-")
+        speed, baseline, cid = ("-", "-", "-")
         if entry is not None:
             candidate, evaluation = entry
-            speed = f"{evaluation.speedup:.3f}x"
-            eager = f"{evaluation.speedup_vs_eager:.3f}x"
-            cid = candidate.id
+            speed = speedup_text(evaluation.speedup, evaluation.geomean_ci())
+            baseline, cid = _best_text(evaluation), candidate.id
         reason = lineage.stop_reason if not lineage.error else "crashed (see log)"
-        table.add_row(str(lineage.lineage), str(lineage.steps), speed, eager, cid, reason)
+        table.add_row(str(lineage.lineage), str(lineage.steps), speed, baseline, cid, reason)
     if result.start is not None:
-        table.add_row("start", "", "1.000x", f"{result.start.speedup_vs_eager:.3f}x",
-                      result.start.candidate_id, "", style="dim")
-    if result.summary.best is not None:
-        candidate, evaluation = result.summary.best
-        table.add_row("overall", "", f"{evaluation.speedup:.3f}x",
-                      f"{evaluation.speedup_vs_eager:.3f}x", candidate.id, "", style="bold green")
+        table.add_row("start", "", "1.000x", _best_text(result.start), result.start.candidate_id,
+                      "", style="dim")
+    if result.summary.best is None:
+        return Group(table)
+    candidate, evaluation = result.summary.best
+    table.add_row("overall", "", speedup_text(evaluation.speedup, evaluation.geomean_ci()),
+                  _best_text(evaluation), candidate.id, "", style="bold green")
+    return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape"))
+
+
+def shape_table(evaluation: Evaluation, title: str) -> Table:
+    """Per shape: the kernel's median (± IQR), the best baseline by name and its time, the
+    speedup over it (``≈`` inside the noise), over eager and over compile."""
+    table = Table(title=title)
+    for column in ("shape", "µs", "best baseline", "baseline µs", "× best", "× eager",
+                   "× compile"):
+        table.add_column(column, no_wrap=column != "shape",
+                         justify="left" if column in ("shape", "best baseline") else "right")
+    for s in evaluation.shapes:
+        mine = f"{s.time_us:.2f} ±{s.time_spread_us:.2f}" if s.time_us > 0 else "-"
+        base = (f"{s.best_baseline_us:.2f} ±{s.best_baseline_spread_us:.2f}"
+                if s.best_baseline_us > 0 else "-")
+        table.add_row(s.shape, mine, s.best_baseline or "-", base,
+                      speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
+                      speedup_text(s.speedup_vs_eager, s.speedup_vs_eager_ci, mark_noise=True),
+                      speedup_text(s.speedup_vs_compile, s.speedup_vs_compile_ci,
+                                   mark_noise=True))
     return table

@@ -27,8 +27,10 @@ from kernelswarm.search import (
 from .config import ConfigError
 from .sinks import read_evaluations
 from .sinks.parquet import CANDIDATES
+from .sinks.sources import read_kernel_file
 
 _SHAPE_COLUMNS = [f for f in ShapeResult.__dataclass_fields__ if f != "shape"]
+_TEXT_COLUMNS = {"best_baseline"}
 
 
 class ResumeError(ConfigError):
@@ -36,7 +38,9 @@ class ResumeError(ConfigError):
 
 
 def _shape(row: Mapping[str, Any]) -> ShapeResult:
-    values = {k: (math.nan if row[k] is None and k != "correct" else row[k]) for k in _SHAPE_COLUMNS}
+    # Columns added after a run was written read as null: NaN, or "" for text.
+    values = {k: (("" if k in _TEXT_COLUMNS else math.nan) if row.get(k) is None
+                  and k != "correct" else row[k]) for k in _SHAPE_COLUMNS}
     values["correct"] = bool(row["correct"])
     values["samples"] = int(values["samples"]) if not math.isnan(values["samples"]) else 0
     return ShapeResult(shape=row["shape"], **values)
@@ -50,12 +54,13 @@ def _candidate(run_dir: Path, row: Mapping[str, Any], task: Task) -> Candidate:
     if row["knob_space"] is None:
         raise ResumeError(f"{run_dir}: written by a version without knob spaces; start a new run")
     kernel = task.kernel(language)
+    _, source = read_kernel_file(path.read_text(), language, kernel.entry)  # knob header off
     space = {k: tuple(v) for k, v in json.loads(row["knob_space"]).items()}
     origin = Origin(role=row["origin_role"], move=row["origin_move"],
                     rationale=row["origin_rationale"] or "", model=row["origin_model"],
                     tokens=int(row["tokens"]), cost_usd=float(row["cost_usd"]))
     candidate = Candidate.create(
-        language=language, source=path.read_text(), entry=kernel.entry,
+        language=language, source=source, entry=kernel.entry,
         knobs=json.loads(row["knobs"]), knob_space=space, parents=tuple(row["parent_ids"]),
         lineage=int(row["lineage"]), origin=origin, spec=kernel.spec)
     if candidate.id != cid:

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from kernelswarm.cluster import Swarm, SwarmResult, SwarmSpec, connect, disconnect
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Budget,
     Candidate,
     Check,
+    Evaluation,
     Migration,
     Roles,
     RunInfo,
@@ -31,7 +35,7 @@ from .llm_agent import configured_roles
 from .progress import closing_table, search_view
 from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
-from .sinks.sources import source_file_name
+from .sinks.sources import self_contained_source, source_file_name
 
 
 @dataclass(frozen=True)
@@ -98,34 +102,83 @@ def _sinks(config: Config) -> list[Sink]:
 
 
 def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
-    """The best kernel's source as ``run_dir/best/<id>.<ext>``; returns its path."""
+    """The best kernel's source as ``run_dir/best/<id>.<ext>``, with the knob values it was
+    judged with at the top (self-contained: see experiments/sinks/sources.py); returns its path."""
     path = run_dir / "best" / source_file_name(candidate)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(candidate.source)
+    path.write_text(self_contained_source(candidate))
     return path
 
 
-def _write_outputs(run_dir: Path, result: SwarmResult) -> Path | None:
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None, recursively (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def shape_figures(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Per shape: the kernel's time, the best baseline (named) and every speedup with its 95%
+    confidence half-width; ``within_noise`` when the interval over the best baseline holds 1."""
+    return [{"shape": s.shape, "time_us": s.time_us, "time_spread_us": s.time_spread_us,
+             "samples": s.samples, "best_baseline": s.best_baseline,
+             "best_baseline_us": s.best_baseline_us,
+             "best_baseline_spread_us": s.best_baseline_spread_us,
+             "speedup_vs_best": s.speedup_vs_best, "speedup_vs_best_ci": s.speedup_vs_best_ci,
+             "within_noise": bool(abs(s.speedup_vs_best - 1.0) <= s.speedup_vs_best_ci),
+             "speedup_vs_start": s.speedup_vs_start, "speedup_vs_start_ci": s.speedup_vs_start_ci,
+             "eager_time_us": s.eager_time_us, "speedup_vs_eager": s.speedup_vs_eager,
+             "speedup_vs_eager_ci": s.speedup_vs_eager_ci, "compile_time_us": s.compile_time_us,
+             "speedup_vs_compile": s.speedup_vs_compile,
+             "speedup_vs_compile_ci": s.speedup_vs_compile_ci,
+             "roofline_fraction": s.roofline_fraction} for s in evaluation.shapes]
+
+
+def kernel_figures(evaluation: Evaluation) -> dict[str, Any]:
+    """The geometric means over shapes (with their 95% half-widths) and the per-shape figures."""
+    return {"speedup_vs_start": evaluation.speedup,
+            "speedup_vs_start_ci": evaluation.geomean_ci("speedup_vs_start"),
+            "speedup_vs_best": evaluation.speedup_vs_best,
+            "speedup_vs_best_ci": evaluation.geomean_ci("speedup_vs_best"),
+            "speedup_vs_eager": evaluation.speedup_vs_eager,
+            "speedup_vs_compile": evaluation.speedup_vs_compile,
+            "shapes": shape_figures(evaluation)}
+
+
+def _write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings) -> Path | None:
     summary = result.summary
     best_path = None
     if summary.best is not None:
         best_path = write_best_kernel(run_dir, summary.best[0])
+    lineage_best = dict(summary.lineage_best)  # the tracker's: the one per-lineage source
+    start_metrics = result.start.metrics if result.start is not None else {}
     doc = {
         "stop_reason": summary.stop_reason, "records": summary.records, "wall_s": summary.wall_s,
+        "timing": {**timing.as_dict(), "regime": timing.regime},
+        "baselines": start_metrics.get("baselines", {"error": start_metrics.get(
+            "baselines_error", "not measured")}),
         "best": None if summary.best is None else {
             "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
-            "speedup_vs_start": summary.best[1].speedup,
-            "speedup_vs_eager": summary.best[1].speedup_vs_eager, "file": str(best_path)},
+            **kernel_figures(summary.best[1]), "file": str(best_path)},
         "lineages": [{"lineage": r.lineage, "steps": r.steps, "stop_reason": r.stop_reason,
-                      "best_speedup": r.best_speedup, "error": r.error} for r in result.lineages],
+                      "best_candidate": lineage_best[r.lineage][0].id
+                      if r.lineage in lineage_best else None,
+                      "best_speedup": lineage_best[r.lineage][1].speedup
+                      if r.lineage in lineage_best else 0.0,
+                      "best_speedup_vs_best_baseline": lineage_best[r.lineage][1].speedup_vs_best
+                      if r.lineage in lineage_best else 0.0,
+                      "error": r.error} for r in result.lineages],
         "sink_errors": result.sink_errors, "utilisation": result.utilisation,
         "diversity": summary.diversity, "migrations": summary.migrations,
         "reused_verdicts": summary.reused,
-        "extra_checks_dropped": dict(result.start.metrics.get("extra_checks_dropped", {}))
-        if result.start is not None else {},
+        "extra_checks_dropped": dict(start_metrics.get("extra_checks_dropped", {})),
     }
     tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.write_text(json.dumps(_finite(doc), indent=2))
     tmp.replace(run_dir / "summary.json")
     return best_path
 
@@ -153,6 +206,8 @@ def run(config: Config, console: Console | None = None,
         run_dir.mkdir(parents=True)
         history = []
     (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
+    timing = TimingSettings.of(evaluator_settings(config))
+    timing.write(run_dir)  # what `kernelswarm eval` of this run's files times with
 
     seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
     make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds)
@@ -180,8 +235,8 @@ def run(config: Config, console: Console | None = None,
         result = _drive(Swarm(spec), console)
     finally:
         disconnect(cluster)
-    best_path = _write_outputs(run_dir, result)
-    console.print(closing_table(result))
+    best_path = _write_outputs(run_dir, result, timing)
+    console.print(closing_table(result, timing.regime))
     outcome = RunOutcome(run_dir, result, best_path)
     _print_locations(console, outcome)
     return outcome
@@ -212,6 +267,12 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
     dropped = result.start.metrics.get("extra_checks_dropped", {}) if result.start else {}
     for label, why in dropped.items():
         console.print(f"[yellow]extra check {label} dropped:[/] {why}", highlight=False)
+    baselines = result.start.metrics.get("baselines", {}) if result.start else {}
+    for name, why in baselines.get("skipped", {}).items():
+        console.print(f"baseline {name} skipped: {why}", highlight=False)
+    if result.start is not None and result.start.metrics.get("baselines_error"):
+        console.print(f"[red]baselines not measured:[/] "
+                      f"{result.start.metrics['baselines_error']}", highlight=False)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         if lineage.stop_reason and not lineage.error:
             console.print(f"lineage {lineage.lineage} stopped: {lineage.stop_reason}",

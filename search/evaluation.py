@@ -26,7 +26,12 @@ class ShapeResult:
 
     Times are microseconds. ``time_us`` and the speedups are ``nan`` when the shape was not timed
     (the evaluation stopped before timing); ``speedup_vs_compile`` is ``nan`` where
-    ``torch.compile`` was not measured.
+    ``torch.compile`` was not measured. Baselines (evaluators/baselines.py): eager PyTorch,
+    ``torch.compile`` specialised for the shape, library kernels; ``best_baseline`` names the
+    fastest, and ``speedup_vs_best`` is over it. Each ``*_spread_us`` is an interquartile range
+    of timed calls; each ``*_ci`` the half-width of the speedup's 95% confidence interval (from
+    the standard errors of both medians). Fields added later default to NaN or "" so that older
+    records still read.
     """
 
     shape: str
@@ -42,6 +47,39 @@ class ShapeResult:
     speedup_vs_eager: float = math.nan
     speedup_vs_compile: float = math.nan
     roofline_fraction: float = math.nan  # ideal time / measured time
+    start_spread_us: float = math.nan
+    eager_spread_us: float = math.nan
+    compile_time_us: float = math.nan  # torch.compile(dynamic=False) of the reference, best mode
+    compile_spread_us: float = math.nan
+    best_baseline: str = ""  # "eager", "compile" or an anchor's name, e.g. "liger"
+    best_baseline_us: float = math.nan
+    best_baseline_spread_us: float = math.nan
+    speedup_vs_best: float = math.nan
+    speedup_vs_start_ci: float = math.nan
+    speedup_vs_eager_ci: float = math.nan
+    speedup_vs_compile_ci: float = math.nan
+    speedup_vs_best_ci: float = math.nan
+
+
+_SE_MEDIAN = math.sqrt(math.pi / 2) / 1.349  # standard error of a median per (IQR / sqrt(n))
+Z95 = 1.96
+
+
+def median_rel_se(median: float, iqr: float, samples: int) -> float:
+    """Relative standard error of a median from its samples' IQR (normal theory, robust sigma);
+    NaN when unknown."""
+    if not (median > 0) or not (iqr >= 0) or samples < 4:
+        return math.nan
+    return _SE_MEDIAN * iqr / math.sqrt(samples) / median
+
+
+def speedup_ci(base: tuple[float, float, int], mine: tuple[float, float, int]) -> float:
+    """Half-width of the 95% confidence interval of ``base / mine`` (each (median, IQR, samples));
+    NaN when either spread is unknown."""
+    a, b = median_rel_se(*base), median_rel_se(*mine)
+    if math.isnan(a) or math.isnan(b) or not (mine[0] > 0):
+        return math.nan
+    return Z95 * (base[0] / mine[0]) * math.hypot(a, b)
 
 
 @dataclass(frozen=True)
@@ -80,8 +118,55 @@ class Evaluation:
         """Geometric mean over shapes of the speedup vs the PyTorch reference; 0 unless ``ok``."""
         return self._geomean("speedup_vs_eager")
 
+    @property
+    def speedup_vs_compile(self) -> float:
+        """Geometric mean over shapes of the speedup vs ``torch.compile``; 0 unless measured."""
+        return self._geomean("speedup_vs_compile")
+
+    @property
+    def speedup_vs_best(self) -> float:
+        """Geometric mean over shapes of the speedup vs each shape's best baseline; 0 unless
+        every shape has one."""
+        return self._geomean("speedup_vs_best")
+
+    def geomean_ci(self, field: str = "speedup_vs_start") -> float:
+        """Half-width of the 95% confidence interval of the geometric mean of ``field`` (the
+        shapes' relative errors combined); NaN when a shape's is unknown."""
+        value = self._geomean(field)
+        if not value > 0:
+            return math.nan
+        relative = [getattr(s, f"{field}_ci") / getattr(s, field) for s in self.shapes]
+        if any(math.isnan(r) for r in relative):
+            return math.nan
+        return value * math.sqrt(sum(r * r for r in relative)) / len(relative)
+
+    @property
+    def timing_rel_se(self) -> float:
+        """Relative standard error of the geometric mean of this kernel's shape times (from
+        each shape's IQR and samples); NaN when unknown."""
+        if not self.ok or not self.shapes:
+            return math.nan
+        errors = [median_rel_se(s.time_us, s.time_spread_us, s.samples) for s in self.shapes]
+        if any(math.isnan(e) for e in errors):
+            return math.nan
+        return math.sqrt(sum(e * e for e in errors)) / len(errors)
+
     def failed_shape(self) -> ShapeResult | None:
         return next((s for s in self.shapes if not s.correct), None)
+
+
+def clearly_faster(new: Evaluation, old: Evaluation, z: float = Z95) -> bool:
+    """Whether ``new``'s speedup beats ``old``'s by more than the timing noise of both (``z``
+    standard errors of the difference of the log speedups). Where a spread is unknown, any
+    larger speedup counts."""
+    if not new.ok or new.speedup <= 0:
+        return False
+    if not old.ok or old.speedup <= 0:
+        return True
+    noise = math.hypot(new.timing_rel_se, old.timing_rel_se)
+    if math.isnan(noise):
+        return new.speedup > old.speedup
+    return math.log(new.speedup / old.speedup) > z * noise
 
 
 class StartingKernelFailed(RuntimeError):

@@ -17,12 +17,22 @@ from .sink import Record, RunInfo, RunSummary, Sink
 log = logging.getLogger(__name__)
 
 
+REUSED_FROM = "reused_from"  # Evaluation.metrics key: the candidate whose verdict was reused
+
+
 class Tracker:
     """Keeps every evaluation, the archive and the best kernels; writes sinks in record order.
 
     Durable sinks are written before ``record`` returns; the others are fed by one background
     thread, so a slow tracking server never holds up a lineage. A sink that fails is reported in
     ``sink_errors`` and disabled; the others go on.
+
+    Per-lineage results have one source, ``lineage_best``: the best OK kernel recorded under
+    that lineage (what it evaluated itself, a verdict reused for it included; kernels it received
+    by migration or adopted are not its results). Records (``Record.lineage_best``, hence Parquet
+    and MLflow), the summary (console, summary.json, MLflow) all read it. A resumed run's tracker
+    starts from the recorded history: its wall time, counts and reused verdicts cover the whole
+    run.
     """
 
     def __init__(self, run: RunInfo, sinks: list[Sink], elites: int = 8,
@@ -32,16 +42,20 @@ class Tracker:
         self.migration = migration or Migration()
         self.reused = 0
         self.records: list[Record] = []
+        self._lineage_best: dict[int, tuple[Candidate, Evaluation]] = {}
         self.sink_errors: list[str] = []
         self._sinks = list(sinks)
         self._durable = [s for s in sinks if s.durable]
         self._background = [s for s in sinks if not s.durable]
-        self._started = time.monotonic()
+        # A resumed run goes on from the wall time of its last record.
+        self._started = time.monotonic() - max((r.wall_s for r in history), default=0.0)
         self._lock = threading.Lock()
         self._claimed: set[str] = set()
         self._queue: queue.Queue[Record | None] = queue.Queue()
         for record in history:  # a resumed run: already in the sinks, so not written again
             self.archive.add(record.candidate, record.evaluation)
+            self._note_lineage_best(record.lineage, record.candidate, record.evaluation)
+            self.reused += bool(record.evaluation.metrics.get(REUSED_FROM))
             self.records.append(record)
         for sink in sinks:
             sink.open(run)
@@ -93,6 +107,7 @@ class Tracker:
         first, evaluation = found
         return dataclasses.replace(
             evaluation, candidate_id=candidate_id, eval_s=0.0,
+            metrics={**evaluation.metrics, REUSED_FROM: first},
             message=f"same compiled binary as {first}, whose verdict this is: "
                     f"{evaluation.message}")
 
@@ -113,7 +128,7 @@ class Tracker:
         with self._lock:
             self._claimed.discard(candidate.id)
             self.archive.add(candidate, evaluation)
-            lineage_best = self.archive.lineage_best(lineage)
+            lineage_best = self._note_lineage_best(lineage, candidate, evaluation)
             best = self.archive.best
             record = Record(
                 seq=len(self.records), lineage=lineage, step=step, candidate=candidate,
@@ -127,6 +142,19 @@ class Tracker:
         self._queue.put(record)
         return record
 
+    def _note_lineage_best(self, lineage: int, candidate: Candidate, evaluation: Evaluation
+                           ) -> tuple[Candidate, Evaluation] | None:
+        """Update and return ``lineage``'s best with a verdict recorded under it."""
+        known = self._lineage_best.get(lineage)
+        if evaluation.ok and (known is None or evaluation.speedup > known[1].speedup):
+            self._lineage_best[lineage] = known = (candidate, evaluation)
+        return known
+
+    def lineage_best(self, lineage: int) -> tuple[Candidate, Evaluation] | None:
+        """The best OK kernel recorded under ``lineage`` (see the class docstring)."""
+        with self._lock:
+            return self._lineage_best.get(lineage)
+
     def best(self) -> tuple[Candidate, Evaluation] | None:
         return self.archive.best
 
@@ -134,8 +162,7 @@ class Tracker:
         return self.archive.elites[:k]
 
     def summary(self, stop_reason: str) -> RunSummary:
-        lineage_best = {i: best for i in self.archive.islands
-                        if (best := self.archive.lineage_best(i)) is not None}
+        lineage_best = {i: best for i, best in self._lineage_best.items() if i >= 0}
         return RunSummary(stop_reason, len(self.records), self.archive.best, lineage_best,
                           time.monotonic() - self._started, self.archive.diversity(),
                           len(self.archive.migrations), self.reused)

@@ -4,7 +4,8 @@ and resume.
 Layout under the run folder::
 
     evaluations/part-00000000.parquet   one file per record, named by its seq
-    candidates/<candidate id>.<suffix>  every candidate's source, written once
+    candidates/<candidate id>.<suffix>  every candidate's source, written once, with the knob
+                                        values it was judged with at the top (sinks/sources.py)
 
 Each file holds one row per (record, shape); a record whose evaluation has no shapes (a compile
 error, a crash before the first shape) has one row whose ``shape`` is ``""`` and whose per-shape
@@ -53,12 +54,25 @@ time_us                float64            median time (microseconds); NaN if not
 time_spread_us         float64            interquartile range of the time
 samples                int64              timed calls behind the median
 start_time_us          float64            the starting kernel, timed interleaved
-eager_time_us          float64            the PyTorch reference
+eager_time_us          float64            the PyTorch reference (eager)
 speedup_vs_start       float64
 speedup_vs_eager       float64
 speedup_vs_compile     float64            NaN where torch.compile was not measured
 roofline_fraction      float64            ideal time / measured time
+start_spread_us        float64            IQR of the starting kernel's time
+eager_spread_us        float64            IQR of eager's time
+compile_time_us        float64            torch.compile(dynamic=False) for this shape, its
+                                          fastest mode
+compile_spread_us      float64            IQR of compile's time
+best_baseline          string             the fastest baseline on this shape: ``eager``,
+                                          ``compile`` or a library (e.g. ``liger``)
+best_baseline_us       float64            its time
+best_baseline_spread_us float64           its IQR
+speedup_vs_best        float64            best_baseline_us / time_us
+speedup_vs_*_ci        float64            half-width of the speedup's 95% confidence interval
 =====================  =================  ===============================================
+
+Files written before a column existed read it as null (``read_evaluations`` fills it).
 """
 
 from __future__ import annotations
@@ -75,7 +89,7 @@ import pyarrow.parquet as pq
 
 from kernelswarm.search import Candidate, Record, RunInfo, RunSummary, ShapeResult, Sink
 
-from .sources import source_file_name
+from .sources import self_contained_source, source_file_name
 
 EVALUATIONS = "evaluations"
 CANDIDATES = "candidates"
@@ -124,6 +138,18 @@ _SHAPE_FIELDS = [
     pa.field("speedup_vs_eager", pa.float64()),
     pa.field("speedup_vs_compile", pa.float64()),
     pa.field("roofline_fraction", pa.float64()),
+    pa.field("start_spread_us", pa.float64()),
+    pa.field("eager_spread_us", pa.float64()),
+    pa.field("compile_time_us", pa.float64()),
+    pa.field("compile_spread_us", pa.float64()),
+    pa.field("best_baseline", pa.string()),
+    pa.field("best_baseline_us", pa.float64()),
+    pa.field("best_baseline_spread_us", pa.float64()),
+    pa.field("speedup_vs_best", pa.float64()),
+    pa.field("speedup_vs_start_ci", pa.float64()),
+    pa.field("speedup_vs_eager_ci", pa.float64()),
+    pa.field("speedup_vs_compile_ci", pa.float64()),
+    pa.field("speedup_vs_best_ci", pa.float64()),
 ]
 SCHEMA = pa.schema(_RECORD_FIELDS + _SHAPE_FIELDS)
 """The fixed schema of every evaluations file (see the module docstring)."""
@@ -244,7 +270,7 @@ class ParquetSink(Sink):
     def _write_source(self, candidate: Candidate) -> None:
         path = self.sources / source_file_name(candidate)
         if not path.exists():  # the id is a content hash: an existing file has this source
-            encoded = candidate.source.encode()
+            encoded = self_contained_source(candidate).encode()
             _write_atomically(path, lambda handle: handle.write(encoded))
 
     def close(self, summary: RunSummary) -> None:

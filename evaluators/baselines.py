@@ -1,0 +1,275 @@
+"""Baselines a user would pick, per tuning shape: PyTorch eager, ``torch.compile`` specialised
+for the shape, and the library kernels (anchors) a task names, each checked against the reference.
+
+``measure_baselines(task, settings)`` measures them in their own trusted process
+(evaluators/baseline_worker.py: no candidate code there, nothing shared with the evaluator's
+process) with the candidates' timers and timing settings, or reads them from the cache:
+``<cache_dir>/baselines/<key>.json``, the key hashing the task folder's content, the device, the
+torch and library versions, the timing settings and whether compile was measured; so ``run``,
+``eval`` and ``tune`` of one task on one machine measure them once. ``with_baselines`` fills a
+candidate's ``ShapeResult`` with the baseline times, the best baseline's name and the speedups,
+each with the half-width of its 95% confidence interval.
+
+Anchors: a task's ``ANCHORS = {name: {"module": "liger_kernel.ops.swiglu", "call": "anchor_liger",
+"package": "liger-kernel", "devices": ["cuda"]}}``; ``call`` names a function of task.py that
+takes the imported module and the inputs and returns the outputs like ``reference``. A library
+that is not installed, or an anchor for another device, is skipped with the reason (``skipped``),
+never a failure. An anchor whose output disagrees with the reference is reported, not counted.
+
+``torch.compile`` on the CPU (inductor generates and builds C++ with gcc) cost 25-30 s for the
+three quickstart shapes and both modes in a fresh process on the 2-core development machine, and
+about 3 s with inductor's own cache warm: more than an evaluation takes. It is therefore measured
+on a GPU by default and on the CPU only when asked (``KERNELSWARM_BASELINE_COMPILE=1`` or
+``compile=True``); the tables say "compile: not measured on cpu" otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..search.evaluation import ShapeResult, speedup_ci
+from ..search.task import Task, load_task
+from .environment import scrubbed_environment
+from .machine import describe_device
+from .settings import EvaluatorSettings
+from .timing_protocol import TimingSettings
+
+EAGER, COMPILE = "eager", "compile"
+COMPILE_ENV = "KERNELSWARM_BASELINE_COMPILE"
+WORKER_MODULE = "kernelswarm.evaluators.baseline_worker"
+# The worker's allocator keeps freed memory for the next call, as a long-running PyTorch process
+# does: with glibc's defaults a reference that allocates its outputs (MiBs) could return them to
+# the OS on each free and fault fresh zeroed pages in on each call, a cost a user's process does
+# not pay (measured: 7-20 ms instead of 0.5 ms for out = 0.5 * x + y at n = 2^20).
+WORKER_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+                      "MALLOC_TOP_PAD_": str(64 << 20), "PYTHONUNBUFFERED": "1"}
+_CPU_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+class BaselineError(RuntimeError):
+    """The baselines could not be measured (the worker failed); the message has its log."""
+
+
+@dataclass(frozen=True)
+class BaselineTime:
+    """One baseline on one shape: median and interquartile range (µs) of ``samples`` timed calls,
+    or ``error`` (why there is no time). ``detail``: e.g. the compile mode that was fastest;
+    ``first_call_s``: seconds of the first call (compile: tracing and code generation)."""
+
+    median_us: float = math.nan
+    iqr_us: float = math.nan
+    samples: int = 0
+    error: str = ""
+    detail: str = ""
+    first_call_s: float = math.nan
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.median_us > 0
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> BaselineTime:
+        def number(key: str) -> float:
+            value = doc.get(key)
+            return math.nan if value is None else float(value)
+
+        return cls(number("median_us"), number("iqr_us"), int(doc.get("samples") or 0),
+                   str(doc.get("error", "")), str(doc.get("detail", "")), number("first_call_s"))
+
+
+@dataclass(frozen=True)
+class BaselineTable:
+    """Every baseline of a task on one device: ``shapes[label][name]``; ``skipped[name]`` says
+    why a baseline was not measured (e.g. "not installed"). ``key`` is the cache key."""
+
+    task: str
+    device: str
+    key: str
+    timing: TimingSettings
+    versions: Mapping[str, str] = field(default_factory=dict)
+    shapes: Mapping[str, Mapping[str, BaselineTime]] = field(default_factory=dict)
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    cached: bool = False
+
+    def get(self, shape: str, name: str) -> BaselineTime:
+        return self.shapes.get(shape, {}).get(name, BaselineTime(error="not measured"))
+
+    def best(self, shape: str) -> tuple[str, BaselineTime] | None:
+        """The fastest baseline that passed its check on ``shape`` (name, time), or None."""
+        timed = [(t.median_us, n, t) for n, t in self.shapes.get(shape, {}).items() if t.ok]
+        if not timed:
+            return None
+        _, name, best = min(timed)
+        return name, best
+
+    @property
+    def names(self) -> list[str]:
+        """Every baseline measured on some shape, eager and compile first."""
+        found = {n for row in self.shapes.values() for n in row}
+        order = [n for n in (EAGER, COMPILE) if n in found]
+        return order + sorted(found - set(order))
+
+    def as_json(self) -> dict[str, Any]:
+        from .baseline_worker import _finite
+
+        return _finite({
+            "task": self.task, "device": self.device, "key": self.key,
+            "timing": self.timing.as_dict(), "versions": dict(self.versions),
+            "shapes": {s: {n: t.__dict__ for n, t in row.items()}
+                       for s, row in self.shapes.items()},
+            "skipped": dict(self.skipped)})
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], cached: bool = False) -> BaselineTable:
+        return cls(task=doc["task"], device=doc["device"], key=doc["key"],
+                   timing=TimingSettings.from_dict(doc["timing"]), versions=doc["versions"],
+                   shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
+                           for s, row in doc["shapes"].items()},
+                   skipped=dict(doc["skipped"]), cached=cached)
+
+
+def task_content_hash(task: Task) -> str:
+    """SHA-256 of every file of the task folder (names and bytes), caches excluded."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(task.path).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(task.path)).encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def device_name(device: str) -> str:
+    """The device in words, without touching it (a GPU's name from nvidia-smi)."""
+    if not device.startswith("cuda"):
+        return describe_device(device)
+    index = device.split(":")[1] if ":" in device else "0"
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            name = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader", "-i", index],
+                                  capture_output=True, text=True, timeout=20).stdout.strip()
+            if name:
+                return f"{device}: {name}"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return device
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def baseline_versions(task: Task) -> dict[str, str]:
+    """Python, torch, triton and every anchor's package, as installed (read, not imported)."""
+    found = {"python": platform.python_version(), "torch": _version("torch"),
+             "triton": _version("triton")}
+    for anchor in dict(getattr(task.module, "ANCHORS", {}) or {}).values():
+        package = anchor.get("package", anchor["module"].split(".")[0])
+        found[package] = _version(package)
+    return found
+
+
+def compile_wanted(device: str, compile: bool | None = None) -> tuple[bool, str]:
+    """Whether ``torch.compile`` is measured, and why not when it is not (see the module doc)."""
+    if compile is not None:
+        return compile, "" if compile else "not asked for"
+    if device.startswith("cuda") or os.environ.get(COMPILE_ENV, "") == "1":
+        return True, ""
+    return False, f"not measured on cpu (set {COMPILE_ENV}=1; 25-30 s per task on 2 cores)"
+
+
+def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
+                      compile: bool | None = None, timeout_s: float = 1800.0,
+                      refresh: bool = False) -> BaselineTable:
+    """The task's baselines on ``settings.device`` under ``settings``' timing: from the cache,
+    else measured in the worker process (and cached). ``BaselineError`` if the worker fails."""
+    if not isinstance(task, Task):
+        task = load_task(task, settings.device.split(":")[0])
+    timing = TimingSettings.of(settings)
+    wanted, why_not = compile_wanted(settings.device, compile)
+    device = device_name(settings.device)
+    versions = baseline_versions(task)
+    key = hashlib.sha256(json.dumps(
+        [task_content_hash(task), device, versions, timing.as_dict(), wanted],
+        sort_keys=True).encode()).hexdigest()[:24]
+    path = Path(settings.cache_dir) / "baselines" / f"{task.name}-{key}.json"
+    if path.is_file() and not refresh:
+        try:
+            return BaselineTable.from_json(json.loads(path.read_text()), cached=True)
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged entry is measured again
+    request = {"task": str(task.path), "device": settings.device, "timing": timing.as_dict(),
+               "compile": wanted, "compile_reason": why_not}
+    reply = _run_worker(request, settings.device, timeout_s)
+    table = BaselineTable(
+        task=task.name, device=device, key=key, timing=timing, versions=versions,
+        shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
+                for s, row in reply["shapes"].items()},
+        skipped=dict(reply["skipped"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(table.as_json(), indent=1))
+    temporary.replace(path)
+    return table
+
+
+def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[str, Any]:
+    extra = {**WORKER_ENVIRONMENT, **({} if device.startswith("cuda") else _CPU_THREADS),
+             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with tempfile.TemporaryDirectory(prefix="kernelswarm-baselines-") as folder:
+        asked, answer = Path(folder) / "request.json", Path(folder) / "reply.json"
+        asked.write_text(json.dumps(request))
+        try:
+            done = subprocess.run([sys.executable, "-m", WORKER_MODULE, str(asked), str(answer)],
+                                  env=scrubbed_environment(extra=extra), cwd=folder,
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise BaselineError(f"measuring the baselines of {request['task']} took more than "
+                                f"{timeout_s:g} s") from exc
+        if done.returncode != 0 or not answer.is_file():
+            raise BaselineError(f"the baseline worker failed (exit {done.returncode}) on "
+                                f"{request['task']}:\n{done.stderr[-4000:]}")
+        return json.loads(answer.read_text())
+
+
+def with_baselines(result: ShapeResult, table: BaselineTable | None) -> ShapeResult:
+    """``result`` with the baselines of its shape: eager and compile times, the best baseline's
+    name and time, and the speedups over each with their 95% confidence half-widths. A shape
+    that was not timed, or a missing table, leaves the fields NaN."""
+    if table is None or not result.time_us > 0:
+        return result
+    mine = (result.time_us, result.time_spread_us, result.samples)
+    eager, compiled = table.get(result.shape, EAGER), table.get(result.shape, COMPILE)
+    best = table.best(result.shape)
+    values: dict[str, Any] = {}
+    for prefix, timed in (("eager", eager), ("compile", compiled)):
+        if timed.ok:
+            values[f"{prefix}_time_us"] = timed.median_us
+            values[f"{prefix}_spread_us"] = timed.iqr_us
+            values[f"speedup_vs_{prefix}"] = timed.median_us / result.time_us
+            values[f"speedup_vs_{prefix}_ci"] = speedup_ci(
+                (timed.median_us, timed.iqr_us, timed.samples), mine)
+    if best is not None:
+        name, timed = best
+        values.update(best_baseline=name, best_baseline_us=timed.median_us,
+                      best_baseline_spread_us=timed.iqr_us,
+                      speedup_vs_best=timed.median_us / result.time_us,
+                      speedup_vs_best_ci=speedup_ci(
+                          (timed.median_us, timed.iqr_us, timed.samples), mine))
+    return replace(result, **values)
