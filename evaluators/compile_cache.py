@@ -3,11 +3,11 @@
 Layout of ``cache_dir``: ``<key><suffix>`` is a built artifact (``.so`` for cpp);
 ``<key>.error.txt`` is the trimmed log of a build that failed for good (a compiler timeout is not
 recorded, since it may pass when the machine is less loaded); ``<key>.rejected.txt`` the reason a
-built library was refused (a REJECTED verdict: it imports what a kernel may not). The key is a SHA-256 over
-(language, source, knob values, the language's flags and compiler identity). Several processes
-(a compile pool, evaluation workers) may build the same key at once: each builds in its own
-temporary folder inside ``cache_dir`` and publishes with ``os.replace``, which is atomic, so a
-reader sees either no file or a whole one.
+built library was refused (a REJECTED verdict: it imports what a kernel may not). The key is a
+SHA-256 over (language, source, knob values, the language's flags and compiler identity).
+Several processes (a compile pool, evaluation workers) may build the same key at once: each
+builds in its own temporary folder inside ``cache_dir`` and publishes with ``os.replace``, which
+is atomic, so a reader sees either no file or a whole one.
 """
 
 from __future__ import annotations

@@ -83,7 +83,33 @@ class Launcher:
 
     prefix: tuple[str, ...]
     namespaces: tuple[str, ...]
-    note: str  # why this level (what was tried and refused)
+    note: str  # how it works, or why there is none (what was tried and refused)
+
+
+def candidate_launchers() -> list[Launcher]:
+    """The namespace launchers to try, strongest first: as root (or with CAP_SYS_ADMIN), then
+    through an unprivileged user namespace. Empty where ``unshare`` is missing."""
+    unshare = shutil.which("unshare")
+    if not sys.platform.startswith("linux") or unshare is None:
+        return []
+    return [Launcher((unshare, *_UNSHARE_FLAGS), NAMESPACES, "as root"),
+            Launcher((unshare, "--user", "--map-root-user", *_UNSHARE_FLAGS),
+                     (*NAMESPACES, "user"), "in a user namespace")]
+
+
+def probe(found: Launcher) -> str:
+    """Why ``found`` cannot start a process here, or "" when it can."""
+    true = shutil.which("true")
+    if true is None:
+        return "no `true` to probe with"
+    try:
+        run = subprocess.run([*found.prefix, "--", true], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    if run.returncode == 0:
+        return ""
+    return (run.stderr.strip().splitlines()[-1:] or [f"status {run.returncode}"])[0]
 
 
 @functools.cache
@@ -91,23 +117,14 @@ def launcher() -> Launcher:
     """The strongest namespace launcher this machine allows (probed once per process)."""
     if not sys.platform.startswith("linux"):
         return Launcher((), (), f"no namespaces on {sys.platform}")
-    unshare, true = shutil.which("unshare"), shutil.which("true")
-    if unshare is None or true is None:
-        return Launcher((), (), "util-linux `unshare` is not installed")
     refusals = []
-    for prefix in ((unshare, *_UNSHARE_FLAGS),
-                   (unshare, "--user", "--map-root-user", *_UNSHARE_FLAGS)):
-        try:
-            probe = subprocess.run([*prefix, "--", true], stdin=subprocess.DEVNULL,
-                                   capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError) as exc:
-            refusals.append(f"{' '.join(prefix[1:])}: {exc}")
-            continue
-        if probe.returncode == 0:
-            user = ("user",) if "--user" in prefix else ()
-            return Launcher(tuple(prefix), (*NAMESPACES, *user), "")
-        reason = probe.stderr.strip().splitlines()[-1:] or [f"status {probe.returncode}"]
-        refusals.append(f"{' '.join(prefix[1:3])}...: {reason[0]}")
+    for found in candidate_launchers():
+        refused = probe(found)
+        if not refused:
+            return found
+        refusals.append(f"{found.note}: {refused}")
+    if not refusals:
+        return Launcher((), (), "util-linux `unshare` is not installed")
     return Launcher((), (), "unshare refused: " + "; ".join(refusals))
 
 
@@ -124,13 +141,16 @@ def isolated_command(argv: Sequence[str], scratch: Path) -> tuple[list[str], dic
     """
     if not Path(scratch).is_dir():
         raise ValueError(f"the runner's scratch folder {scratch} does not exist")
-    options: dict[str, Any] = {"start_new_session": True}
-    found = launcher()
+    return launch_command(launcher(), argv), {"start_new_session": True}
+
+
+def launch_command(found: Launcher, argv: Sequence[str]) -> list[str]:
+    """``argv`` started through ``found``, with the marker that tells the runner what it got."""
     env = shutil.which("env")
     if not found.prefix or env is None:
-        return list(argv), options
+        return list(argv)
     marker = f"{ISOLATION_ENV}={','.join(found.namespaces)};{_mount_namespace()}"
-    return [*found.prefix, "--", env, marker, *argv], options
+    return [*found.prefix, "--", env, marker, *argv]
 
 
 def _launched_namespaces() -> tuple[set[str], str]:
