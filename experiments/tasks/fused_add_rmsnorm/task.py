@@ -39,11 +39,13 @@ TUNING_SHAPES = {
 # Odd token counts and hidden sizes that are not multiples of a vector width.
 HELDOUT_SHAPES = {
     "cpu": [{"tokens": 3, "hidden": 1000, "dtype": "float32"},
-            {"tokens": 7, "hidden": 4099, "dtype": "float32"}],
+            {"tokens": 7, "hidden": 4099, "dtype": "float32"},
+            {"tokens": 67, "hidden": 515, "dtype": "float32"}],
     "cuda": [{"tokens": 7, "hidden": 4096, "dtype": "bfloat16"},
              {"tokens": 333, "hidden": 5120, "dtype": "float16"},
              {"tokens": 17, "hidden": 4099, "dtype": "bfloat16"},
-             {"tokens": 1000, "hidden": 1001, "dtype": "bfloat16"}],
+             {"tokens": 1000, "hidden": 1001, "dtype": "bfloat16"},
+             {"tokens": 8195, "hidden": 8197, "dtype": "bfloat16"}],
 }
 
 # float32 allows for a sum of squares accumulated in another order over a few thousand terms;

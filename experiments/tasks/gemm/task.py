@@ -35,10 +35,13 @@ TUNING_SHAPES = {
 # Odd sizes in every dimension: tails of tiles, and k that is not a multiple of a vector width.
 HELDOUT_SHAPES = {
     "cpu": [{"m": 7, "n": 333, "k": 129, "dtype": "float32"},
-            {"m": 3, "n": 1000, "k": 257, "dtype": "float32"}],
+            {"m": 3, "n": 1000, "k": 257, "dtype": "float32"},
+            {"m": 67, "n": 1029, "k": 1031, "dtype": "float32"}],
     "cuda": [{"m": 7, "n": 11008, "k": 4096, "dtype": "bfloat16"},
              {"m": 333, "n": 5120, "k": 13824, "dtype": "bfloat16"},
-             {"m": 17, "n": 4099, "k": 1001, "dtype": "bfloat16"}],
+             {"m": 17, "n": 4099, "k": 1001, "dtype": "bfloat16"},
+             {"m": 8197, "n": 1001, "k": 1003, "dtype": "bfloat16"},
+             {"m": 5, "n": 16391, "k": 16389, "dtype": "bfloat16"}],
 }
 
 # float32: another summation order over k terms of size ~1/sqrt(k); bfloat16: a rounding step of

@@ -41,10 +41,12 @@ TUNING_SHAPES = {
 # Odd token and head counts, and head sizes that are not powers of two (80, 96 exist in models).
 HELDOUT_SHAPES = {
     "cpu": [{"tokens": 3, "heads": 5, "head_dim": 80, "dtype": "float32"},
-            {"tokens": 7, "heads": 40, "head_dim": 96, "dtype": "float32"}],
+            {"tokens": 7, "heads": 40, "head_dim": 96, "dtype": "float32"},
+            {"tokens": 67, "heads": 5, "head_dim": 136, "dtype": "float32"}],
     "cuda": [{"tokens": 7, "heads": 40, "head_dim": 128, "dtype": "bfloat16"},
              {"tokens": 333, "heads": 32, "head_dim": 96, "dtype": "float16"},
-             {"tokens": 1001, "heads": 5, "head_dim": 80, "dtype": "bfloat16"}],
+             {"tokens": 1001, "heads": 5, "head_dim": 80, "dtype": "bfloat16"},
+             {"tokens": 8195, "heads": 67, "head_dim": 136, "dtype": "bfloat16"}],
 }
 
 # The merged lse is always float32: its tolerance applies in every shape.

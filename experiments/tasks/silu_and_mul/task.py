@@ -35,11 +35,13 @@ HELDOUT_SHAPES = {
     "cpu": [
         {"tokens": 3, "d": 1000, "dtype": "float32"},
         {"tokens": 7, "d": 4099, "dtype": "float32"},
+        {"tokens": 67, "d": 515, "dtype": "float32"},
     ],
     "cuda": [
         {"tokens": 3, "d": 11001, "dtype": "bfloat16"},
         {"tokens": 257, "d": 5120, "dtype": "bfloat16"},
         {"tokens": 37, "d": 4099, "dtype": "float16"},
+        {"tokens": 4099, "d": 16411, "dtype": "bfloat16"},
     ],
 }
 

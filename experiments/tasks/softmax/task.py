@@ -29,11 +29,13 @@ TUNING_SHAPES = {
 # Odd row counts and widths that are not multiples of a vector width.
 HELDOUT_SHAPES = {
     "cpu": [{"rows": 3, "cols": 1000, "dtype": "float32"},
-            {"rows": 7, "cols": 4099, "dtype": "float32"}],
+            {"rows": 7, "cols": 4099, "dtype": "float32"},
+            {"rows": 67, "cols": 16411, "dtype": "float32"}],
     "cuda": [{"rows": 7, "cols": 4096, "dtype": "bfloat16"},
              {"rows": 333, "cols": 5120, "dtype": "bfloat16"},
              {"rows": 17, "cols": 32003, "dtype": "float32"},
-             {"rows": 1000, "cols": 1001, "dtype": "bfloat16"}],
+             {"rows": 1000, "cols": 1001, "dtype": "bfloat16"},
+             {"rows": 8195, "cols": 1001, "dtype": "bfloat16"}],
 }
 
 # Outputs lie in [0, 1]; a float32 sum of 32000 terms taken in sequence can be off by ~1e-4

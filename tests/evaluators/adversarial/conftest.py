@@ -1,0 +1,71 @@
+"""Fixtures of the adversarial suite: one evaluator per language and module, probes per case.
+
+The sandboxes of this package make their scratch folders in a private temporary folder, so that
+a folder left behind is seen (and not confused with another test's).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelswarm.evaluators import SandboxEvaluator
+from kernelswarm.search import Candidate, load_task
+from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import quick_settings
+
+from .judging import Probes, scratch_folders
+
+
+@pytest.fixture(scope="package", autouse=True)
+def private_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("adversarial-tmp")
+    saved_dir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = str(folder), str(folder)
+    yield folder
+    tempfile.tempdir = saved_dir
+    if saved_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved_env
+
+
+def _closed_cleanly(evaluator: SandboxEvaluator) -> None:
+    evaluator.close()
+    assert scratch_folders() == [], "the evaluator left its scratch folder behind"
+
+
+@pytest.fixture(scope="module")
+def cpp_evaluator(compile_cache: Path) -> Iterator[SandboxEvaluator]:
+    evaluator = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache))
+    yield evaluator
+    _closed_cleanly(evaluator)
+
+
+@pytest.fixture(scope="module")
+def cpp_start() -> Candidate:
+    return load_task(SILU_TASK).starting_candidate("cpp")
+
+
+@pytest.fixture(scope="module")
+def triton_evaluator(tiny_silu_task: Path, compile_cache: Path) -> Iterator[SandboxEvaluator]:
+    evaluator = SandboxEvaluator(tiny_silu_task, "triton",
+                                 quick_settings(compile_cache, run_timeout_s=30.0))
+    yield evaluator
+    _closed_cleanly(evaluator)
+
+
+@pytest.fixture(scope="module")
+def triton_start(tiny_silu_task: Path) -> Candidate:
+    return load_task(tiny_silu_task).starting_candidate("triton")
+
+
+@pytest.fixture
+def probes(tmp_path: Path) -> Iterator[Probes]:
+    opened = Probes.open(tmp_path)
+    yield opened
+    opened.close()
