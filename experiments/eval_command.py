@@ -2,9 +2,14 @@
 
 The file is evaluated exactly as a search would evaluate a candidate (screen, build, sandbox,
 correctness on every tuning and held-out shape, timing interleaved with the task's starting
-kernel) and the verdict is printed as a table, or as JSON with ``--json``. Exit status: 0 when
-the kernel is OK, 1 for any other verdict, 2 for arguments that cannot be used (an unknown task,
-a missing file, a language the task has no starting kernel for), each named in the message.
+kernel, speedups over the baselines of evaluators/baselines.py) and the verdict is printed as a
+table, or as JSON with ``--json``. A file with a knob header (every file a run writes) is built
+with those knob values. A file from a run folder (``RUN_DIR/best/<id>.<ext>`` or
+``RUN_DIR/candidates/<id>.<ext>``), or ``--run RUN_DIR`` (its best kernel), is judged with that
+run's task, language, device and timing settings (``timing.json``), and the run's own figure is
+shown next to the new one. Exit status: 0 when the kernel is OK, 1 for any other verdict, 2 for
+arguments that cannot be used (an unknown task, a missing file, a language the task has no
+starting kernel for), each named in the message.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import argparse
 import json
 import math
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +27,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kernelswarm.agents.builtin import RuleTester
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     LANGUAGES,
     SUFFIX_LANGUAGES,
+    Candidate,
     Evaluation,
     Origin,
     Status,
+    Task,
     TaskError,
     UnknownLanguage,
     language_spec,
@@ -36,7 +45,10 @@ from kernelswarm.search import (
     spec_for_suffix,
 )
 
-from .config import BUILTIN_TASKS
+from .config import BUILTIN_TASKS, ConfigError
+from .run_folder import RunFolder, open_run_folder, run_folder_of
+from .sinks.sources import read_kernel_file
+from .speedups import speedup_text
 
 # A torch extension compiles for about a minute (with CUDA); the default 60 s limit is for cpp.
 TORCH_EXT_COMPILE_TIMEOUT_S = 600.0
@@ -52,8 +64,11 @@ def add_eval_parser(commands: argparse._SubParsersAction) -> None:
         description="Evaluate CANDIDATE_FILE as a candidate of TASK: screen, build, check on "
                     "every shape, time against the task's starting kernel and PyTorch. Exit "
                     "status 0 when OK, 1 for any other verdict, 2 for unusable arguments.")
-    parser.add_argument("task", metavar="TASK", help="a built-in task name or a task folder")
-    parser.add_argument("candidate", metavar="CANDIDATE_FILE", help="the kernel's source file")
+    parser.add_argument("files", metavar="[TASK] CANDIDATE_FILE", nargs="*",
+                        help="a built-in task name or a task folder, and the kernel's source "
+                             "file; a file from a run folder needs no TASK")
+    parser.add_argument("--run", metavar="RUN_DIR", type=Path,
+                        help="judge the best kernel of this run folder with its settings")
     parser.add_argument("--language", choices=LANGUAGES,
                         help="the kernel language (default: from the file's extension: "
                              + ", ".join(f"{s} -> {spec.name}"
@@ -93,45 +108,108 @@ def default_device(language: str) -> str:
     return "cpu"
 
 
-def _evaluate(task_path: Path, candidate_file: Path, language: str,
-              device: str) -> tuple[Evaluation, str]:
-    settings = {"device": device}
+def _settings(language: str, device: str, run: RunFolder | None) -> EvaluatorSettings:
+    """The run's evaluator settings (its timing included) for a file of a run, else the
+    defaults; ``device`` as asked."""
+    if run is not None:
+        return replace(run.settings, device=device)
+    settings: dict[str, Any] = {"device": device}
     if language == "torch-ext":
         settings["compile_timeout_s"] = TORCH_EXT_COMPILE_TIMEOUT_S
+    return EvaluatorSettings(**settings)
+
+
+def file_candidate(start: Candidate, text: str, origin: Origin) -> Candidate:
+    """The candidate a kernel file stands for: with its knob header (every file a run writes),
+    exactly the judged candidate (its source and knob values, hence its id); without one, the
+    file with the starting kernel's knob values."""
+    knobs, source = read_kernel_file(text, start.language, start.entry)
+    if knobs is None:
+        return start.derive(source=source, origin=origin)
+    space = {k: tuple(dict.fromkeys((v, *start.space.get(k, ())))) for k, v in knobs.items()}
+    return Candidate.create(language=start.language, source=source, entry=start.entry,
+                            knobs=knobs, knob_space=space, parents=(start.id,), origin=origin,
+                            spec=start.spec_dict)
+
+
+def search_checks(task: Task, language: str) -> tuple[dict[str, Any], ...]:
+    """The extra checks a search with the built-in tester adds (sizes 1 and odd, large
+    magnitudes), so that a file judged here fails where it would fail in a search."""
+    return tuple({"shape": dict(c.shape), "scale": c.scale, "reason": c.reason}
+                 for c in RuleTester().checks(task, language))
+
+
+def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
+              run: RunFolder | None = None) -> tuple[Evaluation, str, EvaluatorSettings]:
     try:
         task = load_task(task_path, device.split(":")[0])
         if language not in task.kernels:
             raise EvalUsageError(f"task {task.name!r} has no starting kernel in {language!r} to "
                                  f"compare with; it has: {', '.join(sorted(task.kernels))}")
-        evaluator = SandboxEvaluator(task_path, language, EvaluatorSettings(**settings))
+        settings = _settings(language, device, run)
+        if run is None and not settings.extra_checks:
+            settings = replace(settings, extra_checks=search_checks(task, language))
+        evaluator = SandboxEvaluator(task_path, language, settings)
     except ValueError as exc:  # TaskError included: an unusable task, language or device
         raise EvalUsageError(str(exc)) from None
     origin = Origin(role="user", move="eval", rationale=str(candidate_file))
     with evaluator:
-        start = evaluator.start_candidate
-        candidate = start.derive(source=candidate_file.read_text(), origin=origin)
-        return evaluator.evaluate(candidate), task.name
+        candidate = file_candidate(evaluator.start_candidate, candidate_file.read_text(), origin)
+        return evaluator.evaluate(candidate), task.name, settings
+
+
+def _arguments(args: argparse.Namespace) -> tuple[Path, Path, RunFolder | None]:
+    """(task folder, kernel file, the run folder it belongs to) from the command line."""
+    files = list(args.files)
+    if len(files) > 2 or (args.run is not None and files) or (args.run is None and not files):
+        raise EvalUsageError("give TASK CANDIDATE_FILE, a file of a run folder "
+                             "(RUN_DIR/best/<id>.<ext>), or --run RUN_DIR")
+    try:
+        if args.run is not None:
+            run = open_run_folder(args.run)
+            candidate = run.best_file()
+        else:
+            candidate = Path(files[-1]).expanduser()
+            if not candidate.is_file():
+                raise EvalUsageError(f"CANDIDATE_FILE {str(candidate)!r} is not a file")
+            folder = run_folder_of(candidate)
+            run = open_run_folder(folder) if folder is not None else None
+        if len(files) == 2:
+            return resolve_task(files[0]), candidate, run
+        if run is None:
+            raise EvalUsageError(f"{str(candidate)!r} is not in a run folder: give TASK too")
+        return run.task_path, candidate, run
+    except ConfigError as exc:
+        raise EvalUsageError(str(exc)) from None
 
 
 def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     """Evaluate the file and print the verdict; the exit status (0, 1 or 2)."""
     try:
-        candidate = Path(args.candidate).expanduser()
-        if not candidate.is_file():
-            raise EvalUsageError(f"CANDIDATE_FILE {str(candidate)!r} is not a file")
-        task_path = resolve_task(args.task)
-        language = infer_language(candidate, args.language)
-        device = args.device or default_device(language)
-        evaluation, task_name = _evaluate(task_path, candidate, language, device)
+        task_path, candidate, run = _arguments(args)
+        language = args.language or (run.language if run else None)
+        language = infer_language(candidate, language)
+        device = args.device or (run.settings.device if run else default_device(language))
+        evaluation, task_name, settings = _evaluate(task_path, candidate, language, device, run)
     except (EvalUsageError, TaskError) as exc:
         Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
+    timing = TimingSettings.of(settings)
+    recorded = run.recorded(candidate.stem) if run is not None else None
     if args.json:
         doc = evaluation_document(evaluation, task_name, language, candidate)
+        doc["timing"] = {**timing.as_dict(), "regime": timing.regime}
+        if run is not None:
+            doc["run"] = _finite({"folder": str(run.path), "recorded": recorded})
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        console.print(evaluation_table(evaluation, task_name, language))
+        console.print(evaluation_table(evaluation, task_name, language, timing.regime))
         console.print(verdict_text(evaluation), highlight=False)
+        if recorded is not None and evaluation.ok:
+            change = evaluation.speedup / recorded["speedup_vs_start"] - 1
+            console.print(f"the run recorded {recorded['speedup_vs_start']:.3f}x vs the starting "
+                          f"kernel for this kernel (record {recorded['seq']}); this evaluation: "
+                          f"{evaluation.speedup:.3f}x ({change:+.1%})", highlight=False)
     return 0 if evaluation.ok else 1
 
 
@@ -152,7 +230,10 @@ def evaluation_document(evaluation: Evaluation, task: str, language: str,
     doc = asdict(evaluation)
     doc["status"] = evaluation.status.value
     doc.update(task=task, language=language, file=str(candidate),
-               speedup_vs_start=evaluation.speedup, speedup_vs_eager=evaluation.speedup_vs_eager)
+               speedup_vs_start=evaluation.speedup, speedup_vs_eager=evaluation.speedup_vs_eager,
+               speedup_vs_best=evaluation.speedup_vs_best,
+               speedup_vs_best_ci=evaluation.geomean_ci("speedup_vs_best"),
+               speedup_vs_compile=evaluation.speedup_vs_compile)
     return _finite(doc)
 
 
@@ -170,21 +251,25 @@ def _compact_labels(labels: list[str]) -> tuple[dict[str, str], str]:
     return compact, common
 
 
-def evaluation_table(evaluation: Evaluation, task: str, language: str) -> Table:
+def evaluation_table(evaluation: Evaluation, task: str, language: str,
+                     regime: str = "") -> Table:
     """One row per shape: correctness, largest error, median time and its interquartile range
-    (µs), speedups vs the starting kernel and PyTorch, percent of the roofline."""
+    (µs), speedups vs the starting kernel, the best baseline (named; ``≈`` inside the noise) and
+    PyTorch eager, percent of the roofline; ``regime`` (the cache regime) in the title."""
     labels, common = _compact_labels([s.shape for s in evaluation.shapes])
-    title = " · ".join(p for p in (task, language, evaluation.device, common) if p)
+    title = " · ".join(p for p in (task, language, evaluation.device, common, regime) if p)
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
                   show_edge=False)
     table.add_column("shape")
-    for column in ("ok", "max err", "µs", "IQR µs", "× start", "× torch", "roofline"):
+    for column in ("ok", "max err", "µs", "IQR µs", "× start", "best baseline", "× best",
+                   "× eager", "roofline"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in evaluation.shapes:
         table.add_row(escape(labels[s.shape].replace(",", ", ")), "yes" if s.correct else "[red]no[/]",
                       _number(s.max_abs_err, ".1e"), _number(s.time_us, ".1f"),
                       _number(s.time_spread_us, ".1f"),
-                      _number(s.speedup_vs_start, ".2f", "x"),
+                      _number(s.speedup_vs_start, ".2f", "x"), s.best_baseline or "—",
+                      speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
                       _number(s.speedup_vs_eager, ".2f", "x"),
                       _number(s.roofline_fraction * 100, ".1f", "%"))
     return table
@@ -194,6 +279,9 @@ def verdict_text(evaluation: Evaluation) -> str:
     colour = "green" if evaluation.ok else "red"
     text = f"[bold {colour}]{evaluation.status.value}[/] {escape(evaluation.message)}"
     if evaluation.status is Status.OK:
+        best = speedup_text(evaluation.speedup_vs_best, evaluation.geomean_ci("speedup_vs_best"),
+                            mark_noise=True)
         text += (f"\nspeedup (geometric mean): {evaluation.speedup:.3f}x vs the starting kernel, "
-                 f"{evaluation.speedup_vs_eager:.3f}x vs PyTorch")
+                 f"{best} vs the best baseline of each shape, "
+                 f"{evaluation.speedup_vs_eager:.3f}x vs PyTorch eager")
     return text

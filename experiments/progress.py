@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,6 +13,8 @@ from rich.text import Text
 
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
+
+from .speedups import best_text, speedup_text
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
@@ -77,26 +78,6 @@ def search_view(console: Console, every_s: float = 10.0) -> LiveView:
     return LiveView(console, progress_table, _status_line, every_s)
 
 
-def speedup_text(value: float, ci: float = math.nan, mark_noise: bool = False) -> str:
-    """``1.234x ±0.012``; with ``mark_noise``, ``≈`` after a speedup whose 95% interval holds
-    1.0 (no faster or slower than the baseline within the timing noise). ``-`` when unknown."""
-    if not (value > 0):
-        return "-"
-    text = f"{value:.3f}x"
-    if math.isfinite(ci):
-        text += f" ±{ci:.3f}"
-        if mark_noise and abs(value - 1.0) <= ci:
-            text += " ≈"
-    return text
-
-
-def _best_text(evaluation: Evaluation) -> str:
-    text = speedup_text(evaluation.speedup_vs_best, evaluation.geomean_ci("speedup_vs_best"),
-                        mark_noise=True)
-    names = sorted({s.best_baseline for s in evaluation.shapes if s.best_baseline})
-    return f"{text} ({'/'.join(names)})" if names and text != "-" else text
-
-
 def closing_table(result: SwarmResult, regime: str = "") -> Group:
     """Best speedup per lineage vs the starting kernel and vs the best baseline (``≈``: inside
     the timing noise), then the overall best kernel shape by shape; ``regime`` (the cache regime
@@ -114,17 +95,17 @@ def closing_table(result: SwarmResult, regime: str = "") -> Group:
         if entry is not None:
             candidate, evaluation = entry
             speed = speedup_text(evaluation.speedup, evaluation.geomean_ci())
-            baseline, cid = _best_text(evaluation), candidate.id
+            baseline, cid = best_text(evaluation), candidate.id
         reason = lineage.stop_reason if not lineage.error else "crashed (see log)"
         table.add_row(str(lineage.lineage), str(lineage.steps), speed, baseline, cid, reason)
     if result.start is not None:
-        table.add_row("start", "", "1.000x", _best_text(result.start), result.start.candidate_id,
+        table.add_row("start", "", "1.000x", best_text(result.start), result.start.candidate_id,
                       "", style="dim")
     if result.summary.best is None:
         return Group(table)
     candidate, evaluation = result.summary.best
     table.add_row("overall", "", speedup_text(evaluation.speedup, evaluation.geomean_ci()),
-                  _best_text(evaluation), candidate.id, "", style="bold green")
+                  best_text(evaluation), candidate.id, "", style="bold green")
     return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape"))
 
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -21,7 +19,6 @@ from kernelswarm.search import (
     Budget,
     Candidate,
     Check,
-    Evaluation,
     Migration,
     Roles,
     RunInfo,
@@ -36,6 +33,7 @@ from .progress import closing_table, search_view
 from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
 from .sinks.sources import self_contained_source, source_file_name
+from .speedups import finite, kernel_figures
 
 
 @dataclass(frozen=True)
@@ -110,45 +108,6 @@ def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
     return path
 
 
-def _finite(value: Any) -> Any:
-    """``value`` with NaN and infinities as None, recursively (JSON has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def shape_figures(evaluation: Evaluation) -> list[dict[str, Any]]:
-    """Per shape: the kernel's time, the best baseline (named) and every speedup with its 95%
-    confidence half-width; ``within_noise`` when the interval over the best baseline holds 1."""
-    return [{"shape": s.shape, "time_us": s.time_us, "time_spread_us": s.time_spread_us,
-             "samples": s.samples, "best_baseline": s.best_baseline,
-             "best_baseline_us": s.best_baseline_us,
-             "best_baseline_spread_us": s.best_baseline_spread_us,
-             "speedup_vs_best": s.speedup_vs_best, "speedup_vs_best_ci": s.speedup_vs_best_ci,
-             "within_noise": bool(abs(s.speedup_vs_best - 1.0) <= s.speedup_vs_best_ci),
-             "speedup_vs_start": s.speedup_vs_start, "speedup_vs_start_ci": s.speedup_vs_start_ci,
-             "eager_time_us": s.eager_time_us, "speedup_vs_eager": s.speedup_vs_eager,
-             "speedup_vs_eager_ci": s.speedup_vs_eager_ci, "compile_time_us": s.compile_time_us,
-             "speedup_vs_compile": s.speedup_vs_compile,
-             "speedup_vs_compile_ci": s.speedup_vs_compile_ci,
-             "roofline_fraction": s.roofline_fraction} for s in evaluation.shapes]
-
-
-def kernel_figures(evaluation: Evaluation) -> dict[str, Any]:
-    """The geometric means over shapes (with their 95% half-widths) and the per-shape figures."""
-    return {"speedup_vs_start": evaluation.speedup,
-            "speedup_vs_start_ci": evaluation.geomean_ci("speedup_vs_start"),
-            "speedup_vs_best": evaluation.speedup_vs_best,
-            "speedup_vs_best_ci": evaluation.geomean_ci("speedup_vs_best"),
-            "speedup_vs_eager": evaluation.speedup_vs_eager,
-            "speedup_vs_compile": evaluation.speedup_vs_compile,
-            "shapes": shape_figures(evaluation)}
-
-
 def _write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings) -> Path | None:
     summary = result.summary
     best_path = None
@@ -178,7 +137,7 @@ def _write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings) -
         "extra_checks_dropped": dict(start_metrics.get("extra_checks_dropped", {})),
     }
     tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(_finite(doc), indent=2))
+    tmp.write_text(json.dumps(finite(doc), indent=2))
     tmp.replace(run_dir / "summary.json")
     return best_path
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .budget import Budget, Spent
 from .candidate import Candidate, Origin
-from .evaluation import Evaluation, Status
+from .evaluation import Evaluation, Status, clearly_faster
 from .roles import (
     ADOPT,
     COMPUTE,
@@ -223,7 +223,9 @@ class Lineage:
                                     evaluation.status.value, evaluation.speedup, evaluation.message,
                                     failed.shape if failed is not None else ""))
         self._failed = None
-        if evaluation.ok and evaluation.speedup > self.best_speedup:
+        # A gain inside the timing noise of both kernels is not an improvement (and a kernel
+        # within noise of the best does not replace it as the one to build on).
+        if evaluation.ok and (self.best is None or clearly_faster(evaluation, self.best[1])):
             self.best = (candidate, evaluation)
             self._best_feedback = self.feedback
             self.current = candidate
