@@ -76,6 +76,12 @@ _GENERIC_PROCESS_NAMES = r"clone|system|kill|wait|waitpid"
 # What a CPU kernel may not use, and why. Kernels run single-threaded, side-effect free and
 # untimed-by-themselves; anything that could reach outside the call or the measurement is refused.
 CPP_SCREEN_RULES = (
+    ScreenRule("system interfaces",
+               r"#\s*include\s*<\s*(?:bits|sys|linux|asm|asm-generic|x86_64-linux-gnu|"
+               r"aarch64-linux-gnu|ext)/|#\s*include\s*<\s*(?:unistd|spawn|sched|fcntl|poll|"
+               r"semaphore|mqueue|termios|syscall|pty|utmp|ucontext)\.h\s*>",
+               "a kernel includes standard C/C++ and intrinsics headers only: these declare "
+               "processes, descriptors, threads and system calls"),
     ScreenRule("threads", r"\bstd\s*::\s*(thread|jthread|async|this_thread)\b|\bpthread_\w+"
                r"|\b(?:thread|jthread)\s+\w+\s*[({]|\b(?:thread|jthread)\s*[({]|\bthrd_\w+"
                r"|#\s*include\s*<\s*(thread|pthread\.h|threads\.h|future)\s*>",
@@ -129,12 +135,6 @@ CPP_SCREEN_RULES = (
     ScreenRule("weak symbols", r"\b(?:__)?weak(?:ref)?(?:__)?\b|#\s*pragma\s+weak\b",
                "a weak declaration binds to whatever the loading process defines (the "
                "interpreter's own functions included); use only what system headers declare"),
-    ScreenRule("system interfaces",
-               r"#\s*include\s*<\s*(?:bits|sys|linux|asm|asm-generic|x86_64-linux-gnu|"
-               r"aarch64-linux-gnu|ext)/|#\s*include\s*<\s*(?:unistd|spawn|sched|fcntl|poll|"
-               r"semaphore|mqueue|termios|syscall|pty|utmp|ucontext)\.h\s*>",
-               "a kernel includes standard C/C++ and intrinsics headers only: these declare "
-               "processes, descriptors, threads and system calls"),
     ScreenRule("load-time code", r"__attribute__\s*\(\(.*\b(constructor|destructor|ifunc|section|"
                r"init_priority)\b|\[\[\s*gnu\s*::\s*(constructor|destructor|ifunc|section)\b",
                "code must run when the kernel is called, not when the library is loaded"),

@@ -58,3 +58,47 @@ def test_ordinary_kernels_pass(name):
 def test_vector_intrinsics_pass():
     source = "#include <immintrin.h>\n__m256 y = _mm256_loadu_ps(p); // open question: fma?\n"
     assert screen(source, CPP_SCREEN_RULES) is None
+
+
+@pytest.mark.parametrize("line, rule", [
+    ("pid_t child = (fork)();", "processes"),
+    ("int r = (kill)(getppid(), 9);", "processes"),
+    ("typedef int (*Kill)(int, int); Kill k = kill;", "processes"),
+    ("Spawn spawn = fork;", "processes"),
+    ("auto shell = &system;", "processes"),
+    ("Shell s = (Shell)system;", "processes"),
+    ('extern "C" int (socket)(int, int, int);', "network"),
+    ("Connect c = connect;", "network"),
+    ('FILE* f = (fopen)("/etc/passwd", "r");', "files"),
+    ("auto w = &write;", "raw descriptors"),
+    ("ssize_t (*w)(int, const void*, size_t) = write;", "raw descriptors"),
+    ("void* h = (dlopen)(nullptr, 0);", "dynamic loading"),
+    ("#include <link.h>", "dynamic loading"),
+    ('__attribute__((weak)) int PyRun_SimpleString(const char*);', "the Python C API"),
+    ("int state = PyGILState_Ensure();", "the Python C API"),
+    ("#include <Python.h>", "the Python C API"),
+    ('extern "C" __attribute__((weak)) int mystery(void);', "weak symbols"),
+    ("#pragma weak mystery", "weak symbols"),
+    ("#include <unistd.h>", "system interfaces"),
+    ("#include <bits/std_thread.h>", "system interfaces"),
+    ("#include <sys/syscall.h>", "system interfaces"),
+    ("thread worker(compute, out, x);", "threads"),
+    ("uint64_t now = __builtin_ia32_rdtsc();", "timers"),
+    ("time_t now = (time)(nullptr);", "timers"),
+    ('__attribute__((used, section(".init_array"))) static void (*early)() = setup;',
+     "load-time code"),
+])
+def test_names_hidden_behind_parentheses_pointers_and_headers_are_refused(line, rule):
+    finding = screen(f"#include <stdint.h>\n\n{line}\n", CPP_SCREEN_RULES)
+    assert finding is not None and finding.rule.name == rule, finding and finding.message
+    assert finding.line == 3
+
+
+def test_variables_named_like_functions_pass():
+    source = ("#include <stdint.h>\n"
+              'extern "C" void k(float* out, const float* x, int64_t n) {\n'
+              "    bool write = n > 0; float time_scale = 2.0f; int64_t read_at = 0;\n"
+              "    if (write) { out[read_at] = x[read_at] * time_scale; }\n"
+              "    float signal_gain = 1.0f, clock_rate = signal_gain * 2.0f;\n"
+              "    out[0] += clock_rate;\n}\n")
+    assert screen(source, CPP_SCREEN_RULES) is None

@@ -65,6 +65,18 @@ HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
     ("y = tl.inline_asm_elementwise('mov.u64 $0, %globaltimer;', '=l', [], dtype=tl.int64, "
      "is_pure=False, pack=1)", "clocks and inline assembly"),
     ("tl.device_print('x', x)", "clocks and inline assembly"),
+    ("torch.os.system('sh')", "modules reached through attributes"),
+    ("p = torch.sys.modules['subprocess']", "modules reached through attributes"),
+    ("torch.builtins.exec('x = 1')", "modules reached through attributes"),
+    ("f = torch.builtins.getattr(torch, 'mul')", "modules reached through attributes"),
+    ("m = torch.importlib.import_module('os')", "modules reached through attributes"),
+    ("t = torch.threading.Thread(target=work)", "modules reached through attributes"),
+    ("c = torch.ctypes.CDLL(None)", "modules reached through attributes"),
+    ("y = torch.nn.functional.np.exp(a)", "modules reached through attributes"),
+    ("from typing import sys", "modules reached through attributes"),
+    ("from torch import os as o", "modules reached through attributes"),
+    ("v = torch.cuda.os.environ", "modules reached through attributes"),
+    ("torch.cuda.random.manual_seed(0)", "global PyTorch state"),
 ])
 def test_forbidden_constructs_are_refused_with_their_line(line, rule):
     finding = screen(f"{HEADER}\n{line}\n", TRITON_SCREEN_RULES)
@@ -118,3 +130,35 @@ def test_kernels_the_sandbox_must_judge_pass_the_screen(path):
 
 def test_a_source_that_does_not_parse_is_left_to_the_build():
     assert screen("def f(:\n", TRITON_SCREEN_RULES) is None
+
+
+def _module_attributes(root, prefix: str) -> list[str]:
+    import inspect
+
+    return [f"{prefix}.{name}" for name in dir(root) if not name.startswith("_")
+            and inspect.ismodule(getattr(root, name, None))
+            and not getattr(root, name).__name__.startswith(("torch", "triton"))]
+
+
+def test_every_foreign_module_torch_and_triton_hold_is_refused():
+    """Whatever this torch and triton re-export as attributes (torch.os, torch.sys, ...)."""
+    import torch
+    import torch.nn.functional
+    import triton
+    import triton.language as tl
+
+    chains = (_module_attributes(torch, "torch") + _module_attributes(torch.cuda, "torch.cuda")
+              + _module_attributes(triton, "triton") + _module_attributes(tl, "tl")
+              + _module_attributes(torch.nn.functional, "torch.nn.functional"))
+    assert "torch.os" in chains and "torch.sys" in chains
+    slipped = [chain for chain in chains
+               if screen(f"{HEADER}x = {chain}\n", TRITON_SCREEN_RULES) is None
+               and chain.rsplit(".", 1)[-1] not in ("math", "random")]
+    assert slipped == []
+
+
+def test_tensor_operations_named_like_standard_modules_pass():
+    source = HEADER + ("def entry(out, x):\n    a = torch.select(x, 0, 0)\n"
+                       "    b = torch.trace(x) + torch.chunk(x, 2)[0].sum()\n"
+                       "    return tl.math, a, b\n")
+    assert screen(source, TRITON_SCREEN_RULES) is None
