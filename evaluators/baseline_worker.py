@@ -150,6 +150,17 @@ def _timed_fn(bench: Bench, task: Any, fn: Callable, inputs: list[tuple], copies
             "first_call_s": estimate}
 
 
+def compile_reference(reference: Callable, mode: str, backend: Any = None) -> Callable:
+    """``reference`` compiled for static shapes (``dynamic=False``: every size a constant, a
+    new shape a new graph) in ``mode`` ("default" or an inductor mode); ``backend`` replaces
+    inductor (tests record the graphs with it)."""
+    import torch
+
+    if backend is not None:
+        return torch.compile(reference, dynamic=False, backend=backend)
+    return torch.compile(reference, dynamic=False, mode=None if mode == "default" else mode)
+
+
 def _compiled(bench: Bench, task: Any, inputs: list[tuple], copies: Any,
               expected: tuple) -> dict[str, Any]:
     """The reference compiled for this shape alone in each mode; the fastest, named."""
@@ -158,8 +169,7 @@ def _compiled(bench: Bench, task: Any, inputs: list[tuple], copies: Any,
     modes: dict[str, dict[str, Any]] = {}
     for mode in COMPILE_MODES:
         torch._dynamo.reset()  # a fresh compile: nothing from another shape or mode is reused
-        fn = torch.compile(task.module.reference, dynamic=False,
-                           mode=None if mode == "default" else mode)
+        fn = compile_reference(task.module.reference, mode)
         try:
             first_s = bench.seconds(lambda fn=fn: fn(*inputs[0]))
         except Exception as exc:

@@ -1,0 +1,157 @@
+"""Baselines (evaluators/baselines.py): measured in their own process, checked, cached, skipped
+with a reason when a library is missing, and a static-shape ``torch.compile``."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelswarm.evaluators import EvaluatorSettings
+from kernelswarm.evaluators.baseline_worker import compile_reference
+from kernelswarm.evaluators.baselines import (
+    BaselineTable,
+    BaselineTime,
+    measure_baselines,
+    with_baselines,
+)
+from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.experiments.task_template import KERNEL_CPP, TASK_PY
+from kernelswarm.search import ShapeResult
+
+# Libraries a task may name: one missing, one that runs only on a GPU, one that answers wrongly,
+# one right (torch itself, so that it is installed everywhere).
+ANCHORS = '''
+ANCHORS = {
+    "missing": {"module": "no_such_library_for_kernelswarm", "call": "anchor_any",
+                "package": "no-such-library", "devices": ["cpu", "cuda"]},
+    "gpu_only": {"module": "torch", "call": "anchor_any", "devices": ["cuda"]},
+    "wrong": {"module": "torch", "call": "anchor_wrong", "devices": ["cpu"]},
+    "fused": {"module": "torch", "call": "anchor_any", "devices": ["cpu"]},
+}
+
+
+def anchor_any(lib, x, y):
+    return (lib.add(y, x, alpha=ALPHA),)
+
+
+def anchor_wrong(lib, x, y):
+    return (lib.add(y, x),)
+'''
+
+
+def _task(folder: Path, sizes: tuple[int, ...], anchors: bool = True) -> Path:
+    """The scaffold of `kernelswarm tasks new` with the given vector sizes (and the anchors)."""
+    folder.mkdir(parents=True)
+    text = TASK_PY.substitute(name="axpy")
+    shapes = ", ".join(f'{{"n": {n}, "dtype": "float32"}}' for n in sizes)
+    start = text.index('    "cpu": [{"n": 4096')
+    end = text.index("],", start) + 2
+    text = text[:start] + f'    "cpu": [{shapes}],' + text[end:]
+    (folder / "task.py").write_text(text + (ANCHORS if anchors else ""))
+    (folder / "axpy.cpp").write_text(KERNEL_CPP.substitute(name="axpy"))
+    return folder
+
+
+def _settings(cache: Path, flush: bool = False) -> EvaluatorSettings:
+    return EvaluatorSettings(device="cpu", cache_dir=cache, flush_cache=flush, warmup=2,
+                             min_repeats=10, max_repeats=60, timing_budget_s=0.2)
+
+
+def test_anchors_are_checked_and_missing_ones_skipped_never_failed(tmp_path):
+    task = _task(tmp_path / "axpy", (4096,))
+    table = measure_baselines(task, _settings(tmp_path / "cache"))
+    label = "dtype=float32,n=4096"
+    assert table.skipped["missing"].startswith("not installed (no-such-library")
+    assert table.skipped["gpu_only"] == "runs on cuda only"
+    assert table.skipped["compile"].startswith("not measured on cpu")
+    assert table.get(label, "wrong").error.startswith("incorrect: ")
+    assert not table.get(label, "wrong").ok
+    for name in ("eager", "fused"):
+        timed = table.get(label, name)
+        assert timed.ok and timed.samples >= 10 and timed.iqr_us >= 0, (name, timed)
+    name, best = table.best(label)
+    assert name in ("eager", "fused") and best.median_us == min(
+        table.get(label, n).median_us for n in ("eager", "fused"))
+    assert table.versions["no-such-library"] == "not installed"
+
+
+def test_baselines_are_cached_by_task_content_and_timing(tmp_path):
+    task = _task(tmp_path / "axpy", (4096,), anchors=False)
+    settings = _settings(tmp_path / "cache")
+    first = measure_baselines(task, settings)
+    started = time.perf_counter()
+    again = measure_baselines(task, settings)
+    assert again.cached and not first.cached and again.key == first.key
+    assert again.shapes == first.shapes
+    assert time.perf_counter() - started < 15  # no worker process: a file read
+    flushed = measure_baselines(task, _settings(tmp_path / "cache", flush=True))
+    assert not flushed.cached and flushed.key != first.key  # other timing settings
+    (task / "task.py").write_text((task / "task.py").read_text() + "\n# edited\n")
+    assert not measure_baselines(task, settings).cached  # other task content
+
+
+def test_eager_is_timed_as_a_long_running_process_runs_it(tmp_path):
+    """Eager out = 0.5 * x + y at n = 2^20 allocates 8 MiB a call; a process that returned that
+    memory to the OS on each call paid 7-20 ms of page faults instead of about 0.5 ms."""
+    n = 1 << 20
+    task = _task(tmp_path / "axpy", (n,), anchors=False)
+    table = measure_baselines(task, _settings(tmp_path / "cache"))
+    eager = table.get(f"dtype=float32,n={n}", "eager")
+    torch.set_num_threads(1)
+    try:
+        x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+        plain = []
+        for _ in range(30):
+            started = time.perf_counter_ns()
+            torch.add(y, x, alpha=0.5, out=out)
+            plain.append((time.perf_counter_ns() - started) / 1e3)
+    finally:
+        torch.set_num_threads(torch.get_num_threads())
+    # Allocating the result costs something; faulting 8 MiB in every call costs 15-40x.
+    assert eager.ok and eager.median_us < 6 * statistics.median(plain), (eager, plain)
+
+
+def test_the_compile_baseline_is_specialised_to_each_shape():
+    """A shape change recompiles, and no compiled graph has a symbolic size."""
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def reference(x):
+        return (torch.nn.functional.silu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:],)
+
+    torch._dynamo.reset()
+    compiled = compile_reference(reference, "default", backend=record)
+    for tokens in (4, 4, 8, 16):
+        compiled(torch.randn(tokens, 64))
+    assert len(graphs) == 3  # one graph per distinct shape: the same shape reuses its graph
+    for gm in graphs:
+        values = [n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"]
+        # a symbolic graph takes its sizes as SymInt inputs, or has SymInt in its tensors' shapes
+        sizes = [d for v in values for d in (v.shape if hasattr(v, "shape") else [v])]
+        assert sizes and all(type(d) is int for d in sizes), sizes
+    torch._dynamo.reset()
+
+
+def test_with_baselines_names_the_best_and_gives_spreads():
+    timing = TimingSettings()
+    table = BaselineTable(task="t", device="cpu", key="k", timing=timing, shapes={
+        "s": {"eager": BaselineTime(30.0, 3.0, 100), "compile": BaselineTime(12.0, 1.2, 100),
+              "liger": BaselineTime(error="incorrect: output 0 differs")}})
+    result = ShapeResult(shape="s", correct=True, time_us=10.0, time_spread_us=1.0, samples=100,
+                         start_time_us=20.0)
+    filled = with_baselines(result, table)
+    assert filled.best_baseline == "compile" and filled.best_baseline_us == 12.0
+    assert filled.speedup_vs_best == pytest.approx(1.2)
+    assert filled.speedup_vs_eager == pytest.approx(3.0)
+    assert filled.speedup_vs_compile == pytest.approx(1.2)
+    # 95% half-width from both medians' standard errors: small, but there
+    assert 0 < filled.speedup_vs_best_ci < 0.1 and 0 < filled.speedup_vs_eager_ci < 0.3
+    assert math.isnan(with_baselines(ShapeResult(shape="s"), table).speedup_vs_best)
