@@ -12,6 +12,9 @@ Two halves, one on each side of the runner's start:
   folders it is asked to hide, closes inherited sockets, sets resource limits, drops
   capabilities and installs the seccomp filter (evaluators/seccomp.py). It returns the level
   reached, for ``Evaluation.metrics``.
+- ``forbid_processes()`` (in the runner, only after ``enter_isolation(allow_processes=True)``):
+  closes a compile window in which a JIT could still run ``ptxas`` or a C compiler (triton on a
+  GPU compiles at a kernel's first call), and names what the window left running.
 
 Levels, per platform:
 
@@ -301,7 +304,8 @@ def _drop_capabilities() -> None:
 
 
 def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
-                    keep_fds: Iterable[int] = ()) -> dict[str, str]:
+                    keep_fds: Iterable[int] = (), allow_processes: bool = False
+                    ) -> dict[str, str]:
     """Apply, from inside the runner, what only the runner can apply; return the level reached.
 
     Call it after torch, the device, the task and the starting kernel are set up (and after
@@ -309,6 +313,11 @@ def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
     before any candidate code is loaded. ``hidden`` folders (the run folder, ...) become empty;
     ``keep_fds`` are sockets the runner must keep. Once it returns, this process can no longer
     start processes, open sockets or signal other processes.
+
+    ``allow_processes`` opens a compile window (a JIT that runs ``ptxas`` or a C compiler at
+    the candidate's first call): fork and exec stay allowed until ``forbid_processes()``. It is
+    granted only inside a PID namespace, where whatever the window started cannot outlive the
+    runner; elsewhere the full filter is installed and the report says so.
     """
     scratch = Path(scratch).resolve()
     report: dict[str, str] = {}
@@ -333,14 +342,41 @@ def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
         report["isolation_capabilities"] = "none"
     except OSError as exc:
         report["isolation_capabilities"] = f"kept ({exc.strerror})"
+    window = allow_processes and "pid" in namespaces
     try:
-        installed = install_filter()
+        installed = install_filter(allow_processes=window)
         report["isolation_seccomp"] = f"filter ({installed.arch}, {installed.instructions} BPF " \
                                       f"instructions)"
     except (SeccompUnavailable, OSError) as exc:
         report["isolation_seccomp"] = f"none: {exc}"
+    report["isolation_processes"] = (
+        "allowed until forbid_processes()" if window and _filter_on(report)
+        else "denied" + (" (a compile window needs a PID namespace)"
+                         if allow_processes and not window else ""))
     full = {"pid", "net", "ipc", "mount"} <= set(namespaces)
     sandboxed = report["isolation_seccomp"].startswith("filter")
     report["isolation"] = ("namespaces+seccomp" if full and sandboxed
                            else "seccomp" if sandboxed else "session")
     return report
+
+
+def _filter_on(report: dict[str, str]) -> bool:
+    return report.get("isolation_seccomp", "").startswith("filter")
+
+
+def forbid_processes() -> list[int]:
+    """Close the compile window of ``enter_isolation(allow_processes=True)``: install the full
+    filter over it and return the processes other than this one still alive in the runner's
+    PID namespace (what the window started and left running: the judge should refuse the
+    candidate). Finished children are reaped first."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    install_filter()
+    if os.getpid() != 1:  # no PID namespace: the window was never opened, and /proc is the host's
+        return []
+    return sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1)

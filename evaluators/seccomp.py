@@ -84,6 +84,8 @@ DENIED = (
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
     "setdomainname", "iopl", "ioperm", "quotactl", "uselib", "vhangup",
 )
+# What ``allow_processes`` lets through (a compile window: a JIT that runs ptxas or a C compiler).
+PROCESS_CREATION = ("fork", "vfork", "execve", "execveat")
 # Allowed only when the first argument is the process's own pid.
 SELF_ONLY_SIGNALS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 
@@ -166,8 +168,10 @@ def _block(nr: int, body: list[tuple[int, int, int, int]]) -> list[tuple[int, in
     return [_jump(_BPF_JEQ, nr, 0, len(body)), *body]
 
 
-def filter_program(arch: Architecture, own_pid: int) -> list[tuple[int, int, int, int]]:
-    """The filter's instructions (code, jt, jf, k) for ``arch``, letting ``own_pid`` signal itself.
+def filter_program(arch: Architecture, own_pid: int, *, allow_processes: bool = False
+                   ) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions (code, jt, jf, k) for ``arch``, letting ``own_pid`` signal itself;
+    with ``allow_processes``, fork, exec and non-thread clones pass (nothing else does).
 
     Each check is a short block that returns, so no jump is longer than a few instructions (BPF
     jump offsets are 8 bits).
@@ -179,13 +183,13 @@ def filter_program(arch: Architecture, own_pid: int) -> list[tuple[int, int, int
         program += [_jump(_BPF_JGE, arch.foreign_bit, 0, 1), deny]
     numbers = arch.numbers
     for name in DENIED:
-        if name in numbers:
+        if name in numbers and not (allow_processes and name in PROCESS_CREATION):
             program += _block(numbers[name], [deny])
     program += _block(numbers["clone3"], [_stmt(_BPF_RET, _errno(errno.ENOSYS))])
     program += _block(numbers["clone"], [
         _stmt(_BPF_LD_W_ABS, _ARG0_LO),
         _jump(_BPF_JSET, _CLONE_NAMESPACES, 2, 0),
-        _jump(_BPF_JSET, _CLONE_THREAD, 0, 1),
+        _jump(_BPF_JSET, 0xFFFFFFFF if allow_processes else _CLONE_THREAD, 0, 1),
         _stmt(_BPF_RET, _RET_ALLOW), deny])
     for name in SELF_ONLY_SIGNALS:
         program += _block(numbers[name], _first_argument_is(own_pid))
@@ -224,15 +228,17 @@ class SeccompReport:
     denied: tuple[str, ...]
 
 
-def install_filter(own_pid: int | None = None) -> SeccompReport:
+def install_filter(own_pid: int | None = None, *, allow_processes: bool = False
+                   ) -> SeccompReport:
     """Install the filter on every thread of this process (no_new_privs first).
 
-    Raises ``SeccompUnavailable`` when this platform has no filter, ``OSError`` when the kernel
-    refuses it; in both cases nothing is installed.
+    Filters stack: installing the full filter over one that allowed processes closes the window;
+    nothing can open it again. Raises ``SeccompUnavailable`` when this platform has no filter,
+    ``OSError`` when the kernel refuses it; in both cases nothing is installed.
     """
     arch = architecture()
     own_pid = os.getpid() if own_pid is None else own_pid
-    program = filter_program(arch, own_pid)
+    program = filter_program(arch, own_pid, allow_processes=allow_processes)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))
     fprog = _SockFprog(len(program), instructions)
     set_no_new_privs()
@@ -247,5 +253,6 @@ def install_filter(own_pid: int | None = None) -> SeccompReport:
     if result > 0:  # TSYNC names a thread that could not be synchronised
         raise OSError(errno.EBUSY, f"seccomp could not reach thread {result} (it has another "
                                    f"filter); nothing was installed")
-    names = tuple(n for n in DENIED + SELF_ONLY_SIGNALS + ("clone3",) if n in arch.numbers)
+    names = tuple(n for n in DENIED + SELF_ONLY_SIGNALS + ("clone3",) if n in arch.numbers
+                  and not (allow_processes and n in PROCESS_CREATION))
     return SeccompReport(arch.name, len(program), names)

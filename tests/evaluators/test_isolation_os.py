@@ -54,8 +54,20 @@ PROBE = textwrap.dedent("""
             os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)",
                                       config["stray"]])
     scratch = Path(config["scratch"])
-    report = isolation.enter_isolation(scratch, hidden=[Path(p) for p in config["hidden"]])
+    report = isolation.enter_isolation(scratch, hidden=[Path(p) for p in config["hidden"]],
+                                       allow_processes=bool(config.get("window")))
     out = {"report": report, "pid": os.getpid(), "ppid": os.getppid()}
+    if config.get("window"):  # a JIT's compiler runs here, and something is left behind
+        for name, action in (("window_compiler", lambda: subprocess.run(["true"]).returncode),
+                             ("window_socket", lambda: socket.socket() and "allowed")):
+            try:
+                out[name] = action()
+            except OSError as exc:
+                out[name] = errno.errorcode[exc.errno]
+        if out["window_compiler"] == 0:
+            left = [sys.executable, "-c", "import time; time.sleep(60)"]
+            out["left"] = subprocess.Popen(left).pid
+        out["strays"] = isolation.forbid_processes()
 
     def attempt(name, fn):
         try:
@@ -196,6 +208,29 @@ def test_the_runner_gets_namespaces_seccomp_and_a_private_file_system(world):
     assert out["write_tmp"]["ok"] and not Path("/tmp", config["tmp_name"]).exists()
     assert config["host_tmp"] not in out["list_tmp"]["value"]
     assert out["list_hidden"] == {"ok": True, "value": []}
+
+
+def test_a_compile_window_lets_a_compiler_run_and_names_what_it_left(world):
+    require_namespaces()
+    require_seccomp()
+    config, listener, victim = world
+    out = run_probe({**config, "window": True})
+    assert out["report"]["isolation_processes"] == "allowed until forbid_processes()"
+    assert out["window_compiler"] == 0 and out["window_socket"] == "EPERM"
+    assert out["strays"] == [out["left"]]
+    nothing_reached_the_outside(out, config, listener, victim)  # the window is closed again
+
+
+def test_without_a_pid_namespace_no_compile_window_opens(world):
+    require_seccomp()
+    config, _, _ = world
+    config = {**config, "repository_file": str(Path(config["scratch"]).parent / "shared.txt")}
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps({**config, "window": True})],
+                          cwd=config["scratch"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["report"]["isolation_processes"].startswith("denied")
+    assert out["window_compiler"] == "EPERM" and out["strays"] == []
 
 
 def test_what_the_runner_started_before_isolation_dies_with_it(world):
