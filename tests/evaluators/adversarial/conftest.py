@@ -39,9 +39,17 @@ def _closed_cleanly(evaluator: SandboxEvaluator) -> None:
     assert scratch_folders() == [], "the evaluator left its scratch folder behind"
 
 
+def cpp_evaluator_for(compile_cache: Path) -> SandboxEvaluator:
+    return SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache))
+
+
+def triton_evaluator_for(task: Path, compile_cache: Path) -> SandboxEvaluator:
+    return SandboxEvaluator(task, "triton", quick_settings(compile_cache, run_timeout_s=30.0))
+
+
 @pytest.fixture(scope="module")
 def cpp_evaluator(compile_cache: Path) -> Iterator[SandboxEvaluator]:
-    evaluator = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache))
+    evaluator = cpp_evaluator_for(compile_cache)
     yield evaluator
     _closed_cleanly(evaluator)
 
@@ -53,8 +61,7 @@ def cpp_start() -> Candidate:
 
 @pytest.fixture(scope="module")
 def triton_evaluator(tiny_silu_task: Path, compile_cache: Path) -> Iterator[SandboxEvaluator]:
-    evaluator = SandboxEvaluator(tiny_silu_task, "triton",
-                                 quick_settings(compile_cache, run_timeout_s=30.0))
+    evaluator = triton_evaluator_for(tiny_silu_task, compile_cache)
     yield evaluator
     _closed_cleanly(evaluator)
 

@@ -1,0 +1,96 @@
+"""Adversarial Triton kernels, judged by one shared evaluator (Triton's CPU interpreter, the tiny
+silu_and_mul shapes of tests/evaluators/conftest.py).
+
+A Triton module is Python: it can reach anything the process holds through `torch.sys`,
+`torch.os`, `torch.builtins`, `torch.importlib`, `torch.inspect` and `torch.threading`. Each row
+is one kernel in kernels/triton/ and the verdicts it may get; ``run_case`` also checks that
+nothing was left running, connected, written or kept, and that the evaluator still judges the
+starting kernel OK afterwards.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SILU_TASK
+
+from .cases import (
+    DENIED,
+    FORGERY,
+    HONEST_COST_CEILING,
+    INCORRECT,
+    OK,
+    REJECTED,
+    WRONG_OR_REFUSED,
+    Case,
+)
+from .conftest import triton_evaluator_for
+from .judging import run_case
+
+NOT_A_KERNEL = ("the result is computed on the host, not by a Triton kernel: REJECTED, by the "
+                "screen or by what the call launches")
+PATCH = ("the judge is out of the candidate's reach: its zeros reach a comparison it cannot "
+         "patch (INCORRECT), or the patch is refused (REJECTED)")
+ESCAPE = ("refused before it runs (REJECTED), or denied by the OS at run time, where the kernel "
+          "raises (RUNTIME_ERROR); OK would mean it got out")
+SLOW_HONEST = ("the cheat is detected (INCORRECT for a skipped or stale timed output), or it "
+               "never pays off and the kernel is judged at its honest, four-fold cost")
+
+CASES = [
+    Case("host_torch_direct", "triton", REJECTED, NOT_A_KERNEL),
+    Case("host_numpy_via_sys_modules", "triton", REJECTED, NOT_A_KERNEL),
+    Case("exec_string", "triton", REJECTED, NOT_A_KERNEL),
+    Case("getattr_string", "triton", REJECTED, NOT_A_KERNEL),
+    Case("import_module_numpy", "triton", REJECTED, NOT_A_KERNEL),
+    Case("compute_in_thread", "triton", REJECTED, NOT_A_KERNEL),
+    Case("indirection_table", "triton", REJECTED, NOT_A_KERNEL),
+    Case("patch_compare_code_swap", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+    Case("patch_timer_code_swap", "triton", REJECTED,
+         "a timing loop patched in the candidate's process disagrees with the wall time measured "
+         "outside, or the patch is refused (REJECTED); an unpatched one reports the honest "
+         "four-fold cost", ok_below=HONEST_COST_CEILING, fresh=True),
+    Case("sys_modules_rebind", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+    Case("gc_patch_reference", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+    Case("stack_copy_reference", "triton", WRONG_OR_REFUSED,
+         "the expected result is computed where the candidate cannot see it, so nothing is "
+         "copied and the unwritten output is INCORRECT (or the reach is refused, REJECTED)",
+         fresh=True),
+    Case("patch_torch_functions", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+    Case("forge_result_frame", "triton", FORGERY,
+         "a forged frame is not the verdict: the kernel's zeros are INCORRECT, or the frame is "
+         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)", fresh=True),
+    Case("memo_sample_hash", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("phase_by_call_count", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("phase_by_frames", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("phase_by_traceback", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("thread_finishes_later", "triton", WRONG_OR_REFUSED,
+         "the launch on another thread is refused (REJECTED), or the output is still unwritten "
+         "when checked (INCORRECT)"),
+    Case("fork_orphan", "triton", DENIED, ESCAPE),
+    Case("subprocess_popen", "triton", DENIED, ESCAPE),
+    Case("os_system_shell", "triton", DENIED, ESCAPE),
+    Case("socket_loopback", "triton", DENIED, ESCAPE),
+    Case("write_outside_file", "triton", DENIED, ESCAPE),
+    Case("read_parent_proc", "triton", DENIED,
+         ESCAPE + "; in a PID namespace the parent is not visible at all"),
+    Case("honest_start", "triton", OK, "the task's own starting kernel",
+         source=SILU_TASK / "silu_and_mul_triton.py"),
+    Case("honest_whole_rows", "triton", OK, "one program per column block covers every row: "
+         "legitimately faster under the interpreter", min_speedup=1.1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_triton_case(case, triton_evaluator, triton_start, probes, record_property,
+                     tiny_silu_task, compile_cache):
+    if not case.fresh:
+        run_case(case, triton_evaluator, triton_start, probes, record_property)
+        return
+    with triton_evaluator_for(tiny_silu_task, compile_cache) as own:
+        run_case(case, own, triton_start, probes, record_property, live_sandboxes=2)
+
+
+def test_every_triton_case_is_in_the_table():
+    kernels = {p.stem for p in CASES[0].path.parent.glob("*.py")}
+    special = {"kills_parent", "crash_with_child_holding_pipes"}  # test_judge_survives.py
+    assert kernels - special == {c.name for c in CASES if c.source is None}
