@@ -210,14 +210,18 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     shapes: dict[str, dict[str, Any]] = {}
     for shape in task.tuning_shapes:
         params = dict(shape)
-        copies, inputs = bench.inputs(task.module, params)
         from .correctness import clones
 
+        # Fresh input copies for each baseline: a library kernel may work in place, and the
+        # next baseline must see the task's inputs (``make_inputs`` is deterministic per seed).
+        copies, inputs = bench.inputs(task.module, params)
         expected = tuple(task.module.reference(*clones(inputs[0])))
         row = {"eager": _timed_fn(bench, task, task.module.reference, inputs, copies, expected)}
         if request["compile"]:
+            copies, inputs = bench.inputs(task.module, params)
             row["compile"] = _compiled(bench, task, inputs, copies, expected)
         for name, fn in anchors.items():
+            copies, inputs = bench.inputs(task.module, params)
             row[name] = _timed_fn(bench, task, fn, inputs, copies, expected)
         shapes[shape.label] = row
         print(f"{shape.label}: " + ", ".join(

@@ -26,7 +26,8 @@ def test_the_starting_kernel_is_ok_and_its_table_printed(compile_cache, tmp_path
     done = _eval(["silu_and_mul", str(SILU_TASK / "silu_and_mul.cpp")], compile_cache, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "silu_and_mul · cpp · cpu: " in done.stdout
-    for header in ("shape", "max err", "IQR µs", "× start", "× torch", "roofline"):
+    for header in ("shape", "max err", "IQR µs", "× start", "best baseline", "× best", "× eager",
+                   "roofline"):
         assert header in done.stdout
     for label in ("d=4096, tokens=1", "d=4096, tokens=16", "d=2048, tokens=64"):
         assert label in done.stdout

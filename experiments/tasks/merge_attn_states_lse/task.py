@@ -73,6 +73,16 @@ KERNELS = {
 _CUDA_KERNELS = {torch.bfloat16: "merge_attn_states_lse_bf16",
                  torch.float16: "merge_attn_states_lse_f16"}
 
+# Library kernels users run in production, timed as baselines where installed and skipped (with
+# the reason) where not; each is checked against `reference` before it counts. `call` names the
+# adapter below: (the imported module, *inputs) -> outputs as `reference` returns them.
+ANCHORS = {
+    "flashinfer": {"package": "flashinfer-python", "module": "flashinfer",
+                   "call": "anchor_merge_state", "devices": ["cuda"]},
+    "sgl-kernel": {"package": "sgl-kernel", "module": "sgl_kernel",
+                   "call": "anchor_merge_state", "devices": ["cuda"]},
+}
+
 
 def _part(shape, g, device):
     size = (shape["tokens"], shape["heads"])
@@ -108,6 +118,12 @@ def reference(o_a, lse_a, o_b, lse_b):
     scale_a, scale_b = (w_a / safe).unsqueeze(-1), (w_b / safe).unsqueeze(-1)
     out = o_a.float() * scale_a + o_b.float() * scale_b
     return out.to(o_a.dtype), torch.log(total) + m
+
+
+def anchor_merge_state(lib, o_a, lse_a, o_b, lse_b):
+    # merge_state(v_a, s_a, v_b, s_b) -> (v, s) takes and returns base-2 log-sum-exps
+    out, lse2 = lib.merge_state(o_a, lse_a * math.log2(math.e), o_b, lse_b * math.log2(math.e))
+    return out, lse2 * math.log(2.0)
 
 
 def launch_cpp(fn, inputs, outputs, shape):

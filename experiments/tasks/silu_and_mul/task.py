@@ -76,6 +76,18 @@ KERNELS = {
 }
 _CUDA_KERNELS = {torch.bfloat16: "silu_and_mul_bf16", torch.float16: "silu_and_mul_f16"}
 
+# Library kernels users run in production, timed as baselines where installed and skipped (with
+# the reason) where not; each is checked against `reference` before it counts. `call` names the
+# adapter below: (the imported module, *inputs) -> outputs as `reference` returns them.
+ANCHORS = {
+    "liger": {"package": "liger-kernel", "module": "liger_kernel.ops.swiglu",
+              "call": "anchor_liger", "devices": ["cuda"]},
+    "flashinfer": {"package": "flashinfer-python", "module": "flashinfer",
+                   "call": "anchor_silu_and_mul", "devices": ["cuda"]},
+    "sgl-kernel": {"package": "sgl-kernel", "module": "sgl_kernel",
+                   "call": "anchor_silu_and_mul", "devices": ["cuda"]},
+}
+
 
 def make_inputs(shape, seed, device):
     # Drawn on the device itself: the same seed gives the same tensor there, and the largest
@@ -93,6 +105,19 @@ def make_outputs(shape, device):
 def reference(x):
     d = x.shape[-1] // 2
     return (F.silu(x[..., :d]) * x[..., d:],)
+
+
+def anchor_liger(lib, x):
+    # Liger's SwiGLU over the fused [gate | up] tensor; older releases take the halves apart
+    if hasattr(lib, "swiglu_fused_gate_up_forward"):
+        return (lib.swiglu_fused_gate_up_forward(x)[1],)
+    d = x.shape[-1] // 2
+    return (lib.swiglu_forward(x[..., :d], x[..., d:])[2],)
+
+
+def anchor_silu_and_mul(lib, x):
+    # FlashInfer's and sgl-kernel's silu_and_mul(input) -> out, same layout as ours
+    return (lib.silu_and_mul(x),)
 
 
 def launch_cpp(fn, inputs, outputs, shape):
