@@ -116,6 +116,8 @@ def best_json(candidate: Candidate, evaluation: Evaluation) -> str:
         "status": evaluation.status.value,
         "speedup": _finite(evaluation.speedup),
         "speedup_vs_eager": _finite(evaluation.speedup_vs_eager),
+        "speedup_vs_best": _finite(evaluation.speedup_vs_best),
+        "speedup_vs_best_ci": _finite(evaluation.geomean_ci("speedup_vs_best")),
         "device": evaluation.device,
         "shapes": shapes,
     }, indent=2, default=str)
@@ -131,7 +133,7 @@ def profile_metrics(evaluation: Evaluation) -> dict[str, float]:
     dots, e.g. ``profile.ncu.dram_throughput_pct``); at most ``MAX_PROFILE_METRICS``."""
     out: dict[str, float] = {}
     for shape in evaluation.shapes:
-        for name in ("time_us", "roofline_fraction", "speedup_vs_start"):
+        for name in ("time_us", "roofline_fraction", "speedup_vs_start", "speedup_vs_best"):
             out[f"shape.{shape.shape}.{name}"] = getattr(shape, name)
 
     def walk(prefix: str, value: object, depth: int) -> None:
@@ -263,6 +265,7 @@ class MLflowSink(Sink):
         values = {
             "candidate_speedup": evaluation.speedup,
             "best_speedup": record.lineage_best,
+            "candidate_speedup_vs_best_baseline": evaluation.speedup_vs_best,
             "correct": float(evaluation.ok),
             "correct_rate": correct / total,
             "compile_s": evaluation.compile_s,
@@ -331,7 +334,9 @@ class MLflowSink(Sink):
             self._log_best(self._lineage_run(lineage), *best)
         millis = int(time.time() * 1000)
         best_speedup = summary.best[1].speedup if summary.best is not None else 0.0
+        vs_baseline = summary.best[1].speedup_vs_best if summary.best is not None else 0.0
         metrics = [Metric("best_speedup", best_speedup, millis, 0),
+                   Metric("best_speedup_vs_best_baseline", vs_baseline, millis, 0),
                    Metric("records", float(summary.records), millis, 0),
                    Metric("wall_s", summary.wall_s, millis, 0),
                    Metric("migrations", float(summary.migrations), millis, 0),

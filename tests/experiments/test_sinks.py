@@ -28,6 +28,7 @@ from kernelswarm.experiments.sinks import (
     read_evaluations,
     read_mlflow_run,
 )
+from kernelswarm.experiments.sinks.sources import read_kernel_file
 from kernelswarm.search import (
     Candidate,
     Evaluation,
@@ -253,7 +254,10 @@ def test_every_candidate_source_can_be_opened(sqlite_logged: Logged) -> None:
     folder = sqlite_logged.run_dir / "candidates"
     for record in sqlite_logged.records:
         path = folder / f"{record.candidate.id}.cpp"
-        assert path.read_text() == record.candidate.source
+        candidate = record.candidate
+        # the file states the knob values the kernel was judged with, then its source
+        assert read_kernel_file(path.read_text(), "cpp", candidate.entry) == (
+            candidate.knob_values or None, candidate.source)
     assert len(list(folder.iterdir())) == len({r.candidate.id for r in sqlite_logged.records})
 
 
