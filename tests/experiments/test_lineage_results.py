@@ -124,3 +124,39 @@ def test_a_gain_inside_the_noise_is_not_an_improvement():
     assert not clearly_faster(_ok(b, 2.02, spread=0.2), incumbent)
     assert clearly_faster(_ok(b, 2.40, spread=0.2), incumbent)
     assert clearly_faster(_ok(b, 2.02), _ok(a, 2.00))  # no spread known: any gain counts
+
+
+def test_a_run_written_before_the_baseline_columns_still_reads(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernelswarm.experiments.resume import restore_records
+    from kernelswarm.experiments.sinks.parquet import SCHEMA, evaluation_rows
+    from kernelswarm.search import Record
+
+    candidate = _candidate("old", 0)
+    record = Record(seq=0, lineage=0, step=1, candidate=candidate,
+                    evaluation=_ok(candidate, 2.0), lineage_best=2.0, global_best=2.0,
+                    wall_s=1.0, timestamp=0.0)
+    old_fields = [f for f in SCHEMA if f.name not in (
+        "best_baseline", "speedup_vs_best", "speedup_vs_best_ci", "compile_time_us",
+        "start_spread_us", "eager_spread_us", "compile_spread_us", "best_baseline_us",
+        "best_baseline_spread_us", "speedup_vs_start_ci", "speedup_vs_eager_ci",
+        "speedup_vs_compile_ci")]
+    rows = [{f.name: row[f.name] for f in old_fields} for row in evaluation_rows("r", record)]
+    (tmp_path / "evaluations").mkdir()
+    (tmp_path / "candidates").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(old_fields)),
+                   tmp_path / "evaluations" / "part-00000000.parquet")
+    (tmp_path / "candidates" / f"{candidate.id}.cpp").write_text(candidate.source)
+    row = read_evaluations(tmp_path).to_pylist()[0]
+    assert row["best_baseline"] is None and row["speedup_vs_best"] is None
+
+    class _Task:
+        def kernel(self, language):
+            return type("K", (), {"entry": "f", "spec": {}})()
+
+    (restored,) = restore_records(tmp_path, _Task())  # type: ignore[arg-type]
+    shape = restored.evaluation.shapes[0]
+    assert shape.best_baseline == "" and math.isnan(shape.speedup_vs_best)
+    assert restored.evaluation.speedup == pytest.approx(2.0)
