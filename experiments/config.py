@@ -222,11 +222,18 @@ class Config(_Section):
                           f"nor a task folder")
 
     def flat(self) -> dict[str, Any]:
-        """``section.key -> value`` for logging as parameters."""
+        """``section.key -> value`` for logging as parameters; with the LLM agent, ``agent.<role>``
+        is the role's settings as its requests carry them (shared keys and defaults filled in)."""
         out = {}
         for section, values in self.model_dump(mode="json").items():
             for key, value in values.items():
                 out[f"{section}.{key}"] = value
+        if self.agent.kind == "llm":  # each role's model settings as sent, defaults filled in
+            shared = self.agent.llm.model_dump()
+            out["agent.llm"] = {k: v if v is not None else _ROLE_DEFAULTS.get(k)
+                                for k, v in shared.items()}
+            for role in LLM_ROLES:
+                out[f"agent.{role}"] = self.agent.role(role)
         return out
 
 
@@ -274,20 +281,39 @@ def _parse_value(text: str) -> Any:
         return text  # a bare word is a string: --set task.name=softmax
 
 
+def _key_path(dotted: str, item: str) -> list[str]:
+    """The keys of a dotted TOML key (``agent.llm.base_url``, ``agent.prices."gpt-4.1".prompt``)."""
+    try:
+        nested: Any = tomllib.loads(f"{dotted} = 0")
+    except tomllib.TOMLDecodeError:
+        raise ConfigError(f"--set {item!r}: {dotted!r} is not a key; write section.key or a "
+                          f"deeper dotted key such as agent.llm.base_url (quote a part holding a "
+                          f"dot: agent.prices.\"gpt-4.1\".prompt)") from None
+    path = []
+    while isinstance(nested, dict):
+        (key, nested), = nested.items()
+        path.append(key)
+    return path
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``section.key=value`` overrides (values in TOML syntax, bare words as strings)."""
+    """Apply ``KEY=VALUE`` overrides: KEY a dotted key at any depth (``search.lineages``,
+    ``agent.llm.base_url``), VALUE in TOML syntax (a bare word is a string)."""
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. search.lineages=8")
         dotted, text = item.split("=", 1)
-        parts = dotted.strip().split(".")
-        if len(parts) != 2 or not all(parts):
-            raise ConfigError(f"--set {item!r}: KEY must be section.key, e.g. search.lineages; "
-                              f"sections: {', '.join(Config.model_fields)}")
-        section = data.setdefault(parts[0], {})
-        if not isinstance(section, dict):
-            raise ConfigError(f"--set {item!r}: {parts[0]!r} is not a section")
-        section[parts[1]] = _parse_value(text.strip())
+        path = _key_path(dotted.strip(), item)
+        if len(path) < 2:
+            raise ConfigError(f"--set {item!r}: KEY must name a key inside a section, e.g. "
+                              f"search.lineages; sections: {', '.join(Config.model_fields)}")
+        table = data
+        for depth, key in enumerate(path[:-1]):
+            table = table.setdefault(key, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"--set {item!r}: {'.'.join(path[:depth + 1])} is a value, "
+                                  f"not a table of keys")
+        table[path[-1]] = _parse_value(text.strip())
     return data
 
 

@@ -52,3 +52,27 @@ def test_the_driver_refuses_a_money_cap_without_prices_and_an_unset_key(tmp_path
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(ConfigError, match=f"{KEY_ENV} is not set"):
         configured_roles(load_config(None, LLM), tmp_path, tmp_path, [0])
+
+
+def test_set_reaches_nested_keys_at_any_depth_and_names_a_bad_one():
+    config = load_config(None, [*LLM, "agent.llm.base_url=http://localhost:8000/v1",
+                                "agent.coder.max_tokens=2048",
+                                'agent.prices."gpt-4.1".prompt=2.0',
+                                'agent.prices."gpt-4.1".completion=8'])
+    settings = llm_settings(config)
+    assert settings.roles["planner"].base_url == "http://localhost:8000/v1"
+    assert settings.roles["coder"].max_tokens == 2048 and settings.roles["planner"].model == "small"
+    assert settings.price("gpt-4.1").completion == 8.0
+    with pytest.raises(ConfigError, match="search.lineages is a value, not a table"):
+        load_config(None, ["search.lineages.x=1"])
+    with pytest.raises(ConfigError, match="'agent..x' is not a key"):
+        load_config(None, ["agent..x=1"])
+    with pytest.raises(ConfigError, match=r"agent\.llm\.base_urll: unknown key"):
+        load_config(None, [*LLM, "agent.llm.base_urll=http://x"])
+
+
+def test_the_logged_parameters_hold_each_role_as_sent():
+    params = load_config(None, [*LLM, "agent.planner.temperature=0.7"]).flat()
+    assert params["agent.llm"]["temperature"] == 0.2 and params["agent.llm"]["max_tokens"] == 4096
+    assert params["agent.planner"]["temperature"] == 0.7
+    assert params["agent.coder"]["max_tokens"] == 4096 and params["agent.coder"]["model"] == "small"
