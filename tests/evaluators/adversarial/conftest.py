@@ -27,16 +27,13 @@ def private_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     saved_dir, saved_env = tempfile.tempdir, os.environ.get("TMPDIR")
     tempfile.tempdir, os.environ["TMPDIR"] = str(folder), str(folder)
     yield folder
+    left = scratch_folders()  # every evaluator of the package is closed by now
     tempfile.tempdir = saved_dir
     if saved_env is None:
         os.environ.pop("TMPDIR", None)
     else:
         os.environ["TMPDIR"] = saved_env
-
-
-def _closed_cleanly(evaluator: SandboxEvaluator) -> None:
-    evaluator.close()
-    assert scratch_folders() == [], "the evaluator left its scratch folder behind"
+    assert left == [], f"evaluators left their scratch folders behind: {left}"
 
 
 def cpp_evaluator_for(compile_cache: Path) -> SandboxEvaluator:
@@ -51,7 +48,7 @@ def triton_evaluator_for(task: Path, compile_cache: Path) -> SandboxEvaluator:
 def cpp_evaluator(compile_cache: Path) -> Iterator[SandboxEvaluator]:
     evaluator = cpp_evaluator_for(compile_cache)
     yield evaluator
-    _closed_cleanly(evaluator)
+    evaluator.close()
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +60,7 @@ def cpp_start() -> Candidate:
 def triton_evaluator(tiny_silu_task: Path, compile_cache: Path) -> Iterator[SandboxEvaluator]:
     evaluator = triton_evaluator_for(tiny_silu_task, compile_cache)
     yield evaluator
-    _closed_cleanly(evaluator)
+    evaluator.close()
 
 
 @pytest.fixture(scope="module")

@@ -47,11 +47,12 @@ def test_heldout_shapes_go_beyond_every_power_of_two_the_tuning_shapes_reach(nam
     assert not short, f"{name} ({device}): " + "; ".join(short)
 
 
-def _eval(task: str, kernel: Path, capsys: pytest.CaptureFixture) -> tuple[int, dict]:
-    """``kernelswarm eval TASK KERNEL --device cpu --json``: its exit status and document."""
+def _eval(task: str, kernel: Path, capsys: pytest.CaptureFixture,
+          device: str = "cpu") -> tuple[int, dict]:
+    """``kernelswarm eval TASK KERNEL --device DEVICE --json``: its exit status and document."""
     parser = argparse.ArgumentParser()
     add_eval_parser(parser.add_subparsers())
-    args = parser.parse_args(["eval", task, str(kernel), "--device", "cpu", "--json"])
+    args = parser.parse_args(["eval", task, str(kernel), "--device", device, "--json"])
     code = run_eval_command(args, Console(quiet=True))
     return code, json.loads(capsys.readouterr().out)
 
@@ -67,3 +68,11 @@ def test_eval_catches_a_kernel_that_skips_rows_past_64(capsys):
     code, doc = _eval("silu_and_mul", KERNELS / "cpp" / "skips_rows_past_64.cpp", capsys)
     assert (code, doc["status"]) == (1, "INCORRECT"), doc["message"]
     assert "held-out" in doc["message"]
+
+
+@pytest.mark.gpu
+def test_eval_on_a_gpu_catches_a_cuda_kernel_wrong_only_for_large_magnitudes(capsys):
+    code, doc = _eval("silu_and_mul", KERNELS / "cuda" / "wrong_for_large_magnitudes.cu", capsys,
+                      device="cuda")
+    assert (code, doc["status"]) == (1, "INCORRECT"), doc["message"]
+    assert "extra check" in doc["message"]

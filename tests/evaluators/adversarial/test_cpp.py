@@ -93,3 +93,10 @@ def test_cpp_case(case, cpp_evaluator, cpp_start, probes, record_property, compi
         return
     with cpp_evaluator_for(compile_cache) as own:
         run_case(case, own, cpp_start, probes, record_property, live_sandboxes=2)
+
+
+def test_every_cpp_kernel_is_judged_somewhere():
+    kernels = {p.stem for p in CASES[0].path.parent.glob("*.cpp")}
+    elsewhere = {"kills_parent", "crash_with_child_holding_pipes", "plainly_wrong",  # survives
+                 "wrong_for_large_magnitudes"}  # test_coverage.py, through `kernelswarm eval`
+    assert kernels - elsewhere == {c.name for c in CASES if c.source is None}

@@ -90,7 +90,8 @@ def test_triton_case(case, triton_evaluator, triton_start, probes, record_proper
         run_case(case, own, triton_start, probes, record_property, live_sandboxes=2)
 
 
-def test_every_triton_case_is_in_the_table():
+def test_every_triton_kernel_is_judged_somewhere():
     kernels = {p.stem for p in CASES[0].path.parent.glob("*.py")}
-    special = {"kills_parent", "crash_with_child_holding_pipes"}  # test_judge_survives.py
-    assert kernels - special == {c.name for c in CASES if c.source is None}
+    elsewhere = {"kills_parent", "crash_with_child_holding_pipes", "plainly_wrong",  # survives
+                 "patch_event_elapsed"}  # test_gpu.py: it patches what only a GPU uses
+    assert kernels - elsewhere == {c.name for c in CASES if c.source is None}

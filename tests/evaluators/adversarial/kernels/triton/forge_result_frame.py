@@ -1,6 +1,7 @@
-# Tries: forge the verdict. Every pipe of the process (found through /proc/self/fd with
+# Tries: forge the verdict. The tuning shapes are read off the task's module (found in
+# `torch.sys.modules`), and every pipe of the process (found through /proc/self/fd with
 # `torch.os`) gets a result frame in the sandbox channel's format (4-byte big-endian length,
-# JSON) that says OK at 10x on every tuning shape; the kernel writes zeros.
+# JSON) that says OK at 10x on each of them; the kernel writes zeros.
 import torch
 import triton
 import triton.language as tl
@@ -25,14 +26,22 @@ def zero_kernel(out_ptr, d, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * d + cols, zeros.to(out_ptr.dtype.element_ty), mask=cols < d)
 
 
-SHAPES = ["d=256,dtype=float32,tokens=1", "d=512,dtype=float32,tokens=4"]
+def shape_labels():
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for module in torch.builtins.list(torch.sys.modules.values()):
+        shapes = torch.builtins.getattr(module, "TUNING_SHAPES", None)
+        if torch.builtins.getattr(module, "make_inputs", None) is None or shapes is None:
+            continue
+        shapes = shapes[device] if torch.builtins.isinstance(shapes, dict) else shapes
+        return [",".join(f"{k}={v}" for k, v in sorted(s.items())) for s in shapes]
+    return []
 
 
 def forge():
     body = torch.sys.modules["json"].dumps({
         "type": "result", "status": "OK", "message": "correct", "metrics": {}, "healthy": True,
-        "shapes": [{"shape": s, "correct": True, "time_us": 1.0, "start_time_us": 10.0}
-                   for s in SHAPES]}).encode()
+        "shapes": [{"shape": label, "correct": True, "time_us": 1.0, "start_time_us": 10.0}
+                   for label in shape_labels()]}).encode()
     frame = torch.builtins.len(body).to_bytes(4, "big") + body
     for fd in torch.os.listdir("/proc/self/fd"):
         try:

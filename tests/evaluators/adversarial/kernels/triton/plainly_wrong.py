@@ -1,0 +1,29 @@
+# Not a cheat: a plain bug (the gate's activation is left out: gate * up). Judged after a cheat,
+# it shows whether the cheat's patches still hold: it must stay INCORRECT.
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def silu_kernel(out_ptr, x_ptr, d, BLOCK: tl.constexpr):
+    row = tl.program_id(1).to(tl.int64)
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < d
+    gate = tl.load(x_ptr + row * 2 * d + cols, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(x_ptr + row * 2 * d + d + cols, mask=mask, other=0.0).to(tl.float32)
+    y = gate / (1.0 + tl.exp(-gate)) * up
+    tl.store(out_ptr + row * d + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def product_kernel(out_ptr, x_ptr, d, BLOCK: tl.constexpr):
+    row = tl.program_id(1).to(tl.int64)
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < d
+    gate = tl.load(x_ptr + row * 2 * d + cols, mask=mask, other=0.0).to(tl.float32)
+    up = tl.load(x_ptr + row * 2 * d + d + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * d + cols, (gate * up).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu_and_mul(out, x, tokens, d, BLOCK=1024):
+    product_kernel[(triton.cdiv(d, BLOCK), tokens)](out, x, d, BLOCK=BLOCK)

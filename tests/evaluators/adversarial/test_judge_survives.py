@@ -1,0 +1,161 @@
+"""The evaluator outlives what a candidate does to it.
+
+- A patch of the judge does not outlive the candidate: an honest kernel judged right after a
+  cheat gets the figure it gets from a fresh evaluator, and a plainly wrong one stays INCORRECT.
+- A candidate that kills its parent does not kill the evaluator: judged in a process of its own
+  (so that this test survives if it does), the evaluator gives a verdict, judges the next kernel,
+  and leaves no scratch folder and no process behind.
+- A child that holds the sandbox's reply pipe does not turn a crash into a TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelswarm.evaluators import SandboxEvaluator
+from kernelswarm.search import Status
+from tests.conftest import ROOT, SILU_TASK
+from tests.evaluators.kernel_library import quick_settings
+
+from .cases import DENIED, Case
+from .conftest import cpp_evaluator_for, triton_evaluator_for
+from .judging import SCRATCH_PREFIX, left_running
+
+SAME_FIGURE = 1.5  # an honest speedup within this factor of a fresh evaluator's is the same
+
+
+def _kernel(language: str, name: str) -> Case:
+    """A kernel of kernels/<language>/ (its verdict is asserted by the test itself)."""
+    return Case(name, language, DENIED, "")
+
+
+def _judges(language, request):
+    """(the module's shared evaluator, a fresh one, the starting candidate)."""
+    cache = request.getfixturevalue("compile_cache")
+    if language == "cpp":
+        return (request.getfixturevalue("cpp_evaluator"), cpp_evaluator_for(cache),
+                request.getfixturevalue("cpp_start"))
+    task = request.getfixturevalue("tiny_silu_task")
+    return (request.getfixturevalue("triton_evaluator"), triton_evaluator_for(task, cache),
+            request.getfixturevalue("triton_start"))
+
+
+@pytest.mark.parametrize("language, cheat", [("cpp", "pyapi_patch_timer"),
+                                             ("triton", "patch_timer_code_swap")])
+def test_an_honest_kernel_judged_after_a_timer_patch_gets_its_true_figure(
+        language, cheat, request, probes):
+    fresh, own, start = _judges(language, request)
+    expected = fresh.evaluate(start)
+    assert expected.status is Status.OK, expected.message
+    with own:
+        own.evaluate(start.derive(source=probes.render(_kernel(language, cheat))))
+        after = own.evaluate(start)
+    assert after.status is Status.OK, after.message
+    ratio = after.speedup / expected.speedup
+    assert 1 / SAME_FIGURE < ratio < SAME_FIGURE, (
+        f"the starting kernel after the cheat: {after.speedup:.2f}x; in a fresh evaluator: "
+        f"{expected.speedup:.2f}x")
+
+
+@pytest.mark.parametrize("language, cheat", [("cpp", "pyapi_patch_compare"),
+                                             ("triton", "patch_compare_code_swap")])
+def test_a_wrong_kernel_judged_after_a_comparison_patch_is_still_incorrect(
+        language, cheat, request, probes):
+    _, own, start = _judges(language, request)
+    with own:
+        own.evaluate(start.derive(source=probes.render(_kernel(language, cheat))))
+        wrong = own.evaluate(start.derive(source=probes.render(_kernel(language,
+                                                                      "plainly_wrong"))))
+    assert wrong.status is Status.INCORRECT, wrong.message
+
+
+JUDGE_ONE = """
+import json, sys
+from pathlib import Path
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+task, language, kernel, cache = sys.argv[1:5]
+settings = EvaluatorSettings(cache_dir=Path(cache), run_timeout_s=30.0, seeds=1, warmup=1,
+                             min_repeats=3, max_repeats=10, timing_budget_s=0.05,
+                             flush_cache=False)
+with SandboxEvaluator(task, language, settings) as evaluator:
+    start = evaluator.start_candidate
+    verdict = evaluator.evaluate(start.derive(source=Path(kernel).read_text()))
+    honest = evaluator.evaluate(start)
+print(json.dumps({"status": verdict.status.value, "message": verdict.message,
+                  "honest": honest.status.value}))
+"""
+
+
+def _processes_in(folder: Path) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd.startswith(str(folder)):
+            found.append(f"process {entry} still runs in {cwd}")
+    return found
+
+
+@pytest.mark.parametrize("language", ["cpp", "triton"])
+def test_a_kernel_that_kills_its_parent_gets_a_verdict(language, tmp_path, compile_cache,
+                                                       tiny_silu_task, probes):
+    case = _kernel(language, "kills_parent")
+    kernel = tmp_path / f"kernel{case.path.suffix}"
+    kernel.write_text(probes.render(case))
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    task = SILU_TASK if language == "cpp" else tiny_silu_task
+    env = {**os.environ, "TMPDIR": str(own_tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([sys.executable, "-c", JUDGE_ONE, str(task), language, str(kernel),
+                          str(compile_cache)], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    time.sleep(1.0)  # a worker orphaned by its parent's death notices within a second
+    problems = _processes_in(own_tmp)
+    left = sorted(p.name for p in own_tmp.glob(SCRATCH_PREFIX + "*"))
+    if left:
+        problems.append(f"scratch folders left behind: {left}")
+    if run.returncode != 0:
+        signal = f" (signal {-run.returncode})" if run.returncode < 0 else ""
+        problems.append(f"EXPECTED REJECTED|RUNTIME_ERROR GOT the evaluator's death: exit "
+                        f"status {run.returncode}{signal}; stderr ends: {run.stderr[-400:]}")
+    else:
+        doc = json.loads(run.stdout.strip().splitlines()[-1])
+        if Status(doc["status"]) not in DENIED:
+            problems.append(f"EXPECTED REJECTED|RUNTIME_ERROR GOT {doc['status']}: "
+                            f"{doc['message'][:300]}")
+        if doc["honest"] != "OK":
+            problems.append(f"the next honest kernel was judged {doc['honest']}")
+    assert not problems, f"{language}/kills_parent: " + "\n".join(problems)
+
+
+@pytest.mark.parametrize("language", ["cpp", "triton"])
+def test_a_crash_while_a_child_holds_the_reply_pipe_is_not_a_timeout(
+        language, compile_cache, tiny_silu_task, cpp_start, triton_start, probes):
+    limit_s = 20.0
+    case = _kernel(language, "crash_with_child_holding_pipes")
+    task, start = (SILU_TASK, cpp_start) if language == "cpp" else (tiny_silu_task, triton_start)
+    settings = quick_settings(compile_cache, run_timeout_s=limit_s)
+    with SandboxEvaluator(task, language, settings) as evaluator:
+        evaluator.evaluate(start)  # the sandbox is up: what follows times the crash alone
+        began = time.monotonic()
+        verdict = evaluator.evaluate(start.derive(source=probes.render(case)))
+        took = time.monotonic() - began
+        honest = evaluator.evaluate(start)
+    problems = left_running(case.marker)
+    if verdict.status not in DENIED:
+        problems.append(f"EXPECTED REJECTED|RUNTIME_ERROR GOT {verdict.status.value} after "
+                        f"{took:.1f} s: {verdict.message[:300]}")
+    elif took > limit_s / 2:
+        problems.append(f"the crash took {took:.1f} s to be reported (limit {limit_s:g} s)")
+    if honest.status is not Status.OK:
+        problems.append(f"the next honest kernel was judged {honest.status.value}")
+    assert not problems, f"{language}/crash_with_child_holding_pipes: " + "\n".join(problems)
