@@ -49,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import resource
 import shutil
 import stat
@@ -205,12 +206,14 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int,
         raise OSError(code, f"mount {target}: {os.strerror(code)}")
 
 
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
 def _mount_points() -> list[str]:
     """Every mount point of this namespace, outermost first (mountinfo escapes spaces as octal)."""
     points = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        field = line.split()[4]
-        points.append(field.encode().decode("unicode_escape"))
+        points.append(_OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), line.split()[4]))
     return points
 
 
@@ -226,21 +229,22 @@ def _private_file_system(scratch: Path, hidden: Iterable[Path]) -> list[str]:
     Returns the mount points that could not be made read-only (empty when all were).
     """
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing propagates back to the judge
-    held = os.open(scratch, os.O_PATH | os.O_DIRECTORY)  # scratch may lie under /tmp
+    # Scratch may lie under /tmp or a hidden folder: held open, it is bound back in afterwards.
+    held = os.open(scratch, os.O_PATH | os.O_DIRECTORY)
     try:
         private = [p for p in ("/tmp", "/dev/shm") if os.path.isdir(p)]
         for point in private:
             _mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV,
                    f"mode=1777,size={TMP_SIZE}")
+        for folder in hidden:  # emptied; made read-only with everything else below
+            if Path(folder).is_dir():
+                _mount("tmpfs", str(folder), "tmpfs", _MS_NOSUID | _MS_NODEV,
+                       "mode=0555,size=64k")
         os.makedirs(scratch, exist_ok=True)
         _mount(f"/proc/self/fd/{held}", str(scratch), None, _MS_BIND | _MS_REC)
         _mount(None, str(scratch), None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV)
     finally:
         os.close(held)
-    for folder in hidden:
-        if Path(folder).is_dir():
-            _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV,
-                   "mode=0555,size=4k")
     writable = {str(scratch), *private}
     refused = []
     for point in _mount_points():
@@ -354,9 +358,8 @@ def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
         else "denied" + (" (a compile window needs a PID namespace)"
                          if allow_processes and not window else ""))
     full = {"pid", "net", "ipc", "mount"} <= set(namespaces)
-    sandboxed = report["isolation_seccomp"].startswith("filter")
-    report["isolation"] = ("namespaces+seccomp" if full and sandboxed
-                           else "seccomp" if sandboxed else "session")
+    layers = [name for name, on in (("namespaces", full), ("seccomp", _filter_on(report))) if on]
+    report["isolation"] = "+".join(layers) or "session"
     return report
 
 

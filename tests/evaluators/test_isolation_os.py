@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -231,6 +232,21 @@ def test_without_a_pid_namespace_no_compile_window_opens(world):
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["report"]["isolation_processes"].startswith("denied")
     assert out["window_compiler"] == "EPERM" and out["strays"] == []
+
+
+def test_a_scratch_folder_inside_a_hidden_folder_stays_writable(world):
+    require_namespaces()
+    config, _, _ = world
+    run = Path("/var/tmp") / f"run-{uuid.uuid4().hex[:8]}"  # outside /tmp, which is private
+    scratch = run / "scratch"
+    scratch.mkdir(parents=True)
+    (run / "results.parquet").write_text("previous verdicts")
+    try:
+        out = run_probe({**config, "scratch": str(scratch), "hidden": [str(run)]})
+        assert out["list_hidden"] == {"ok": True, "value": ["scratch"]}
+        assert (scratch / "result.txt").read_text() == "escaped"
+    finally:
+        shutil.rmtree(run)
 
 
 def test_what_the_runner_started_before_isolation_dies_with_it(world):
