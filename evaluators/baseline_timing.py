@@ -30,8 +30,7 @@ from ..search.candidate import Candidate
 from ..search.task import Shape, Task, load_task
 from .compile_cache import CompileCache
 from .correctness import FIRST_POISON, clones, compare, poison
-from .gpu_phase import TIMING_SEED
-from .gpu_timing import CopyPlan, GraphCaptureError, measure_gpu, plan_copies
+from .gpu_timing import TIMING_SEED, CopyPlan, GraphCaptureError, measure_gpu, plan_copies
 from .languages import get_language
 from .machine import MachineFigures, device_cache_bytes, measure_gpu_machine
 from .settings import EvaluatorSettings

@@ -11,6 +11,7 @@ point at private endpoints under innocent names (``AWS_*``, ``HF_*``, ``MLFLOW_T
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
@@ -34,3 +35,9 @@ def scrubbed_environment(environ: Mapping[str, str] | None = None,
     env = {k: v for k, v in source.items() if not is_secret_name(k)}
     env.update(extra or {})
     return env
+
+
+def python_path() -> str:
+    """This process's import path, so that a child process imports the same kernelswarm."""
+    entries = [os.path.abspath(p or os.getcwd()) for p in sys.path]
+    return os.pathsep.join(dict.fromkeys(p for p in entries if os.path.isdir(p)))

@@ -32,6 +32,9 @@ from dataclasses import dataclass
 
 from .timing import TimingPlan, TimingStats, summarize
 
+# The first seed of the inputs of timed copies (the baselines and the starting kernel's
+# calibration draw theirs from here; a candidate's timed inputs come from a secret seed).
+TIMING_SEED = 1000
 GRAPH_REPLAY_US = 4000.0
 MAX_COPIES = 512
 MAX_COPIES_BYTES = 1 << 30
@@ -78,7 +81,7 @@ class GpuTiming:
     last_copy: list[int]  # the copy each function's last timed call wrote
 
 
-class _Flusher:
+class Flusher:
     def __init__(self, flush: Callable[[], None] | None) -> None:
         self.flush = flush
 
@@ -87,7 +90,7 @@ class _Flusher:
             self.flush()
 
 
-def _event_sample(call: Call, copy: int, flush: _Flusher) -> int:
+def event_sample(call: Call, copy: int, flush: Flusher) -> int:
     """One call between events, after a flush; nanoseconds."""
     import torch
 
@@ -131,7 +134,7 @@ def _capture_all(calls: Sequence[Call], graph_calls: int, copies: int) -> list[o
     return graphs
 
 
-def _graph_sample(graph: object, calls: int, flush: _Flusher) -> int:
+def graph_sample(graph: object, calls: int, flush: Flusher) -> int:
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -144,14 +147,14 @@ def _graph_sample(graph: object, calls: int, flush: _Flusher) -> int:
     return round(start.elapsed_time(end) * 1e6 / calls)
 
 
-def _warm_up(calls: Sequence[Call], copies: int, warmup: int, flush: _Flusher) -> list[float]:
+def warm_up(calls: Sequence[Call], copies: int, warmup: int, flush: Flusher) -> list[float]:
     """Run each function once untimed, then ``warmup`` (at least 3) times timed; per function
     the fastest timed call, in us (the fastest: a host hiccup in one sample would otherwise
     shorten the graph and leave more of the timer's overhead in each call's share)."""
     estimates = []
     for index, call in enumerate(calls):
         call(index % copies)  # first call: module load, lazy initialisation, untimed
-        samples = [_event_sample(call, (index + k) % copies, flush)
+        samples = [event_sample(call, (index + k) % copies, flush)
                    for k in range(max(warmup, 3))]
         estimates.append(min(samples) / 1e3)
     return estimates
@@ -162,8 +165,8 @@ def _calls_per_graph(call_us: float, copy_plan: CopyPlan) -> int:
     return calls if copy_plan.cold_reuse else min(calls, copy_plan.copies)
 
 
-def _graphs(calls: Sequence[Call], copy_plan: CopyPlan, estimate_us: float,
-            flush: _Flusher) -> tuple[int, list[object]]:
+def capture_graphs(calls: Sequence[Call], copy_plan: CopyPlan, estimate_us: float,
+            flush: Flusher) -> tuple[int, list[object]]:
     """(calls per graph, one graph per function), or (1, []) when one cannot be captured.
 
     Sized from ``estimate_us``, then once more from a replay of the first graphs: the events
@@ -174,7 +177,7 @@ def _graphs(calls: Sequence[Call], copy_plan: CopyPlan, estimate_us: float,
     graphs = _capture_all(calls, count, copy_plan.copies)
     if not graphs:
         return 1, []
-    replayed_us = max(_graph_sample(g, count, flush) for g in graphs) / 1e3
+    replayed_us = max(graph_sample(g, count, flush) for g in graphs) / 1e3
     better = _calls_per_graph(replayed_us, copy_plan)
     if better > 1.5 * count:
         count, graphs = better, _capture_all(calls, better, copy_plan.copies)
@@ -190,13 +193,13 @@ def measure_gpu(calls: Sequence[Call], copy_plan: CopyPlan, plan: TimingPlan,
     the flush (in graph mode, on the copy of the replay's last call only).
     """
     prepare = prepare or [None] * len(calls)
-    flusher = _Flusher(flush)
+    flusher = Flusher(flush)
     copies = copy_plan.copies
-    estimates = _warm_up(calls, copies, plan.warmup, flusher)
+    estimates = warm_up(calls, copies, plan.warmup, flusher)
     slowest = max(estimates)
     graph_calls, graphs = 1, list[object]()
     if slowest < graph_below_us:
-        graph_calls, graphs = _graphs(calls, copy_plan, slowest, flusher)
+        graph_calls, graphs = capture_graphs(calls, copy_plan, slowest, flusher)
     samples: list[list[int]] = [[] for _ in calls]
     cursor = [0] * len(calls)
     last = [0] * len(calls)
@@ -208,13 +211,13 @@ def measure_gpu(calls: Sequence[Call], copy_plan: CopyPlan, plan: TimingPlan,
                 last[index] = (graph_calls - 1) % copies
                 if prepare[index] is not None:
                     prepare[index](last[index])
-                samples[index].append(_graph_sample(graphs[index], graph_calls, flusher))
+                samples[index].append(graph_sample(graphs[index], graph_calls, flusher))
             else:
                 last[index] = cursor[index] % copies
                 cursor[index] += 1
                 if prepare[index] is not None:
                     prepare[index](last[index])
-                samples[index].append(_event_sample(calls[index], last[index], flusher))
+                samples[index].append(event_sample(calls[index], last[index], flusher))
         if round_ + 1 >= plan.min_repeats:
             lead = summarize(samples[0])
             if lead.rel_se <= plan.target_rel_se or time.perf_counter() - started >= plan.budget_s:

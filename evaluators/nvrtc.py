@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .channel import ChannelError, FrameBuffer, read_frame, write_frame
-from .environment import scrubbed_environment
+from .environment import python_path, scrubbed_environment
 from .languages.base import BuildError
 
 ARTIFACT_MAGIC = b"KSCUBIN1\n"
@@ -196,11 +196,9 @@ class NvrtcProcess:
         self._owner = os.getpid()
 
     def _start(self) -> None:
-        from .sandbox import _python_path
-
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
-        env = scrubbed_environment(extra={"PYTHONPATH": _python_path(),
+        env = scrubbed_environment(extra={"PYTHONPATH": python_path(),
                                           "CUDA_VISIBLE_DEVICES": ""})
         try:
             self._process = subprocess.Popen(

@@ -1,19 +1,21 @@
-"""The parent side of the sandbox: spawn the worker, talk to it, enforce time, bury it.
+"""The judge's side of one runner process: spawn it, talk to it, enforce time, bury it.
 
-One ``Sandbox`` is one worker process (evaluators/sandbox_worker.py), started with
-``subprocess.Popen`` in a new session (its own process group, so that a kill reaches anything it
-started), never by forking this process. It gets a fresh scratch folder as working directory,
-the scrubbed environment (evaluators/environment.py) and two pipes passed by descriptor number:
-requests in, replies out. Its stdout and stderr go to ``worker.log`` in the scratch folder, whose
-tail is quoted when it dies.
+One ``RunnerProcess`` is one ``python -m kernelswarm.evaluators.runner`` (evaluators/runner/),
+started with ``subprocess.Popen`` in a new session (its own process group, so that a kill
+reaches anything it started), never by forking the judge. It gets a fresh scratch folder as
+working directory, the scrubbed environment (evaluators/environment.py), two pipes and the
+evaluation's shared arena (evaluators/shared_memory.py), passed by descriptor number. Its stdout
+and stderr go to ``runner.log`` in the scratch folder, whose tail is quoted when it dies.
 
-``request`` returns an outcome, never raises for what the candidate did: ``Replied`` (a result or
-a fault), ``Crashed`` (the channel hit end of file or carried garbage) or ``TimedOut``. After a
-crash or a timeout the process is gone; the owner starts a new ``Sandbox`` for the next candidate.
+A runner serves exactly one candidate and is then killed with its whole group: no state of a
+candidate reaches the next one. ``request`` returns an outcome and never raises for what the
+runner did: ``Replied`` (a frame), ``Crashed`` (end of file, or garbage on the channel) or
+``TimedOut``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import shutil
@@ -26,42 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..search.task import TaskError
-from .channel import ChannelError, FrameBuffer, write_frame
-from .environment import scrubbed_environment
+from ...search.task import TaskError
+from ..channel import ChannelError, FrameBuffer, write_frame
+from ..environment import python_path, scrubbed_environment
+from ..protocol import RUNNER_MODULE
+from ..shared_memory import Arena
 
-WORKER_MODULE = "kernelswarm.evaluators.sandbox_worker"
 LOG_TAIL_CHARS = 1500
 LOG_SCAN_CHARS = 64 * 1024  # how far back a crash report's first line is looked for
 _REAP_TIMEOUT_S = 5.0
+_KILL_WAIT_S = 10.0
 
 # Kernels are single-threaded; keep the libraries under torch from starting thread pools too.
-_SANDBOX_VARIABLES = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                      "OPENBLAS_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+_RUNNER_VARIABLES = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                     "OPENBLAS_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 class SandboxError(RuntimeError):
-    """The sandbox could not start or reported a fault that is not the candidate's."""
-
-
-# Phases the worker reports progress in: "correctness", "held-out", "timing", and this one, the
-# re-check of the starting kernel after each candidate.
-HEALTH_CHECK = "health check"
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What the sandbox said it was doing last: a phase and a shape label."""
-
-    phase: str
-    shape: str
-
-
-def raise_fault(message: dict[str, Any], what: str) -> None:
-    """Raise the exception a fault reply stands for: ``TaskError`` or ``SandboxError``."""
-    if message.get("task_error"):
-        raise TaskError(str(message["task_error"]))
-    raise SandboxError(f"{what}:\n{message.get('error')}")
+    """A runner could not start, could not be killed, or failed before any candidate code ran."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +56,6 @@ class Replied:
 @dataclass(frozen=True)
 class Crashed:
     returncode: int | None  # negative: killed by that signal; None: alive but channel unusable
-    progress: Progress | None
     log_tail: str
     detail: str = ""  # set when the channel carried a malformed frame
 
@@ -80,97 +63,119 @@ class Crashed:
 @dataclass(frozen=True)
 class TimedOut:
     limit_s: float
-    progress: Progress | None
     log_tail: str
 
 
 Outcome = Replied | Crashed | TimedOut
 
 
-def _python_path() -> str:
-    """This process's import path, so that the worker imports the same kernelswarm."""
-    entries = [os.path.abspath(p or os.getcwd()) for p in sys.path]
-    return os.pathsep.join(dict.fromkeys(p for p in entries if os.path.isdir(p)))
+def isolated_command(argv: list[str], scratch: Path) -> tuple[list[str], dict[str, Any]]:
+    """ISOLATION CALL POINT (judge side): the argv and extra ``Popen`` arguments that start a
+    runner under the OS isolation of evaluators/isolation.py (namespaces, seccomp, private tmp).
+
+    Until that module is wired in here, a runner starts as a plain child in its own session.
+    """
+    return argv, {}
 
 
-class Sandbox:
-    """One live worker process and its channel."""
+class RunnerProcess:
+    """One live runner, its channel and its arena; ``prepare`` is sent at once (a spare)."""
 
-    def __init__(self, memory_limit_mb: int | None = None) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="kernelswarm-sandbox-"))
-        self.log_path = self.scratch / "worker.log"
+    def __init__(self, arena: Arena, prepare: dict[str, Any],
+                 memory_limit_mb: int | None = None) -> None:
+        self.arena = arena
+        self.scratch = Path(tempfile.mkdtemp(prefix="kernelswarm-runner-"))
+        self.log_path = self.scratch / "runner.log"
+        self.started = time.perf_counter()
+        self.ready: dict[str, Any] | None = None
+        self.ready_s = float("nan")  # seconds from spawn until its ready reply was read
+        self.unkillable = ""
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
-        argv = [sys.executable, "-m", WORKER_MODULE, "--request-fd", str(request_r),
-                "--reply-fd", str(reply_w)]
+        argv = [sys.executable, "-m", RUNNER_MODULE, "--request-fd", str(request_r),
+                "--reply-fd", str(reply_w), "--arena-fd", str(arena.fd)]
         if memory_limit_mb is not None:
             argv += ["--memory-limit-mb", str(memory_limit_mb)]
-        env = scrubbed_environment(extra={**_SANDBOX_VARIABLES, "PYTHONPATH": _python_path()})
+        argv, extra = isolated_command(argv, self.scratch)
+        env = scrubbed_environment(extra={**_RUNNER_VARIABLES, "PYTHONPATH": python_path()})
         try:
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(
                     argv, cwd=self.scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, pass_fds=(request_r, reply_w),
-                    start_new_session=True)
+                    stderr=subprocess.STDOUT, pass_fds=(request_r, reply_w, arena.fd),
+                    start_new_session=True, **extra)
         except BaseException:
             os.close(self._request_w)
             os.close(self._reply_r)
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
         finally:
-            os.close(request_r)  # the worker's ends; keeping them would hide its death from us
+            os.close(request_r)  # the runner's ends; keeping them would hide its death from us
             os.close(reply_w)
         self._frames = FrameBuffer()
+        self._pending: list[dict[str, Any]] = []
         self._closed = False
+        self._send(prepare)
 
     @property
     def alive(self) -> bool:
         return not self._closed and self.process.poll() is None
 
-    def start(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send the start request; return the ready message or raise ``SandboxError`` (or
-        ``TaskError`` when the task's starting kernel fails its own checks)."""
-        outcome = self.request(message, timeout_s)
+    def _send(self, message: dict[str, Any]) -> bool:
+        try:
+            write_frame(self._request_w, message)
+        except OSError:
+            return False
+        return True
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        """The reply to ``prepare``; ``SandboxError`` (or ``TaskError``) when it does not come."""
+        if self.ready is not None:
+            return self.ready
+        outcome = self._receive(timeout_s, self._log_size())
         if isinstance(outcome, Replied) and outcome.message.get("type") == "ready":
-            return outcome.message
+            self.ready = outcome.message
+            self.ready_s = time.perf_counter() - self.started
+            return self.ready
+        self.kill()
         if isinstance(outcome, Replied):
-            self.kill()
-            raise_fault(outcome.message, "the sandbox failed to start")
-        what = ("did not get ready within "
-                f"{timeout_s:g} s" if isinstance(outcome, TimedOut) else "died while starting")
-        raise SandboxError(f"the sandbox {what}; its log ends with:\n{outcome.log_tail}")
+            raise_fault(outcome.message, "the runner failed to start")
+        what = (f"did not get ready within {timeout_s:g} s" if isinstance(outcome, TimedOut)
+                else "died while starting")
+        raise SandboxError(f"the runner {what}; its log ends with:\n{outcome.log_tail}")
 
     def request(self, message: dict[str, Any], timeout_s: float) -> Outcome:
         """Send one request and wait up to ``timeout_s`` for its reply."""
         offset = self._log_size()
-        progress: Progress | None = None
-        try:
-            write_frame(self._request_w, message)
-        except (BrokenPipeError, OSError):
-            return self._crashed(progress, offset)
-        deadline = time.monotonic() + timeout_s
+        if not self._send(message):
+            return self._crashed(offset)
+        return self._receive(timeout_s, offset)
+
+    def _receive(self, timeout_s: float, offset: int) -> Outcome:
+        if self._pending:
+            return Replied(self._pending.pop(0))
+        deadline = time.monotonic() + max(timeout_s, 0.0)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
-                return TimedOut(timeout_s, progress, self._log_tail(offset))
+                return TimedOut(timeout_s, self._log_tail(offset))
             ready, _, _ = select.select([self._reply_r], [], [], remaining)
             if not ready:
                 continue
             data = os.read(self._reply_r, 1 << 16)
             if not data:
-                return self._crashed(progress, offset)
+                return self._crashed(offset)
             try:
                 frames = self._frames.feed(data)
             except ChannelError as exc:
-                return self._crashed(progress, offset, detail=f"malformed reply: {exc}")
-            for frame in frames:
-                if frame.get("type") == "progress":
-                    progress = Progress(str(frame.get("phase", "")), str(frame.get("shape", "")))
-                else:
-                    return Replied(frame)
+                return self._crashed(offset, detail=f"malformed reply: {exc}")
+            if frames:
+                # one request, one reply: anything more was written by candidate code
+                self._pending.extend(frames[1:])
+                return Replied(frames[0])
 
-    def _crashed(self, progress: Progress | None, offset: int, detail: str = "") -> Crashed:
+    def _crashed(self, offset: int, detail: str = "") -> Crashed:
         returncode: int | None = None
         if not detail:
             try:
@@ -178,7 +183,7 @@ class Sandbox:
             except subprocess.TimeoutExpired:
                 pass
         self.kill()
-        return Crashed(returncode, progress, self._log_tail(offset), detail)
+        return Crashed(returncode, self._log_tail(offset), detail)
 
     def _log_size(self) -> int:
         try:
@@ -187,7 +192,7 @@ class Sandbox:
             return 0
 
     def _log_tail(self, offset: int) -> str:
-        """The end of what the worker logged since ``offset`` (see ``log_tail``)."""
+        """The end of what the runner logged since ``offset`` (see ``log_tail``)."""
         try:
             with open(self.log_path, "rb") as log:
                 log.seek(max(offset, self._log_size() - LOG_SCAN_CHARS))
@@ -196,33 +201,70 @@ class Sandbox:
             return ""
         return log_tail(text)
 
+    def cpu_seconds(self) -> float:
+        """CPU time the runner's process group has used so far (all threads, nanosecond
+        resolution from the kernel's schedstat): what the candidate cannot forge and what its
+        share of a loaded machine does not inflate. NaN where /proc does not tell."""
+        try:
+            group = os.getpgid(self.process.pid)
+        except OSError:
+            return math.nan
+        total = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+                if int(fields[2]) != group:
+                    continue
+                for task in os.scandir(f"/proc/{entry.name}/task"):
+                    with open(f"{task.path}/schedstat", "rb") as sched:
+                        total += int(sched.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue  # a process or thread that ended meanwhile
+        return total / 1e9
+
     def kill(self) -> None:
-        """Kill the worker's whole process group and release the pipes (the log stays)."""
+        """Kill the runner's whole process group and release the pipes (the log stays).
+
+        A group that survives SIGKILL (a process stuck in the kernel) is recorded in
+        ``unkillable``; the judge reports it with the verdict.
+        """
         if self._closed:
             return
         self._closed = True
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:
             pass
-        self.process.wait()
+        except PermissionError as exc:
+            self.unkillable = f"the runner's process group could not be killed: {exc}"
+        try:
+            self.process.wait(timeout=_KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.unkillable = (f"runner {self.process.pid} was still alive {_KILL_WAIT_S:g} s "
+                               f"after SIGKILL")
         for fd in (self._request_w, self._reply_r):
             os.close(fd)
 
     def close(self) -> None:
-        """Ask the worker to exit, kill it if it does not, and delete the scratch folder."""
-        if not self._closed:
-            try:
-                write_frame(self._request_w, {"type": "exit"})
-                self.process.wait(timeout=2.0)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            self.kill()
+        """Kill the runner (it serves one candidate: nothing to ask it first), close the arena
+        and delete the scratch folder."""
+        self.kill()
+        self.arena.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def raise_fault(message: dict[str, Any], what: str) -> None:
+    """Raise the exception a fault reply of a runner without candidate code stands for."""
+    if message.get("task_error"):
+        raise TaskError(str(message["task_error"]))
+    raise SandboxError(f"{what}:\n{message.get('error')}")
+
+
 def log_tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
-    """The part of a worker's log worth quoting: at most about ``limit`` characters of its end.
+    """The part of a runner's log worth quoting: at most about ``limit`` characters of its end.
 
     A crash report starts at faulthandler's "Fatal Python error" line, which names the signal;
     that line is kept even when the stack below it is longer than the limit.

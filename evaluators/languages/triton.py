@@ -132,8 +132,6 @@ class TritonLanguage(KernelLanguage):
         return {}
 
     def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
-        from ..integrity import checked_entry
-
         text = artifact.read_text()
         knobs = read_knobs(text)
         module_name = f"kernelswarm_triton_{artifact.stem}"
@@ -152,8 +150,7 @@ class TritonLanguage(KernelLanguage):
         if not callable(fn):
             sys.modules.pop(module_name, None)
             raise LoadError(f"the kernel module has no function `{entry}`")
-        return LoadedKernel(fn=checked_entry(functools.partial(fn, **knobs) if knobs else fn),
-                            handle=module)
+        return LoadedKernel(fn=functools.partial(fn, **knobs) if knobs else fn, handle=module)
 
     def unload(self, kernel: LoadedKernel) -> None:
         sys.modules.pop(kernel.handle.__name__, None)

@@ -1,36 +1,35 @@
-"""Anti-cheat checks in the sandbox: a call of a kernel may do only what a kernel may do.
+"""Integrity checks around a kernel's call, inside the runner: observations, not the verdict.
 
-The static screen (evaluators/screen.py and each language's rules) refuses most cheats by their
-source; the checks here run around and after the candidate's calls and catch what gets past it.
-Only the sandbox imports this module (it imports torch, and it snapshots the sandbox's own state).
+These run in the candidate's own process, so they are inside its reach: native code or a
+Python kernel can switch them off, patch what they compare against, or lie in the reply. They
+exist to name a cheat plainly when a candidate does not go that far (a launcher calling
+PyTorch, a rebound output, a replaced clock); what protects the verdict is outside the runner
+(evaluators/judge/): the judge computes every reference and compares the outputs itself, checks
+the inputs came back unchanged, re-checks timed outputs on inputs derived from a secret seed,
+and cross-checks the reported times against its own clock. A runner serves one candidate and is
+killed after it, so nothing patched here outlives the candidate.
 
-Cheats the evaluator catches, and where:
+What runs here, around every call (correctness and timed calls alike):
 
 ==========================================  =====================================================
-cheat                                       caught by
+cheat                                       observed by
 ==========================================  =====================================================
-stale memory that already holds the answer  outputs poisoned (NaN, then -Inf) before every call,
-(writing nothing, or only on a first call)  timed calls included; INCORRECT
-work on a side stream or a host thread      screen (threads, streams, events, graphs); the timer
-                                            synchronises the whole device; REJECTED
-caching results by pointer or input         the same buffers refilled with new values must give
-                                            the new answer (run_phase); INCORRECT
-modifying the inputs                        inputs compared bit for bit after every checked call;
-                                            REJECTED
 PyTorch compute in a "custom" kernel        ``ComputeGuard`` around every call of a kernel with
                                             host code (triton, torch-ext): any aten op but
                                             allocation and views; REJECTED
 a lazy, subclassed or rebound output        outputs must stay the very ``torch.Tensor`` objects
-                                            and storage passed in; a returned tensor is refused;
+                                            and storage passed in; a returned tensor is refused
+                                            (``checked_entry``); REJECTED
+tampering with timers                       the clocks and events checked after every call;
                                             REJECTED
-tampering with timers or the judge          screen (time, torch.cuda.Event, attribute writes);
-                                            timers checked after every call and the functions the
-                                            judge relies on after every check; REJECTED
-specialising to the tuning shapes           held-out shapes (run_phase); INCORRECT
-behaving differently once timed (by call    the outputs of the last timed call are re-checked;
-count, or by seeing the same buffers)       INCORRECT
-a speedup beyond the roofline               the roofline verdict (sandbox_evaluator); REJECTED
+patching torch, the task or this runner     ``ProcessSnapshot`` (taken before the candidate
+                                            loads) checked after every call; REJECTED
 ==========================================  =====================================================
+
+Limits: an aten op issued from C++ inside a torch extension is seen only where it goes through
+the dispatcher; a kernel that computes with NumPy or plain Python on the host is not seen here
+at all (on a GPU the judge rejects a call that launches no kernel; on the CPU interpreter the
+timing cross-check and the re-checked outputs still hold it to its real speed and results).
 """
 
 from __future__ import annotations
@@ -267,7 +266,7 @@ class ProcessSnapshot:
         """Why the process was tampered with (the first replaced name), or None."""
         for label, owner, key, value in self._entries:
             if _lookup(owner, key) is not value:
-                return (f"replaced {label}.{key} in the evaluator's process: a kernel may not "
+                return (f"replaced {label}.{key} in the runner's process: a kernel may not "
                         f"patch PyTorch, the clocks, the task or the evaluator")
         return None
 

@@ -13,7 +13,7 @@ def test_compile_error_quotes_the_compilers_file_and_line(offline_evaluator, var
     assert evaluation.status is Status.COMPILE_ERROR
     assert "kernel.cpp:9:" in evaluation.message
     assert "fast_silu" in evaluation.message
-    assert offline_evaluator._sandbox is None  # nothing was run for a kernel that does not build
+    assert offline_evaluator._spares is None  # no runner was started for a kernel that does not build
 
 
 def test_knobs_reach_the_compiler_as_macro_definitions(offline_evaluator, variant):

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from kernelswarm.evaluators.integrity import (
+from kernelswarm.evaluators.runner.integrity import (
     ComputeGuard,
     IntegrityViolation,
     ProcessSnapshot,

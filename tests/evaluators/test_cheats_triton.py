@@ -1,7 +1,7 @@
 """Cheating Triton kernels (run by the interpreter in the sandbox), each caught with its status.
 
 Most are refused by the static screen already; ``screen_off`` evaluates them with the screen
-switched off in this process, to show that the sandbox's own checks catch them as well.
+switched off in this process, to show that the runner's checks and the judge catch them as well.
 """
 
 from __future__ import annotations
@@ -88,14 +88,13 @@ def test_replacing_the_clock_is_rejected_and_the_sandbox_replaced(screen_off, tr
     evaluation = screen_off.evaluate(triton_variant("slows_the_clock"))
     assert evaluation.status is Status.REJECTED
     assert "replaced time.perf_counter_ns" in evaluation.message
-    assert screen_off._sandbox is None  # the tampered process is not reused
+    # the next candidate gets a fresh runner: the patched clock died with this one
     assert screen_off.evaluate(triton_start).status is Status.OK
 
 
-def test_patching_pytorch_in_the_judges_process_is_rejected(screen_off, triton_variant,
-                                                             triton_start):
+def test_patching_pytorch_in_the_runner_is_rejected_and_never_outlives_it(
+        screen_off, triton_variant, triton_start):
     evaluation = screen_off.evaluate(triton_variant("patches_torch"))
     assert evaluation.status is Status.REJECTED
-    assert "replaced torch.Tensor.isnan in the evaluator's process" in evaluation.message
-    assert screen_off._sandbox is None
+    assert "replaced torch.Tensor.isnan in the runner's process" in evaluation.message
     assert screen_off.evaluate(triton_start).status is Status.OK

@@ -61,21 +61,50 @@ def test_what_the_sandbox_needs_to_run_is_kept(name):
     assert scrubbed_environment({name: "x"}) == {name: "x"}
 
 
-def test_the_sandbox_runs_in_its_own_session_and_scratch_folder(evaluator_started_with_secrets):
-    sandbox = evaluator_started_with_secrets._sandbox
-    assert sandbox is not None and sandbox.alive
-    assert os.getpgid(sandbox.process.pid) == sandbox.process.pid != os.getpgid(0)
-    assert Path(os.readlink(f"/proc/{sandbox.process.pid}/cwd")) == sandbox.scratch
+def runner_pid(group: int) -> int:
+    """The runner's Python process in process group ``group`` (under a namespace launcher the
+    process the judge spawned is the launcher, and the runner its child)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"python") or b"python" in argv[0].rsplit(b"/", 1)[-1]:
+            if b"kernelswarm.evaluators.runner" in argv:
+                return int(entry.name)
+    raise AssertionError(f"no runner process in group {group}")
 
 
-def test_the_sandbox_has_no_core_dumps_bounded_files_and_the_memory_limit(
+def test_the_spare_runner_runs_in_its_own_session_and_scratch_folder(
         evaluator_started_with_secrets):
-    pid = evaluator_started_with_secrets._sandbox.process.pid
+    spare = evaluator_started_with_secrets._spares.spare
+    assert spare is not None and spare.alive and spare.ready is not None
+    assert os.getpgid(spare.process.pid) == spare.process.pid != os.getpgid(0)
+    pid = runner_pid(spare.process.pid)
+    assert Path(os.readlink(f"/proc/{pid}/cwd")) == spare.scratch
+
+
+def test_the_runner_has_no_core_dumps_bounded_files_and_the_memory_limit(
+        evaluator_started_with_secrets):
+    pid = runner_pid(evaluator_started_with_secrets._spares.spare.process.pid)
     limits = {line[:26].strip(): line[26:].split() for line in
               Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
     assert limits["Max core file size"][:2] == ["0", "0"]
     assert limits["Max file size"][0] == str(64 * 1024 * 1024)
     assert limits["Max address space"][0] == str(4096 * 1024 * 1024)
+
+
+def test_no_runner_outlives_its_candidate(evaluator_started_with_secrets, variant):
+    ev = evaluator_started_with_secrets
+    used = ev._spares.spare  # the next candidate runs here
+    assert ev.evaluate(variant("wrong_math")).status is Status.INCORRECT
+    assert not used.alive and not _running(used.process.pid)
+    assert not used.scratch.exists()
+    assert ev._spares.spare is not used
 
 
 _ORPHANING_SCRIPT = """
@@ -85,13 +114,13 @@ from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import kernel_source, quick_settings
 ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(sys.argv[1], run_timeout_s=120))
 ev.evaluate(ev.start_candidate)
-print(ev._sandbox.process.pid, flush=True)
-threading.Timer(1.0, lambda: os._exit(0)).start()  # dies while the sandbox spins
+print(ev._spares.spare.process.pid, flush=True)  # the next candidate's runner
+threading.Timer(1.0, lambda: os._exit(0)).start()  # dies while the runner spins
 ev.evaluate(ev.start_candidate.derive(source=kernel_source("endless_loop")))
 """
 
 
-def test_a_sandbox_stuck_in_a_kernel_exits_when_its_evaluator_dies(compile_cache):
+def test_a_runner_stuck_in_a_kernel_exits_when_its_evaluator_dies(compile_cache):
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", _ORPHANING_SCRIPT, str(compile_cache)],
                           cwd=root, capture_output=True, text=True, timeout=120)
@@ -102,7 +131,7 @@ def test_a_sandbox_stuck_in_a_kernel_exits_when_its_evaluator_dies(compile_cache
     outlived = _running(pid)
     if outlived:
         os.killpg(pid, signal.SIGKILL)  # do not leave a spinning process behind
-    assert not outlived, f"sandbox {pid} outlived its evaluator"
+    assert not outlived, f"runner {pid} outlived its evaluator"
 
 
 def _running(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """What of a dead worker's log is quoted in a verdict."""
 
-from kernelswarm.evaluators.sandbox import log_tail
+from kernelswarm.evaluators.judge.runner_process import log_tail
 
 
 def _crash_log(frames: int) -> str:

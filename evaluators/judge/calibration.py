@@ -1,0 +1,120 @@
+"""Once per evaluator, before any candidate: a runner that never loads candidate code.
+
+It measures the machine and the baselines (``figures.acquire_baselines``), then loads the
+starting kernel in the candidate's place and goes through the candidates' protocol: the checks
+on every tuning shape (a starting kernel that fails its own task is a ``TaskError``), the
+tester's extra checks (one the starting kernel fails, or the task cannot set up, is dropped with
+the reason), and the timing of every tuning shape, whose starting-kernel medians and null-batch
+costs are the clean figures later candidates are cross-checked against. The runner is then
+killed; the arena's size is fixed here for the evaluator's lifetime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from ...search.task import Shape, TaskError
+from ..compile_cache import Build
+from ..protocol import REFILL_SEED, START
+from ..shared_memory import Arena
+from .checks import Checker, arena_bytes
+from .figures import Calibration, acquire_baselines
+from .references import References
+from .runner_process import RunnerProcess, SandboxError
+from .timing import CleanFigures, ShapeTimer, returned_copies
+from .trial import CandidateFault, Stopped, Trial
+
+if TYPE_CHECKING:  # the evaluator hands itself in; no import at run time (no cycle)
+    from .evaluator import SandboxEvaluator
+
+
+def prepare_message(evaluator: SandboxEvaluator, start: Build) -> dict[str, Any]:
+    """The ``prepare`` request every runner of ``evaluator`` gets when it is spawned."""
+    settings = {**asdict(evaluator.settings), "cache_dir": str(evaluator.settings.cache_dir)}
+    return {"type": "prepare", "task": str(evaluator.task.path),
+            "language": evaluator.language.name, "settings": settings,
+            "start": {"artifact": str(start.artifact), "entry": evaluator.start_candidate.entry,
+                      "spec": evaluator.start_candidate.spec_dict}}
+
+
+def _extra_shapes(evaluator: SandboxEvaluator, references: References
+                  ) -> tuple[list[tuple[dict[str, Any], str]], dict[str, str]]:
+    """The extra checks the task can set up (with their labels), and why the others cannot."""
+    usable, dropped = [], {}
+    for check in evaluator.settings.extra_checks:
+        shape = Shape.of(check["shape"])
+        label = shape.label + (f",scale={check['scale']:g}" if check["scale"] != 1.0 else "")
+        try:
+            for seed in (0, REFILL_SEED):
+                references.get(shape, seed, check["scale"])
+            references.outputs_template(shape)
+        except Exception as exc:  # the task's own code refused the shape
+            dropped[label] = f"the task cannot run it: {type(exc).__name__}: {exc}"[:500]
+            continue
+        usable.append(({"shape": shape, "scale": check["scale"]}, label))
+    return usable, dropped
+
+
+def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
+              ) -> tuple[Calibration, int]:
+    """The evaluator's ``Calibration`` and the arena size its runners get."""
+    task, settings = evaluator.task, evaluator.settings
+    if start.artifact is None:
+        raise TaskError(f"task {task.name!r}: the starting {evaluator.language.name} kernel "
+                        f"does not compile:\n{start.result.log}")
+    extra, dropped = _extra_shapes(evaluator, references)
+    seeds = [*range(settings.seeds), REFILL_SEED]
+    shapes = [*task.tuning_shapes, *task.heldout_shapes, *(c["shape"] for c, _ in extra)]
+    copies = returned_copies(settings)
+    size = arena_bytes(references, shapes, seeds, [(s, copies) for s in task.tuning_shapes])
+    runner = RunnerProcess(Arena.create(size), prepare_message(evaluator, start),
+                           settings.memory_limit_mb)
+    try:
+        ready = runner.wait_ready(evaluator._startup_s())
+        trial = Trial(runner, evaluator._startup_s(), trusted=True)
+        machine, baselines = acquire_baselines(trial, task.tuning_shapes)
+        target = prepare_message(evaluator, start)["start"]
+        trial.call_problem(trial.ask({"type": "load", **target}, "loaded"), "loading", "")
+        checker = Checker(trial, runner.arena, references, task)
+        kept = _check_start(evaluator, checker, extra, dropped)
+        timer = ShapeTimer(trial, runner.arena, references, task, settings)
+        clean = {}
+        for shape in task.tuning_shapes:
+            timed = timer.time(shape, None)
+            clean[shape.label] = CleanFigures(timed.start.median_us, timed.null_burst_s)
+    except CandidateFault as fault:
+        raise SandboxError(f"calibrating with the starting kernel failed: {fault.message}") \
+            from None
+    except Stopped as stop:
+        raise SandboxError(f"the calibration runner stopped {stop.where}; its log ends "
+                           f"with:\n{stop.outcome.log_tail}") from None
+    finally:
+        runner.close()
+    flush_bytes = ready.get("flush_bytes", 0)
+    return Calibration(machine, baselines, clean, tuple(kept), dropped,
+                       flush_bytes if isinstance(flush_bytes, int) else 0), size
+
+
+def _check_start(evaluator: SandboxEvaluator, checker: Checker,
+                 extra: list[tuple[dict[str, Any], str]], dropped: dict[str, str]
+                 ) -> list[dict[str, Any]]:
+    """The starting kernel on every tuning shape (``TaskError`` if it fails), then the extra
+    checks it passes."""
+    for shape in evaluator.task.tuning_shapes:
+        try:
+            checker.check_once(START, shape, 0, f"on shape {shape.label}")
+        except CandidateFault as fault:
+            raise TaskError(f"task {evaluator.task.name!r}: its starting "
+                            f"{evaluator.language.name} kernel fails its own checks: "
+                            f"{fault.message}") from None
+    kept = []
+    for check, label in extra:
+        try:
+            checker.check_once(START, check["shape"], 0, f"on extra check {label}",
+                               check["scale"])
+        except CandidateFault as fault:
+            dropped[label] = f"the starting kernel fails it: {fault.message}"
+        else:
+            kept.append(check)
+    return kept

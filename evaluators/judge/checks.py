@@ -1,0 +1,165 @@
+"""Correctness, judged: the judge's inputs in, the runner's outputs back, compared here.
+
+One check of a kernel on (shape, seed) is three calls in the runner on the same buffers:
+
+1. the inputs, outputs poisoned with NaN: compared with the judge's reference (INCORRECT), and
+   the inputs as they came back compared bit for bit with those sent (REJECTED);
+2. the same inputs again, outputs poisoned with -Inf: bit-identical to the first call
+   (non-deterministic otherwise, which also catches an element written only sometimes);
+3. the same buffers refilled with other values (``REFILL_SEED``): the new answer (a kernel that
+   caches results by pointer, shape or sampled values is "stale").
+
+Held-out shapes and the extra checks are checked the same way, never timed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ...search.evaluation import ShapeResult, Status
+from ...search.task import Shape
+from ..correctness import Comparison, compare, first_bit_difference, structure_problem
+from ..protocol import FIRST_POISON, REFILL_SEED, SECOND_POISON, TensorSpec, layout
+from ..shared_memory import Arena, describe
+from .references import References
+from .trial import CandidateFault, Trial
+
+
+@dataclass
+class ShapeErrors:
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+
+    def add(self, comparison: Comparison) -> None:
+        self.max_abs_err = max(self.max_abs_err, comparison.max_abs_err)
+        self.max_rel_err = max(self.max_rel_err, comparison.max_rel_err)
+
+
+class Checker:
+    """Drives one kernel's checked calls in a trial and judges what comes back."""
+
+    def __init__(self, trial: Trial, arena: Arena, references: References, task: Any) -> None:
+        self.trial = trial
+        self.arena = arena
+        self.references = references
+        self.task = task
+
+    def _call(self, kernel: str, shape: Shape, inputs: tuple | None,
+              specs: tuple[list[TensorSpec], list[TensorSpec]], poison: str, fresh: bool,
+              where: str) -> tuple[tuple, tuple]:
+        """One call; the outputs and the inputs as they came back (copies, judge's device)."""
+        in_specs, out_specs = specs
+        if inputs is not None:
+            for spec, tensor in zip(in_specs, inputs, strict=True):
+                self.arena.write(spec, tensor)
+        reply = self.trial.ask({"type": "call", "kernel": kernel, "shape": dict(shape),
+                                "inputs": [s.as_json() for s in in_specs],
+                                "outputs": [s.as_json() for s in out_specs],
+                                "poison": poison, "fresh": fresh, "load": inputs is not None},
+                               "called")
+        self.trial.call_problem(reply, where, shape.label)
+        device = self.references.device
+        return (tuple(self.arena.read(s, device) for s in out_specs),
+                tuple(self.arena.read(s, device) for s in in_specs))
+
+    def _inputs_unchanged(self, sent: tuple, back: tuple, shape: Shape, where: str) -> None:
+        changed = first_bit_difference(sent, back)
+        if changed is not None:
+            raise CandidateFault(Status.REJECTED,
+                                 f"the kernel modified its {changed.where('input')} {where}: "
+                                 f"inputs are read-only (write only into the outputs)",
+                                 [ShapeResult(shape=shape.label)])
+
+    def check_once(self, kernel: str, shape: Shape, seed: int, where: str,
+                   scale: float = 1.0) -> Comparison:
+        """The three calls of one check; raises ``CandidateFault`` with the verdict."""
+        inputs, reference = self.references.get(shape, seed, scale)
+        problem = structure_problem(self.references.outputs_template(shape), reference)
+        if problem:
+            raise CandidateFault(Status.INCORRECT, f"{where}, seed {seed}: {problem}",
+                                 [ShapeResult(shape=shape.label)])
+        in_specs, end = layout(describe(inputs))
+        out_specs, _ = layout(describe(reference), end)
+        specs = (in_specs, out_specs)
+        place = f"{where}, seed {seed}"
+        outputs, back = self._call(kernel, shape, inputs, specs, FIRST_POISON, True, where)
+        self._inputs_unchanged(inputs, back, shape, place)
+        comparison = compare(outputs, reference, self.task.tolerance)
+        if comparison.mismatch is not None:
+            raise CandidateFault(
+                Status.INCORRECT,
+                f"wrong result {place}: {comparison.mismatch.describe()}; max abs err "
+                f"{comparison.max_abs_err:.3g}, max rel err {comparison.max_rel_err:.3g}",
+                [ShapeResult(shape=shape.label, max_abs_err=comparison.max_abs_err,
+                             max_rel_err=comparison.max_rel_err)])
+        again, back = self._call(kernel, shape, None, specs, SECOND_POISON, False, where)
+        self._inputs_unchanged(inputs, back, shape, f"{place} (second call)")
+        differs = first_bit_difference(outputs, again)
+        if differs is not None:
+            raise CandidateFault(
+                Status.INCORRECT,
+                f"non-deterministic {place}: two calls on the same inputs differ at "
+                f"{differs.where('output')} (outputs are poisoned differently before each "
+                f"call, so an element written only sometimes shows here too)",
+                [ShapeResult(shape=shape.label)])
+        self._check_refilled(kernel, shape, inputs, specs, place, scale, where)
+        return comparison
+
+    def _check_refilled(self, kernel: str, shape: Shape, inputs: tuple,
+                        specs: tuple[list[TensorSpec], list[TensorSpec]], place: str,
+                        scale: float, where: str) -> None:
+        """A third call on the same buffers refilled with new values must give the new answer."""
+        fresh, reference = self.references.get(shape, REFILL_SEED, scale)
+        if first_bit_difference(inputs, fresh) is None:
+            return  # the task draws the same values for every seed: nothing to tell apart
+        outputs, back = self._call(kernel, shape, fresh, specs, FIRST_POISON, False, where)
+        self._inputs_unchanged(fresh, back, shape, f"{place} (refilled inputs)")
+        comparison = compare(outputs, reference, self.task.tolerance)
+        if comparison.mismatch is not None:
+            raise CandidateFault(
+                Status.INCORRECT,
+                f"stale result {place}: after the same input buffers were refilled with new "
+                f"values, the kernel's output is wrong ({comparison.mismatch.describe()}) — a "
+                f"kernel may not cache results between calls (by pointer, shape or sampled "
+                f"values)", [ShapeResult(shape=shape.label)])
+
+    def check_shapes(self, kernel: str, shapes: Sequence[Shape], phase: str, label: str,
+                     seeds: int, done: list[ShapeResult],
+                     scales: Sequence[float] = ()) -> dict[str, ShapeErrors]:
+        """Every seed of every shape; ``done`` collects the shapes passed (for a verdict's
+        shapes), a failure raises with them in front of the failed one."""
+        errors: dict[str, ShapeErrors] = {}
+        for index, shape in enumerate(shapes):
+            scale = scales[index] if scales else 1.0
+            where = f"on {label} {shape.label}" + (f" with inputs scaled by {scale:g}"
+                                                    if scale != 1.0 else "")
+            self.trial.at(f"{where} ({phase})", shape.label)
+            errors[shape.label] = ShapeErrors()
+            for seed in range(seeds):
+                try:
+                    errors[shape.label].add(self.check_once(kernel, shape, seed, where, scale))
+                except CandidateFault as fault:
+                    fault.shapes = (*done, *fault.shapes)
+                    raise
+            done.append(ShapeResult(shape=shape.label, correct=True,
+                                    **asdict(errors[shape.label])))
+        return errors
+
+
+def arena_bytes(references: References, shapes: Sequence[Shape], seeds: Sequence[int],
+                timed: Sequence[tuple[Shape, int]]) -> int:
+    """Bytes the arena needs: one check's inputs and outputs on any shape, and ``copies``
+    returned copies (outputs and inputs) of each timed shape."""
+    size = 1
+    for shape in shapes:
+        for seed in seeds:
+            inputs, reference = references.get(shape, seed)
+            _, end = layout(describe(inputs) + describe(reference))
+            size = max(size, end)
+    for shape, copies in timed:
+        inputs, reference = references.get(shape, 0)
+        _, end = layout((describe(reference) + describe(inputs)) * copies)
+        size = max(size, end)
+    return size

@@ -1,0 +1,319 @@
+"""``SandboxEvaluator``: the evaluation protocol for one task, one language, one device.
+
+Per candidate: static screen (REJECTED) -> compile through the content-hash cache
+(COMPILE_ERROR) -> a fresh runner process, prepared as a warm spare while the previous candidate
+was judged, loads the candidate (RUNTIME_ERROR) -> correctness on every tuning shape and seed,
+then the held-out shapes and the extra checks (INCORRECT, or REJECTED for a modified input or a
+call that does what a kernel may not) -> timing interleaved with the starting kernel, with the
+returned copies re-checked and the reported times cross-checked against wall time
+(evaluators/judge/timing.py) -> on a GPU, what a host-code kernel launches -> the runner's whole
+process group is killed. A crash is RUNTIME_ERROR with the runner's log, a hang TIMEOUT.
+
+The verdict, every reference and every comparison are computed here, in a process that runs no
+candidate code; the runner (evaluators/runner/) only calls and times. Speedups and the roofline
+come from figures measured once per evaluator by a runner that never loads a candidate
+(evaluators/judge/figures.py). A shape timed beyond ``ROOFLINE_MARGIN`` times the roofline is a
+broken measurement or a cheat (REJECTED); the check needs flushed caches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...search.candidate import Candidate
+from ...search.evaluation import Evaluation, ShapeResult, Status
+from ...search.evaluator import CompileResult, Evaluator
+from ...search.task import load_task
+from ..compile_cache import Build, CompileCache
+from ..languages import get_language
+from ..machine import describe_device
+from ..protocol import CANDIDATE
+from ..screen import screen
+from ..settings import EvaluatorSettings
+from .calibration import calibrate, prepare_message
+from .checks import Checker
+from .figures import (
+    ROOFLINE_MARGIN,
+    Calibration,
+    derive_shape_figures,
+    roofline_verdict,
+)
+from .observations import foreign_launches
+from .references import References
+from .runner_process import Crashed, RunnerProcess, SandboxError
+from .spares import Spares
+from .timing import ShapeTimer
+from .trial import CandidateFault, Stopped, Trial, field
+from .verdicts import crash_message, timeout_message
+
+__all__ = ["ROOFLINE_MARGIN", "SandboxEvaluator"]
+
+
+class SandboxEvaluator(Evaluator):
+    """Judges candidates of the task at ``task_path`` in ``language`` on ``settings.device``.
+
+    Construction loads the task and checks the configuration (``ValueError``/``TaskError`` on a
+    bad one). The first ``evaluate`` calibrates (a runner that never holds a candidate checks
+    the starting kernel, the extra checks and times the baselines) and starts the first spare
+    runner; ``compile`` never starts one, so a compile pool can build with its own instance
+    (instances pickle without their processes). ``evaluate`` raises only for what is not the
+    candidate's fault: ``TaskError`` (e.g. the starting kernel fails its own task) or
+    ``SandboxError`` (a runner cannot start, or a bug).
+    """
+
+    def __init__(self, task_path: Path | str, language: str,
+                 settings: EvaluatorSettings | None = None) -> None:
+        self.task_path = Path(task_path)
+        self.settings = settings or EvaluatorSettings()
+        self.task = load_task(self.task_path, self.settings.device.split(":")[0])
+        self.language = get_language(language, self.settings)
+        if self.settings.device.split(":")[0] not in self.language.devices:
+            raise ValueError(f"EvaluatorSettings.device={self.settings.device!r} cannot run "
+                             f"language {language!r}; it runs on: "
+                             f"{', '.join(self.language.devices)}")
+        self.start_candidate = self.task.starting_candidate(language)
+        self.language.check_spec(self.start_candidate.entry, self.start_candidate.spec_dict)
+        self.cache = CompileCache(self.settings.cache_dir)
+        self._device = describe_device(self.settings.device)
+        self._references: References | None = None
+        self._calibration: Calibration | None = None
+        self._spares: Spares | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"task_path": self.task_path, "language": self.language.name,
+                "settings": self.settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["task_path"], state["language"], state["settings"])
+
+    def __enter__(self) -> SandboxEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def compile(self, candidate: Candidate) -> CompileResult:
+        """Build ``candidate`` into the cache; a source the screen refuses is not built
+        (``rejected=True``, the screen's finding as the log)."""
+        return self._build(candidate).result
+
+    def _build(self, candidate: Candidate) -> Build:
+        if candidate.language != self.language.name:
+            raise ValueError(f"candidate {candidate.id} is in {candidate.language!r}; this "
+                             f"evaluator judges {self.language.name!r}")
+        finding = screen(candidate.source, self.language.screen_rules)
+        if finding is not None:
+            return Build(CompileResult(candidate.id, ok=False, seconds=0.0,
+                                       log=finding.message, rejected=True), None)
+        return self.cache.build(self.language, candidate, self.settings.compile_timeout_s)
+
+    def close(self) -> None:
+        """Kill the spare runner and delete its scratch folder; the compile cache stays."""
+        if self._spares is not None:
+            self._spares.close()
+            self._spares = None
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        started = time.perf_counter()
+        with one_thread():
+            evaluation = self._evaluate(candidate)
+        return replace(evaluation, eval_s=time.perf_counter() - started)
+
+    def _ready(self) -> tuple[Calibration, References, Spares]:
+        """Calibration, references and the spare runners, set up on the first evaluation."""
+        if self._calibration is None or self._references is None or self._spares is None:
+            start = self._build(self.start_candidate)
+            references = References(self.task, self.settings.device)
+            self._calibration, arena_bytes = calibrate(self, start, references)
+            self._references = references
+            self._spares = Spares(arena_bytes, prepare_message(self, start),
+                                  self.settings.memory_limit_mb, self._startup_s())
+            self._device = self._calibration.machine.device
+        return self._calibration, self._references, self._spares
+
+    def _startup_s(self) -> float:
+        return 120.0 + 2 * self.settings.timing_budget_s * len(self.task.tuning_shapes)
+
+    def _evaluate(self, candidate: Candidate) -> Evaluation:
+        build = self._build(candidate)
+        if build.artifact is None:
+            return replace(build.result.as_evaluation(), device=self._device)
+        spec = candidate.spec_dict or self.start_candidate.spec_dict
+        self.language.check_spec(candidate.entry, spec)
+        calibration, references, spares = self._ready()
+        phases: dict[str, float] = {}
+        began = time.perf_counter()
+        runner = spares.take()
+        phases["runner_wait"] = time.perf_counter() - began
+        common = {"compile_s": build.result.seconds,
+                  "resources": {"artifact_bytes": build.artifact.stat().st_size,
+                                "binary": build.result.binary},
+                  "metrics": {**self._metrics(calibration), "phase_s": phases,
+                              "runner_start_s": runner.ready_s}}
+        try:
+            status, message, shapes = self._run(candidate, build, spec, runner, calibration,
+                                                references, spares, phases, common)
+        finally:
+            runner.close()
+            if runner.unkillable:
+                common["metrics"]["unkillable"] = runner.unkillable
+        if runner.unkillable:
+            message += f"\nthe runner could not be stopped: {runner.unkillable}"
+        return Evaluation(candidate_id=candidate.id, status=status, message=message,
+                          shapes=shapes, compile_s=common["compile_s"], device=self._device,
+                          resources=common["resources"], metrics=common["metrics"])
+
+    def _run(self, candidate: Candidate, build: Build, spec: dict[str, Any],
+             runner: RunnerProcess, calibration: Calibration, references: References,
+             spares: Spares, phases: dict[str, float], common: dict[str, Any]
+             ) -> tuple[Status, str, tuple[ShapeResult, ...]]:
+        trial = Trial(runner, self.settings.run_timeout_s)
+        try:
+            return self._judge(candidate, build, spec, trial, calibration, references, spares,
+                               phases, common)
+        except CandidateFault as fault:
+            return fault.status, fault.message, fault.shapes
+        except Stopped as stop:
+            shapes = (ShapeResult(shape=stop.shape),) if stop.shape else ()
+            if isinstance(stop.outcome, Crashed):
+                return Status.RUNTIME_ERROR, crash_message(stop.outcome, stop.where), shapes
+            return Status.TIMEOUT, timeout_message(stop.outcome, stop.where), shapes
+
+    def _judge(self, candidate: Candidate, build: Build, spec: dict[str, Any], trial: Trial,
+               calibration: Calibration, references: References, spares: Spares,
+               phases: dict[str, float], common: dict[str, Any]
+               ) -> tuple[Status, str, tuple[ShapeResult, ...]]:
+        s, task = self.settings, self.task
+        clock = time.perf_counter()
+        loaded = trial.ask({"type": "load", "artifact": str(build.artifact),
+                            "entry": candidate.entry, "spec": spec}, "loaded")
+        trial.call_problem(loaded, "while loading", "")
+        isolation = loaded.get("isolation")
+        common["metrics"]["isolation"] = isolation if isinstance(isolation, dict) else {}
+        checker = Checker(trial, runner_arena(trial), references, task)
+        checked: list[ShapeResult] = []
+        errors = checker.check_shapes(CANDIDATE, task.tuning_shapes, "correctness", "shape",
+                                      s.seeds, checked)
+        if s.check_heldout and task.heldout_shapes:
+            try:
+                checker.check_shapes(CANDIDATE, task.heldout_shapes, "held-out",
+                                     "held-out shape", s.seeds, [])
+            except CandidateFault as fault:
+                fault.message += (" — held-out shapes are never tuned on; a kernel that is "
+                                  "right only on the tuning shapes is specialised to them")
+                fault.shapes = (*checked, *fault.shapes)
+                raise
+        if calibration.checks:
+            try:
+                checker.check_shapes(CANDIDATE, [c["shape"] for c in calibration.checks],
+                                     "extra", "extra check", s.seeds, [],
+                                     [c["scale"] for c in calibration.checks])
+            except CandidateFault as fault:
+                fault.shapes = (*checked, *fault.shapes)
+                raise
+        phases["correctness"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        spares.settle()  # the next runner's start-up must not share the CPU with timing
+        phases["spare_wait"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        timer = ShapeTimer(trial, runner_arena(trial), references, task, s)
+        results, rel_se, details = [], {}, {}
+        for shape in task.tuning_shapes:
+            timed = timer.time(shape, calibration.clean.get(shape.label))
+            shape_errors = errors[shape.label]
+            result = ShapeResult(
+                shape=shape.label, correct=True, time_us=timed.candidate.median_us,
+                time_spread_us=timed.candidate.iqr_us, samples=timed.candidate.samples,
+                start_time_us=timed.start.median_us,
+                max_abs_err=max(shape_errors.max_abs_err, timed.errors[0]),
+                max_rel_err=max(shape_errors.max_rel_err, timed.errors[1]))
+            results.append(derive_shape_figures(result, shape, task.roofline(shape),
+                                                calibration.machine, calibration.baselines))
+            rel_se[shape.label], details[shape.label] = timed.candidate.rel_se, timed.detail
+        phases["timing"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        common["metrics"].update({"timing_rel_se": rel_se, "timing": details})
+        self._observe(trial, common)
+        phases["profiling"] = time.perf_counter() - clock
+        shapes = tuple(results)
+        heldout = len(task.heldout_shapes) if s.check_heldout else 0
+        message = (f"correct on {len(results)} tuning shapes x {s.seeds} seeds, {heldout} "
+                   f"held-out shapes and {len(calibration.checks)} extra checks")
+        status, message = roofline_verdict(shapes, s.flush_cache, message)
+        return status, message, shapes
+
+    def _observe(self, trial: Trial, common: dict[str, Any]) -> None:
+        """Resources; on a GPU what the candidate launches (a verdict for host-code kernels),
+        the profile and Nsight Compute."""
+        s, task = self.settings, self.task
+        trial.at("while reading the kernel's resources")
+        reply = trial.ask({"type": "resources"}, "resources")
+        trial.call_problem(reply, "while reading the kernel's resources", "")
+        resources = field(reply, "resources", dict)
+        common["resources"].update({str(k): v for k, v in resources.items()})
+        if not s.device.startswith("cuda"):
+            return
+        if self.language.host_code or s.profile_kernels:
+            trial.at("while observing the kernel's launches (profiling)",
+                     task.tuning_shapes[0].label)
+            reply = trial.ask({"type": "observe",
+                               "shapes": [dict(x) for x in task.tuning_shapes]}, "observed")
+            trial.call_problem(reply, "while observing its launches", "")
+            kernels = field(reply, "kernels", dict)
+            if self.language.host_code:
+                finding = foreign_launches(kernels)
+                if finding:
+                    raise CandidateFault(Status.REJECTED, finding)
+            if s.profile_kernels:
+                common["metrics"]["profile"] = kernels
+        if s.ncu:
+            shape = max(task.tuning_shapes, key=lambda x: sum(task.roofline(x)))
+            trial.at("while profiling with Nsight Compute", shape.label)
+            launches = resources.get("launches", [])
+            names = sorted({str(x.get("kernel")) for x in launches if isinstance(x, dict)}) \
+                if isinstance(launches, list) else []
+            reply = trial.ask({"type": "ncu", "shape": dict(shape), "kernels": names}, "ncu")
+            found = reply.get("ncu")
+            common["metrics"]["ncu"] = {"shape": shape.label,
+                                        **(found if isinstance(found, dict) else {})}
+
+    def _metrics(self, calibration: Calibration) -> dict[str, Any]:
+        s = self.settings
+        return {**asdict(calibration.machine), "flush_bytes": calibration.flush_bytes,
+                "flush_cache": s.flush_cache, "warmup": s.warmup, "min_repeats": s.min_repeats,
+                "max_repeats": s.max_repeats, "target_rel_se": s.target_rel_se,
+                "timing_budget_s": s.timing_budget_s, "seeds": s.seeds,
+                "check_heldout": s.check_heldout, "torch_threads": 1,
+                "extra_checks": [dict(c["shape"]) | {"scale": c["scale"]}
+                                 for c in s.extra_checks],
+                "extra_checks_dropped": dict(calibration.dropped_checks),
+                "roofline_margin": ROOFLINE_MARGIN}
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """The judge's own tensor work (inputs, references, comparisons) on one thread for the
+    evaluation: elementwise work on small tensors gains nothing from more, and on a loaded
+    machine a second intra-op thread made a check twenty times slower. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def runner_arena(trial: Trial) -> Any:
+    return trial.runner.arena
+
+
+__all__ += ["SandboxError"]

@@ -1,0 +1,67 @@
+"""Runner processes on demand: one fresh runner per candidate, the next one warm in advance.
+
+A runner is worth a candidate only before that candidate's code ran in it, so each one serves a
+single candidate and is killed after it. Its start-up (interpreter, torch, CUDA, the task and
+the starting kernel: about 2 s of CPU) is hidden by a spare: ``take`` hands over the prepared
+spare and at once starts the next one, which prepares while the candidate is checked;
+``settle`` waits for it to be ready before timing starts, so that no start-up shares the
+machine with a timed call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..shared_memory import Arena
+from .runner_process import RunnerProcess, SandboxError
+
+
+class Spares:
+    """The spare runner of one evaluator."""
+
+    def __init__(self, arena_bytes: int, prepare: dict[str, Any], memory_limit_mb: int | None,
+                 startup_s: float) -> None:
+        self.arena_bytes = arena_bytes
+        self.prepare = prepare
+        self.memory_limit_mb = memory_limit_mb
+        self.startup_s = startup_s
+        self.spare: RunnerProcess | None = self._spawn()
+
+    def _spawn(self) -> RunnerProcess:
+        arena = Arena.create(self.arena_bytes)
+        try:
+            return RunnerProcess(arena, self.prepare, self.memory_limit_mb)
+        except BaseException:
+            arena.close()
+            raise
+
+    def take(self) -> RunnerProcess:
+        """A prepared runner (the spare, or a new one if the spare died), and a new spare."""
+        runner, self.spare = self.spare or self._spawn(), None
+        try:
+            runner.wait_ready(self.startup_s)
+        except SandboxError:
+            runner.close()  # e.g. killed from outside while it waited: one more try
+            runner = self._spawn()
+            try:
+                runner.wait_ready(self.startup_s)
+            except BaseException:
+                runner.close()
+                raise
+        self.spare = self._spawn()
+        return runner
+
+    def settle(self) -> None:
+        """Wait until the spare is ready (or gone: the next ``take`` starts another)."""
+        if self.spare is None:
+            return
+        try:
+            self.spare.wait_ready(self.startup_s)
+        except Exception:
+            self.spare.close()
+            self.spare = None
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None

@@ -1,0 +1,260 @@
+"""Timing, judged: times reported by the runner, cross-checked against wall time and outputs.
+
+Per tuning shape the judge sends a per-evaluation secret seed (only now) and asks for:
+
+1. ``warm``: warm-up calls, the timing mode (CPU; on a GPU events or graph replays);
+2. ``batch``: the interleaved rounds of the candidate and the starting kernel, on inputs
+   refreshed before every sample; the reply carries every sample, and the arena the last
+   outputs and inputs of the candidate's copies used last;
+3. ``BURSTS`` times: ``stage`` (new inputs in the first copies), then ``burst`` (the candidate
+   on each of them back to back, synchronised, the copies returned), timed by the judge from
+   request to reply; and as often a null burst (the same without the calls).
+
+Checks, each on data the judge holds:
+
+- ``RECHECKED_COPIES`` of the returned copies of the batch and of each burst, picked once the
+  reply is in: their inputs, re-derived from the secret and the
+  refresh index the runner reports for it, must be the inputs that came back (REJECTED
+  otherwise), and its outputs must match the judge's reference of them (INCORRECT "during
+  timing");
+- wall time: the candidate's reported median per call must be at least the bursts' time per
+  call by the judge's clock (the runner's CPU time as the kernel accounts it on the CPU, wall
+  time on a GPU), ``(min burst - min null burst) / calls``, times ``1 - WALL_TOLERANCE``, less
+  ``slack_us`` (REJECTED "reported times disagree with the batch's wall time"). Minimums,
+  because a preempted burst only takes longer; the null burst counts at most ``NULL_CAP``
+  times its time in the clean calibration runner, so that it cannot be slowed to hide the
+  calls. A burst runs with warm caches, so an honest flushed median is not below it;
+- canary: the starting kernel's median in the candidate's runner must be within
+  ``CANARY_FACTOR`` of its median in the clean calibration runner (REJECTED "timing
+  disturbed").
+
+Limit: every timed number comes from the candidate's process; what the judge can prove is that
+the returned outputs are right and that the reported median is not far below what its own clock
+saw a burst of real calls take.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...search.evaluation import ShapeResult, Status
+from ...search.task import Shape
+from ..correctness import compare, first_bit_difference
+from ..protocol import CPU_TIMING_COPIES, GPU_RETURNED_COPIES, TensorSpec, layout, timing_seed
+from ..settings import EvaluatorSettings
+from ..shared_memory import Arena, describe
+from ..timing import TimingStats, summarize
+from .references import References
+from .trial import CandidateFault, Trial, field, malformed
+
+WALL_TOLERANCE = 0.5
+CPU_SLACK_US = 5.0
+GPU_SLACK_US = 20.0  # a GPU burst carries each call's launch, a graph replay's share does not
+BURSTS = 2
+# Returned copies checked per batch or burst, picked at random once the reply is in: a burst
+# that skipped half its calls is caught with probability 0.79 per burst (8 copies).
+RECHECKED_COPIES = 2
+NULL_CAP = 3.0
+NULL_SLACK_S = 0.005
+CANARY_FACTOR = 3.0
+CANARY_SLACK_US = 20.0
+_MODES = ("cpu", "events", "graph")
+
+
+@dataclass(frozen=True)
+class CleanFigures:
+    """The starting kernel timed in a runner that never held a candidate, on one shape: its
+    median (us) and the fastest null burst (s)."""
+
+    start_us: float
+    null_burst_s: float
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One shape's timing: both kernels' statistics and how they were measured."""
+
+    candidate: TimingStats
+    start: TimingStats
+    detail: dict[str, Any]
+    null_burst_s: float
+    errors: tuple[float, float]  # max abs and max rel error of the returned copies
+
+
+def returned_copies(settings: EvaluatorSettings) -> int:
+    return GPU_RETURNED_COPIES if settings.device.startswith("cuda") else CPU_TIMING_COPIES
+
+
+def _samples(reply: dict[str, Any], rounds: int) -> list[list[int]]:
+    raw = reply.get("samples")
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise malformed("samples must be two lists")
+    out = []
+    for series in raw:
+        if not isinstance(series, list) or len(series) != rounds or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10 ** 13
+                for v in series):
+            raise malformed(f"samples must be {rounds} non-negative integers per kernel")
+        out.append(series)
+    return out
+
+
+class ShapeTimer:
+    """Times one shape of one candidate in its trial."""
+
+    def __init__(self, trial: Trial, arena: Arena, references: References, task: Any,
+                 settings: EvaluatorSettings) -> None:
+        self.trial = trial
+        self.arena = arena
+        self.references = references
+        self.task = task
+        self.settings = settings
+
+    def _slots(self, shape: Shape) -> list[dict[str, Any]]:
+        inputs, reference = self.references.get(shape, 0)
+        end, slots = 0, []
+        for _ in range(returned_copies(self.settings)):
+            outs, end = layout(describe(reference), end)
+            ins, end = layout(describe(inputs), end)
+            slots.append({"outputs": [s.as_json() for s in outs],
+                          "inputs": [s.as_json() for s in ins]})
+        return slots
+
+    def time(self, shape: Shape, clean: CleanFigures | None) -> Timed:
+        s = self.settings
+        secret = random.SystemRandom().randrange(1 << 40)
+        base = {"type": "time", "shape": dict(shape), "secret": secret}
+        where = f"on shape {shape.label}"
+        self.trial.at(f"{where} (timing)", shape.label)
+        warm = self.trial.ask({**base, "step": "warm"}, "warm")
+        self.trial.call_problem(warm, f"{where} while being timed", shape.label)
+        mode = field(warm, "mode", str)
+        if mode not in _MODES:
+            raise malformed(f"unknown timing mode {mode!r}", shape.label)
+        copies = field(warm, "copies", int, low=1, high=1 << 16)
+        per_sample = field(warm, "calls_per_sample", int, low=1, high=1 << 20)
+        slots = self._slots(shape)
+        batch = self.trial.ask({**base, "step": "batch", "slots": slots}, "batch")
+        self.trial.call_problem(batch, f"{where} while being timed", shape.label)
+        rounds = field(batch, "rounds", int, low=min(s.min_repeats, s.max_repeats),
+                       high=s.max_repeats)
+        samples = _samples(batch, rounds)
+        errors = self._recheck(self._returned(batch, slots, copies, shape), secret, shape)
+        mine, start = summarize(samples[0]), summarize(samples[1])
+        walls = {False: [], True: []}
+        for _ in range(BURSTS):
+            for null in (False, True):
+                wall, returned = self._burst(base, slots, copies, shape, null)
+                walls[null].append(wall)
+                if not null:
+                    self._recheck(returned, secret, shape)
+        burst, null_burst = min(walls[False]), min(walls[True])
+        self._cross_check(shape, burst, null_burst, len(slots), mine, start, clean)
+        detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
+                  "rounds": rounds, "burst_s": burst, "null_burst_s": null_burst,
+                  "burst_calls": len(slots)}
+        return Timed(mine, start, detail, null_burst, errors)
+
+    def _clock(self) -> Callable[[], float]:
+        """The judge's clock for a burst: the runner group's CPU time on the CPU (a loaded
+        machine stretches wall time, not CPU time; the calls are single-threaded), wall time
+        on a GPU (the work is the device's)."""
+        if self.settings.device.startswith("cuda"):
+            return time.perf_counter
+        runner = self.trial.runner
+        return runner.cpu_seconds if math.isfinite(runner.cpu_seconds()) else time.perf_counter
+
+    def _burst(self, base: dict[str, Any], slots: list[dict[str, Any]], copies: int,
+               shape: Shape, null: bool) -> tuple[float, list[tuple[int, int, tuple, tuple]]]:
+        """One staged burst (or null burst): its wall time and the copies it returned."""
+        where = f"on shape {shape.label} while being timed"
+        staged = self.trial.ask({**base, "step": "stage", "slots": slots}, "staged")
+        self.trial.call_problem(staged, where, shape.label)
+        clock = self._clock()
+        began = clock()
+        reply = self.trial.ask({**base, "step": "burst", "slots": slots, "null": null}, "burst")
+        wall = clock() - began
+        self.trial.call_problem(reply, where, shape.label)
+        if null:
+            return wall, []
+        return wall, self._returned(reply, slots, copies, shape, min(len(slots), copies))
+
+    def _returned(self, reply: dict[str, Any], slots: list[dict[str, Any]], copies: int,
+                  shape: Shape, expect: int | None = None) -> list[tuple[int, int, tuple, tuple]]:
+        """(copy, refresh index, outputs, inputs) of ``RECHECKED_COPIES`` of the returned
+        copies, picked now (after the reply) at random and read from the arena."""
+        written = reply.get("written")
+        refreshed = reply.get("refreshed")
+        if not isinstance(written, list) or not isinstance(refreshed, dict) or not written \
+                or len(written) > len(slots) or len(set(map(repr, written))) != len(written):
+            raise malformed("written must list the returned copies once each", shape.label)
+        if expect is not None and len(written) != expect:
+            raise malformed(f"{len(written)} copies returned where {expect} were called",
+                            shape.label)
+        picked = []
+        for slot, copy in zip(slots, written, strict=False):
+            if not isinstance(copy, int) or isinstance(copy, bool) or not 0 <= copy < copies:
+                raise malformed(f"returned copy {copy!r} is not a copy", shape.label)
+            picked.append((slot, copy, field(refreshed, str(copy), int, low=0, high=1 << 40)))
+        device = self.references.device
+        out = []
+        for slot, copy, index in random.sample(picked, min(RECHECKED_COPIES, len(picked))):
+            outputs = tuple(self.arena.read(TensorSpec.of_json(x), device)
+                            for x in slot["outputs"])
+            inputs = tuple(self.arena.read(TensorSpec.of_json(x), device)
+                           for x in slot["inputs"])
+            out.append((copy, index, outputs, inputs))
+        return out
+
+    def _recheck(self, returned: list[tuple[int, int, tuple, tuple]], secret: int,
+                 shape: Shape) -> tuple[float, float]:
+        """Each returned copy against the judge's reference of its re-derived inputs."""
+        max_abs = max_rel = 0.0
+        where = f"on shape {shape.label} during timing"
+        for copy, index, outputs, inputs in returned:
+            expected, reference = self.references.compute(shape, timing_seed(secret, index))
+            changed = first_bit_difference(expected, inputs)
+            if changed is not None:
+                raise CandidateFault(Status.REJECTED,
+                                     f"the kernel modified its {changed.where('input')} {where} "
+                                     f"(copy {copy}), or the runner misreported them: inputs "
+                                     f"are read-only", [ShapeResult(shape=shape.label)])
+            comparison = compare(outputs, reference, self.task.tolerance)
+            if comparison.mismatch is not None:
+                raise CandidateFault(
+                    Status.INCORRECT,
+                    f"wrong result of a timed call {where} (copy {copy}; the kernel changes its "
+                    f"behaviour once timed?): {comparison.mismatch.describe()}",
+                    [ShapeResult(shape=shape.label)])
+            max_abs = max(max_abs, comparison.max_abs_err)
+            max_rel = max(max_rel, comparison.max_rel_err)
+        return max_abs, max_rel
+
+    def _cross_check(self, shape: Shape, burst: float, null_burst: float, calls: int,
+                     mine: TimingStats, start: TimingStats, clean: CleanFigures | None) -> None:
+        if clean is not None:
+            null_burst = min(null_burst, NULL_CAP * clean.null_burst_s + NULL_SLACK_S)
+            low = clean.start_us / CANARY_FACTOR - CANARY_SLACK_US
+            high = clean.start_us * CANARY_FACTOR + CANARY_SLACK_US
+            if not low <= start.median_us <= high:
+                raise CandidateFault(
+                    Status.REJECTED,
+                    f"timing disturbed on shape {shape.label}: the starting kernel, timed "
+                    f"alongside the candidate, took {start.median_us:.2f} us against "
+                    f"{clean.start_us:.2f} us in a runner without candidate code",
+                    [ShapeResult(shape=shape.label)])
+        per_call_us = max(burst - null_burst, 0.0) / calls * 1e6
+        slack = GPU_SLACK_US if self.settings.device.startswith("cuda") else CPU_SLACK_US
+        floor_us = per_call_us * (1 - WALL_TOLERANCE) - slack
+        if mine.median_us < floor_us:
+            raise CandidateFault(
+                Status.REJECTED,
+                f"reported times disagree with the batch's wall time on shape {shape.label}: "
+                f"{mine.median_us:.2f} us per call reported, while {calls} calls back to back "
+                f"took {per_call_us:.2f} us each by the judge's clock (at least "
+                f"{floor_us:.2f} us expected)", [ShapeResult(shape=shape.label)])

@@ -1,0 +1,79 @@
+"""What the judge and its runner agree on: request names, seeds, and tensor layouts.
+
+Imported by both sides (evaluators/judge/ and evaluators/runner/); pure and torch-free, so that
+the runner can import it before its resource limits are in place. The exchange itself is
+described in evaluators/judge/runner_process.py (requests and replies) and
+evaluators/shared_memory.py (where tensors travel).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RUNNER_MODULE = "kernelswarm.evaluators.runner"
+
+# The seed of the values refilled into a checked call's input buffers: never a checked seed.
+REFILL_SEED = 7919
+# Which poison a call's outputs get before the call (evaluators/correctness.py).
+FIRST_POISON = "first"
+SECOND_POISON = "second"
+# Copies of a timed problem on the CPU, each refreshed before it is used again. The last
+# output of every copy used comes back with the batch's reply and is checked by the judge, so
+# at least this many timed calls of a batch did the work (GPU: the last ``GPU_RETURNED_COPIES``
+# copies used).
+CPU_TIMING_COPIES = 8
+GPU_RETURNED_COPIES = 2
+# Element alignment of tensors in the shared arena (a cache line).
+ALIGN = 64
+
+CANDIDATE = "candidate"
+START = "start"
+KERNELS = (CANDIDATE, START)
+
+
+def timing_seed(secret: int, index: int) -> int:
+    """The seed of the ``index``-th refresh of a timed input, for one evaluation's ``secret``.
+
+    The runner learns ``secret`` only when timing starts; the judge re-derives the inputs of any
+    copy from the refresh index the runner reports for it.
+    """
+    return (secret + 0x9E3779B1 * (index + 1)) % (1 << 62)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Where one tensor lies in the arena: byte offset, dtype name and shape."""
+
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+    itemsize: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.itemsize
+
+    def as_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "dtype": self.dtype, "shape": list(self.shape),
+                "itemsize": self.itemsize}
+
+    @staticmethod
+    def of_json(raw: Mapping[str, Any]) -> TensorSpec:
+        return TensorSpec(int(raw["offset"]), str(raw["dtype"]),
+                          tuple(int(d) for d in raw["shape"]), int(raw["itemsize"]))
+
+
+def layout(described: Sequence[tuple[str, Sequence[int], int]], start: int = 0
+           ) -> tuple[list[TensorSpec], int]:
+    """Specs for tensors described as (dtype name, shape, item size), packed from ``start``
+    with ``ALIGN``-byte alignment; and the end offset."""
+    specs, offset = [], start
+    for dtype, shape, itemsize in described:
+        offset = -(-offset // ALIGN) * ALIGN
+        spec = TensorSpec(offset, dtype, tuple(int(d) for d in shape), int(itemsize))
+        specs.append(spec)
+        offset += spec.nbytes
+    return specs, offset

@@ -1,0 +1,140 @@
+"""The runner's request loop: one frame in, one frame out, until ``exit`` or end of file.
+
+Requests (JSON frames, evaluators/channel.py), in the order the judge sends them:
+
+- ``prepare`` {task, language, settings, start}: torch, the task and the starting kernel;
+  ``ready`` {cache_bytes, flush_bytes}. A spare runner stops here until it is needed.
+- ``calibrate`` (only in a runner that never loads a candidate): the machine's figures and the
+  eager reference's time per tuning shape; ``calibrated`` {machine, eager_us}.
+- ``load`` {artifact, entry, spec}: the OS isolation, then the candidate; ``loaded``
+  {isolation}, or ``called`` with the load error.
+- ``call`` {kernel, shape, inputs, outputs, poison, fresh, load}: one checked call;
+  ``called`` {problem} or ``called`` {error, message[, cuda, sticky]}.
+- ``time`` {shape, secret, step: warm | batch | stage | burst, ...}: see evaluators/runner/timed.py.
+- ``observe`` {shapes}: kernels one candidate call launches per shape (GPU).
+- ``resources``: the language's view of the loaded candidate; ``ncu`` {shape}: Nsight Compute.
+
+A failure that is not a call's (a bug, a broken task) is ``fault`` {error[, task_error]}; after
+the candidate loaded, the judge takes any reply as the candidate's and trusts none of it.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ...search.task import Shape, TaskError
+from ..channel import read_frame, write_frame
+from ..languages import LoadError
+from ..machine import measure_machine
+from ..profiling import kernel_profile, ncu_profile
+from ..shared_memory import Arena
+from ..timing import measure
+from .session import CallFailed, Session, error_report, guarded
+from .timed import ShapeTiming
+
+
+class Runner:
+    """Dispatches requests to the session; keeps the timing state of the shape being timed."""
+
+    def __init__(self, arena: Arena) -> None:
+        self.session = Session(arena)
+        self.timing: ShapeTiming | None = None
+        self.scratch = Path(os.getcwd())
+
+    def handle(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        kind = message.get("type")
+        s = self.session
+        if kind == "prepare":
+            return s.prepare(message)
+        if kind == "calibrate":
+            return self.calibrate()
+        if kind == "load":
+            try:
+                return s.load(message, self.scratch)
+            except LoadError as exc:
+                return {"type": "called", "error": "LoadError", "message": str(exc)[:2000]}
+        if kind == "call":
+            return guarded(lambda: s.call(message))
+        if kind == "time":
+            return guarded(lambda: self.time(message))
+        if kind == "observe":
+            return guarded(lambda: self.observe(message))
+        if kind == "resources":
+            assert s.language is not None
+            return {"type": "resources", "resources": s.language.resources(s.kernels["candidate"])}
+        if kind == "ncu":
+            return self.ncu(message)
+        raise ValueError(f"unknown request type {kind!r}")
+
+    def time(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        step = message.get("step")
+        if step == "warm":
+            self.timing = ShapeTiming(self.session, Shape.of(message["shape"]),
+                                      int(message["secret"]))
+            return self.timing.warm()
+        if self.timing is None:
+            raise ValueError("a timing step before warm")
+        if step == "batch":
+            return self.timing.batch(message)
+        if step == "stage":
+            return self.timing.stage(message)
+        if step == "burst":
+            return self.timing.burst(message)
+        raise ValueError(f"unknown timing step {step!r}")
+
+    def observe(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """Per shape, the kernels one call of the candidate launches (after a warm call)."""
+        s = self.session
+        found = {}
+        for raw in message["shapes"]:
+            shape = Shape.of(raw)
+            inputs = tuple(s.task.module.make_inputs(dict(shape), 0, s.device))
+            outputs = tuple(s.task.module.make_outputs(dict(shape), s.device))
+            s.launch("candidate", inputs, outputs, shape)
+            found[shape.label] = kernel_profile(
+                lambda i=inputs, o=outputs, p=shape: s.launch("candidate", i, o, p))
+        return {"type": "observed", "kernels": found}
+
+    def calibrate(self) -> dict[str, Any]:
+        """Machine figures and eager PyTorch per tuning shape, timed by this runner, which has
+        not loaded (and never will load) a candidate."""
+        s = self.session
+        machine = measure_machine(s.device, s.cache_bytes)
+        eager = {}
+        for shape in s.task.tuning_shapes:
+            inputs = tuple(s.task.module.make_inputs(dict(shape), 0, s.device))
+            (stats,) = measure([lambda i=inputs: s.task.module.reference(*i)], s.plan,
+                               s.flusher, s.synchronize)
+            eager[shape.label] = stats.median_us
+        return {"type": "calibrated", "machine": asdict(machine), "eager_us": eager}
+
+    def ncu(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        s = self.session
+        target = {"task": str(s.task.path), "language": s.language.name if s.language else "",
+                  **s.artifacts["candidate"], "shape": dict(message["shape"]),
+                  "settings": {**asdict(s.settings), "cache_dir": str(s.settings.cache_dir)}}
+        found = ncu_profile(target, list(message.get("kernels", [])), s.settings.ncu_timeout_s)
+        return {"type": "ncu", "ncu": found}
+
+
+def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:
+    runner = Runner(Arena.attach(arena_fd))
+    while True:
+        message = read_frame(request_fd)
+        if message is None or message.get("type") == "exit":
+            return 0
+        try:
+            reply = runner.handle(message)
+        except TaskError as exc:
+            reply = {"type": "fault", "task_error": str(exc), "error": traceback.format_exc()}
+        except CallFailed as failed:
+            reply = {"type": "called", **failed.report}
+        except Exception as exc:
+            report = error_report(exc)
+            reply = {"type": "fault", "error": traceback.format_exc(), **report}
+        write_frame(reply_fd, reply)

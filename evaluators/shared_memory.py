@@ -1,0 +1,104 @@
+"""The shared memory of one evaluation: inputs to the runner, outputs and inputs back.
+
+The judge creates an anonymous file (``memfd_create``) sized for the largest problem of its
+task, seals it against shrinking and growing (so that a runner cannot truncate it under the
+judge's mapping, which would kill the judge with SIGBUS), and passes its descriptor to exactly
+one runner process, which serves exactly one candidate: an arena is never shared by two
+candidates. Tensors lie at the byte offsets of ``protocol.TensorSpec``; reading one copies it out
+first, so that what the judge compares is a snapshot the runner can no longer change.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+from collections.abc import Sequence
+
+import torch
+
+from .protocol import TensorSpec
+
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+class ArenaError(Exception):
+    """A tensor that does not fit the arena, or a spec that does not describe it."""
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ArenaError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def spec_dtype(spec: TensorSpec) -> torch.dtype:
+    return _dtype(spec.dtype)
+
+
+def describe(tensors: Sequence[torch.Tensor]) -> list[tuple[str, tuple[int, ...], int]]:
+    """(dtype name, shape, item size) of each tensor, for ``protocol.layout``."""
+    return [(str(t.dtype).removeprefix("torch."), tuple(t.shape), t.element_size())
+            for t in tensors]
+
+
+class Arena:
+    """One mapping of the shared file; ``create`` in the judge, ``attach`` in the runner."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self._map = mmap.mmap(fd, max(size, 1), mmap.MAP_SHARED,
+                              mmap.PROT_READ | mmap.PROT_WRITE)
+
+    @classmethod
+    def create(cls, size: int) -> Arena:
+        fd = os.memfd_create("kernelswarm-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, max(size, 1))
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            return cls(fd, max(size, 1))
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def attach(cls, fd: int) -> Arena:
+        return cls(fd, os.fstat(fd).st_size)
+
+    def _bytes(self, spec: TensorSpec) -> torch.Tensor:
+        if spec.offset < 0 or spec.offset + spec.nbytes > self.size:
+            raise ArenaError(f"a tensor of {spec.nbytes} bytes at offset {spec.offset} does not "
+                             f"fit the arena of {self.size} bytes")
+        return torch.frombuffer(self._map, dtype=torch.uint8, count=spec.nbytes,
+                                offset=spec.offset)
+
+    def write(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
+        """Copy ``tensor`` (any device) to ``spec``'s place; its dtype and shape must match."""
+        if str(tensor.dtype).removeprefix("torch.") != spec.dtype \
+                or tuple(tensor.shape) != spec.shape:
+            raise ArenaError(f"a {tensor.dtype} tensor of shape {list(tensor.shape)} where "
+                             f"{spec.dtype} {list(spec.shape)} was expected")
+        if spec.nbytes == 0:
+            return
+        flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        self._bytes(spec).copy_(flat.cpu() if flat.device.type != "cpu" else flat)
+
+    def read(self, spec: TensorSpec, device: str = "cpu") -> torch.Tensor:
+        """A copy of the tensor at ``spec``'s place, on ``device``."""
+        dtype = _dtype(spec.dtype)
+        if spec.nbytes == 0:
+            return torch.empty(spec.shape, dtype=dtype, device=device)
+        data = self._bytes(spec).clone().view(dtype).reshape(spec.shape)
+        return data.to(device) if device != "cpu" else data
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:  # a view still alive: the mapping goes with the process
+            pass
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
