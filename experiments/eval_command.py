@@ -48,7 +48,7 @@ from kernelswarm.search import (
 from .config import BUILTIN_TASKS, ConfigError
 from .run_folder import RunFolder, open_run_folder, run_folder_of
 from .sinks.sources import read_kernel_file
-from .speedups import speedup_text
+from .speedups import compact_labels, speedup_text
 
 # A torch extension compiles for about a minute (with CUDA); the default 60 s limit is for cpp.
 TORCH_EXT_COMPILE_TIMEOUT_S = 600.0
@@ -241,22 +241,12 @@ def _number(value: float, fmt: str, suffix: str = "") -> str:
     return f"{value:{fmt}}{suffix}" if math.isfinite(value) else "—"
 
 
-def _compact_labels(labels: list[str]) -> tuple[dict[str, str], str]:
-    """Each shape label without the ``key=value`` parts all shapes share, and those parts."""
-    parts = {label: label.split(",") for label in labels}
-    shared = set.intersection(*(set(p) for p in parts.values())) if len(labels) > 1 else set()
-    compact = {label: ",".join(p for p in items if p not in shared) or label
-               for label, items in parts.items()}
-    common = ",".join(p for p in parts[labels[0]] if p in shared) if labels else ""
-    return compact, common
-
-
 def evaluation_table(evaluation: Evaluation, task: str, language: str,
                      regime: str = "") -> Table:
     """One row per shape: correctness, largest error, median time and its interquartile range
     (µs), speedups vs the starting kernel, the best baseline (named; ``≈`` inside the noise) and
     PyTorch eager, percent of the roofline; ``regime`` (the cache regime) in the title."""
-    labels, common = _compact_labels([s.shape for s in evaluation.shapes])
+    labels, common = compact_labels([s.shape for s in evaluation.shapes])
     title = " · ".join(p for p in (task, language, evaluation.device, common, regime) if p)
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
                   show_edge=False)

@@ -14,7 +14,7 @@ from rich.text import Text
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
 
-from .speedups import best_text, speedup_text
+from .speedups import best_text, compact_labels, speedup_text
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
@@ -112,7 +112,8 @@ def closing_table(result: SwarmResult, regime: str = "") -> Group:
 def shape_table(evaluation: Evaluation, title: str) -> Table:
     """Per shape: the kernel's median (± IQR), the best baseline by name and its time, the
     speedup over it (``≈`` inside the noise), over eager and over compile."""
-    table = Table(title=title)
+    labels, common = compact_labels([s.shape for s in evaluation.shapes])
+    table = Table(title=f"{title} ({common})" if common else title)
     for column in ("shape", "µs", "best baseline", "baseline µs", "× best", "× eager",
                    "× compile"):
         table.add_column(column, no_wrap=column != "shape",
@@ -121,7 +122,7 @@ def shape_table(evaluation: Evaluation, title: str) -> Table:
         mine = f"{s.time_us:.2f} ±{s.time_spread_us:.2f}" if s.time_us > 0 else "-"
         base = (f"{s.best_baseline_us:.2f} ±{s.best_baseline_spread_us:.2f}"
                 if s.best_baseline_us > 0 else "-")
-        table.add_row(s.shape, mine, s.best_baseline or "-", base,
+        table.add_row(labels[s.shape], mine, s.best_baseline or "-", base,
                       speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
                       speedup_text(s.speedup_vs_eager, s.speedup_vs_eager_ci, mark_noise=True),
                       speedup_text(s.speedup_vs_compile, s.speedup_vs_compile_ci,

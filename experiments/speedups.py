@@ -69,3 +69,13 @@ def kernel_figures(evaluation: Evaluation) -> dict[str, Any]:
             "speedup_vs_eager": evaluation.speedup_vs_eager,
             "speedup_vs_compile": evaluation.speedup_vs_compile,
             "shapes": shape_figures(evaluation)}
+
+
+def compact_labels(labels: list[str]) -> tuple[dict[str, str], str]:
+    """Each shape label without the ``key=value`` parts all shapes share, and those parts."""
+    parts = {label: label.split(",") for label in labels}
+    shared = set.intersection(*(set(p) for p in parts.values())) if len(labels) > 1 else set()
+    compact = {label: ",".join(p for p in items if p not in shared) or label
+               for label, items in parts.items()}
+    common = ",".join(p for p in parts[labels[0]] if p in shared) if labels else ""
+    return compact, common

@@ -30,6 +30,7 @@ from rich.console import Console
 
 from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
 from kernelswarm.evaluators import SandboxEvaluator
+from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Candidate,
     Origin,
@@ -51,6 +52,7 @@ from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
 from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
+from .speedups import finite, kernel_figures
 from .tune_study import TuneError, open_study
 from .tune_view import best_table, study_view
 
@@ -239,6 +241,7 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     if spec.storage is not None:  # kept absolute, so --resume works from any folder
         spec = replace(spec, storage=storage_text)
     _write_json(run_dir / "config.json", config.model_dump(mode="json"))
+    TimingSettings.of(evaluator_settings(config)).write(run_dir)  # what eval of its files uses
     _write_json(run_dir / TUNE_FILE, spec.document())
     (run_dir / kernel_file_name(base.language)).write_text(spec.source)
     study = _open_study(config, spec, base, storage, run_dir, resume is not None)
@@ -326,10 +329,10 @@ def _write_outputs(outcome: TuneOutcome, session: _Session) -> TuneOutcome:
         "statuses_this_session": dict(session.statuses),
         "settings_evaluated": study.evaluated, "records": summary.records,
         "wall_s": summary.wall_s,
-        "best": None if summary.best is None else {
+        "timing": TimingSettings.read(run_dir).as_dict(),
+        "best": None if summary.best is None else finite({
             "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
-            "speedup_vs_start": summary.best[1].speedup,
-            "speedup_vs_eager": summary.best[1].speedup_vs_eager, "file": str(best_path)},
+            **kernel_figures(summary.best[1]), "file": str(best_path)}),
         "top_trials": top, "sink_errors": outcome.sink_errors,
         "utilisation": outcome.utilisation})
     return replace(outcome, best_path=best_path)
@@ -347,7 +350,7 @@ def _print_closing(console: Console, outcome: TuneOutcome) -> None:
     for location in outcome.locations:
         console.print(f"results: {location}", highlight=False)
     if outcome.best_path:
-        console.print(f"best kernel: {outcome.best_path} (knobs in summary.json)",
+        console.print(f"best kernel: {outcome.best_path} (its knob values at its top)",
                       highlight=False)
     console.print(f"continue: kernelswarm tune --resume {outcome.run_dir} --trials N",
                   highlight=False)

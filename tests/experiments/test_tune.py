@@ -16,6 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from kernelswarm.experiments.cli import main
 from kernelswarm.experiments.sinks import read_evaluations
+from kernelswarm.experiments.sinks.sources import read_kernel_file
 from kernelswarm.search import journal_storage
 
 # The task's cpp kernel with its inner loop unrolled UNROLL times; UNROLL=8 does not build.
@@ -155,7 +156,10 @@ def test_a_study_on_two_nodes_evaluates_each_setting_once_and_records_it_everywh
     best = max((t for t in evaluated if t.value is not None), key=lambda t: t.value)
     assert summary["best"]["speedup_vs_start"] == pytest.approx(best.value)
     assert summary["best"]["knobs"] == best.params
-    assert Path(summary["best"]["file"]).read_text() == UNROLLED
+    # the best file states its knob values (self-contained), then the tuned source
+    assert read_kernel_file(Path(summary["best"]["file"]).read_text(), "cpp",
+                            "silu_and_mul") == (best.params, UNROLLED)
+    assert (run_dir / "timing.json").is_file() and summary["timing"]["flush_cache"] in (True, False)
     assert max(r["candidate_speedup"] for r in records.values()) == pytest.approx(best.value)
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

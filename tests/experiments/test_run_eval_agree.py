@@ -1,0 +1,58 @@
+"""A quickstart-sized run, then ``kernelswarm eval`` of its best file: the same kernel, the same
+settings, the same speedup (within 5% on this shared CPU)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from kernelswarm.experiments.config import load_config
+from kernelswarm.experiments.runner import run
+
+pytestmark = pytest.mark.slow
+
+
+def _eval(args: list[str], cache, cwd) -> dict:
+    env = {**os.environ, "KERNELSWARM_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "eval", *args,
+                           "--json"], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_eval_of_a_runs_best_file_reproduces_its_speedup(tmp_path, compile_cache, ray_session):
+    # The quickstart's own settings (its timing, its regime), fewer candidates.
+    config = load_config(None, [
+        f'run.out_dir="{tmp_path / "runs"}"', "run.name=agree", "search.lineages=2",
+        "search.candidates_per_lineage=4", "tracking.mlflow=false",
+        f'evaluator.cache_dir="{compile_cache}"'])
+    outcome = run(config, Console(file=io.StringIO(), width=160))
+    summary = json.loads((outcome.run_dir / "summary.json").read_text())
+    recorded = summary["best"]
+    assert recorded["speedup_vs_start"] > 1.0
+    timing = json.loads((outcome.run_dir / "timing.json").read_text())
+    assert timing == {k: v for k, v in summary["timing"].items() if k != "regime"}
+    assert timing["flush_cache"] is False  # the quickstart's regime, stated in the table
+
+    # Three evaluations (the file twice, the run folder once); on a machine shared with other
+    # work one measurement may be off by a few percent, so their median is compared.
+    docs = [_eval(args, compile_cache, tmp_path) for args in (
+        [str(outcome.best_path)], ["--run", str(outcome.run_dir)], [str(outcome.best_path)])]
+    speedups = sorted(doc["speedup_vs_start"] for doc in docs)
+    assert speedups[1] == pytest.approx(recorded["speedup_vs_start"], rel=0.05), speedups
+    for doc in docs:
+        assert doc["status"] == "OK" and doc["file"] == str(outcome.best_path)
+        assert {k: v for k, v in doc["timing"].items() if k != "regime"} == timing
+        assert doc["candidate_id"] == recorded["candidate_id"]  # the very kernel judged
+        assert doc["run"]["recorded"]["speedup_vs_start"] == pytest.approx(
+            recorded["speedup_vs_start"])
+        for shape in doc["shapes"]:
+            assert shape["best_baseline"] and shape["speedup_vs_best"] > 0
+            assert shape["speedup_vs_best_ci"] is not None and shape["speedup_vs_best_ci"] >= 0
