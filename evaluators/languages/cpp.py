@@ -57,12 +57,17 @@ assert tuple(CTYPE_KINDS) == ARGUMENT_KINDS, "the spec's argument kinds and thei
 _CALL = r"\s*(?:\)\s*)*\("
 
 
+def _called(names: str) -> str:
+    """``names`` called, unless as a member (``x.read()``, ``p->send()``: a struct's own)."""
+    return rf"(?<!\.)(?<!->)\b(?:{names})" + _CALL
+
+
 def _as_value(names: str) -> str:
     """``names`` taken as a value: assigned, cast, returned, passed, or their address taken, as a
     function pointer (``F f = (F)kill;``) would be. A parenthesised condition (``if (write)``)
     is not such a use."""
     before = r"(?:[=,{?:]|\breturn\b|(?<!\bif)(?<!\bif )(?<!\bwhile)(?<!\bwhile )\()"
-    return (rf"{before}\s*(?:\(\s*\w+\s*\**\s*\)\s*)?&?\s*\b(?:{names})\s*[;,)}}]"
+    return (rf"{before}\s*(?:\(\s*\w+\s*\**\s*\)\s*)?&?\s*(?:::\s*)?\b(?:{names})\s*[;,)}}]"
             rf"|&\s*(?:::\s*)?\b(?:{names})\b")
 
 
@@ -88,24 +93,24 @@ CPP_SCREEN_RULES = (
                "kernels run on one thread; the evaluator owns the cores and the timing"),
     ScreenRule("OpenMP", r"#\s*pragma\s+omp\b|\bomp_\w+" + _CALL + r"|#\s*include\s*<\s*omp\.h",
                "kernels run on one thread; OpenMP would start a thread pool"),
-    ScreenRule("processes", rf"\b(?:{_PROCESS_NAMES})\b|\b(?:{_GENERIC_PROCESS_NAMES})"
-               + _CALL + "|" + _as_value(_GENERIC_PROCESS_NAMES),
+    ScreenRule("processes", rf"\b(?:{_PROCESS_NAMES})\b|\b__libc_\w+|"
+               + _called(_GENERIC_PROCESS_NAMES) + "|" + _as_value(_GENERIC_PROCESS_NAMES),
                "a kernel may not start or signal processes (not even name the functions that do)"),
     ScreenRule("files", r"\b(?:fopen|freopen|fdopen|openat|creat|opendir|unlink|unlinkat|mkdir|"
                r"rmdir|chdir|symlink|mkstemp|tmpfile|shm_open|memfd_create)\b"
-               r"|\b(?:open|remove|rename|truncate|link)" + _CALL
+               r"|" + _called("open|remove|rename|truncate|link")
                + "|" + _as_value("open|remove|rename|truncate|link")
                + r"|\b(std\s*::\s*)?[io]?fstream\b|\bstd\s*::\s*filesystem\b"
                r"|#\s*include\s*<\s*(fstream|filesystem)\s*>",
                "a kernel may not touch files; it reads its inputs and writes its outputs only"),
     ScreenRule("raw descriptors", r"\b(?:pread|pwrite|readv|writev|preadv|pwritev|dup2|dup3|"
                r"ioctl|fcntl|pipe2|sendfile|splice|vmsplice)\b"
-               r"|\b(?:read|write|dup|close|pipe)" + _CALL
+               r"|" + _called("read|write|dup|close|pipe")
                + "|" + _as_value("read|write|dup|close|pipe"),
                "a kernel may not do descriptor I/O (the runner's channel is a descriptor)"),
     ScreenRule("network", r"\b(?:socket|socketpair|accept4|sendto|sendmsg|sendmmsg|recvfrom|"
                r"recvmsg|recvmmsg|getaddrinfo|gethostbyname\w*|getnameinfo)\b"
-               r"|\b(?:connect|bind|listen|accept|send|recv)" + _CALL
+               r"|" + _called("connect|bind|listen|accept|send|recv")
                + "|" + _as_value("connect|bind|listen|accept|send|recv")
                + r"|#\s*include\s*<\s*(sys/socket\.h|netinet/|arpa/inet\.h|netdb\.h)",
                "a kernel may not use the network"),
@@ -115,12 +120,12 @@ CPP_SCREEN_RULES = (
     ScreenRule("timers", r"\b(?:clock_gettime|clock_settime|clock_getres|gettimeofday|"
                r"settimeofday|setitimer|getitimer|timer_create|timer_settime|timespec_get|"
                r"nanosleep|clock_nanosleep|usleep)\b|\w*rd(?:tscp?|pmc)\w*"
-               r"|__builtin_readcyclecounter|\b(?:alarm|time|clock|sleep)" + _CALL
+               r"|__builtin_readcyclecounter|" + _called("alarm|time|clock|sleep")
                + "|" + _as_value("alarm|time|clock|sleep")
                + r"|\bstd\s*::\s*chrono\b|#\s*include\s*<\s*(chrono|sys/time\.h|ctime|time\.h)\s*>",
                "a kernel may not read or change clocks: it could tell when it is being timed"),
     ScreenRule("signal handlers", r"\b(?:sigaction|sigprocmask|sigsetjmp|siglongjmp|sigaltstack|"
-               r"bsd_signal|sysv_signal)\b|\b(?:signal|raise)" + _CALL
+               r"bsd_signal|sysv_signal)\b|" + _called("signal|raise")
                + "|" + _as_value("signal|raise")
                + r"|#\s*include\s*<\s*(csignal|signal\.h)",
                "a kernel may not handle or raise signals: crashes must reach the evaluator"),

@@ -69,6 +69,8 @@ def test_vector_intrinsics_pass():
     ("Shell s = (Shell)system;", "processes"),
     ('extern "C" int (socket)(int, int, int);', "network"),
     ("Connect c = connect;", "network"),
+    ("Table t = {::kill};", "processes"),
+    ("void* p = __libc_dlsym(h, name);", "processes"),
     ('FILE* f = (fopen)("/etc/passwd", "r");', "files"),
     ("auto w = &write;", "raw descriptors"),
     ("ssize_t (*w)(int, const void*, size_t) = write;", "raw descriptors"),
@@ -100,5 +102,6 @@ def test_variables_named_like_functions_pass():
               "    bool write = n > 0; float time_scale = 2.0f; int64_t read_at = 0;\n"
               "    if (write) { out[read_at] = x[read_at] * time_scale; }\n"
               "    float signal_gain = 1.0f, clock_rate = signal_gain * 2.0f;\n"
-              "    out[0] += clock_rate;\n}\n")
+              "    out[0] += clock_rate;\n"
+              "    Reader r; r.read(out, n); r.close(); Chan* c = &chan; c->send(x[0]);\n}\n")
     assert screen(source, CPP_SCREEN_RULES) is None
