@@ -11,7 +11,9 @@ instead of a dead process), on x86_64 and aarch64:
 - other processes: ``ptrace``, ``process_vm_readv/writev``, ``kcmp``, ``pidfd_open``,
   ``pidfd_getfd``, ``pidfd_send_signal``, ``tkill``; ``kill``, ``tgkill``, ``rt_sigqueueinfo``
   and ``rt_tgsigqueueinfo`` unless their first argument is the process's own pid (a process
-  may still signal itself and its own threads);
+  may still signal itself and its own threads); ``prlimit64``, ``sched_set*``, ``setpriority``,
+  ``migrate_pages`` and ``move_pages`` on any process but itself (a limit set on another process
+  can kill it), ``ioprio_set`` and ``process_madvise``;
 - the system: ``mount``, ``umount2``, the new mount API, ``unshare``, ``setns``, ``chroot``,
   ``pivot_root``, ``mknod(at)``, ``bpf``, ``perf_event_open``, ``userfaultfd``, keyrings,
   ``personality`` (other than a query), file handles, modules, ``kexec``, ``reboot``, swap,
@@ -82,12 +84,17 @@ DENIED = (
     "name_to_handle_at", "open_by_handle_at", "init_module", "finit_module", "delete_module",
     "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "syslog",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
-    "setdomainname", "iopl", "ioperm", "quotactl", "uselib", "vhangup",
+    "setdomainname", "iopl", "ioperm", "quotactl", "uselib", "vhangup", "ioprio_set",
+    "process_madvise",
 )
 # What ``allow_processes`` lets through (a compile window: a JIT that runs ptxas or a C compiler).
 PROCESS_CREATION = ("fork", "vfork", "execve", "execveat")
 # Allowed only when the first argument is the process's own pid.
 SELF_ONLY_SIGNALS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# Allowed only on this process (a first argument of 0 or its own pid): another process's limits
+# (RLIMIT_CPU would kill it), CPUs, scheduling or memory placement are not the runner's.
+SELF_ONLY_CONTROLS = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+                      "sched_setattr", "migrate_pages", "move_pages")
 
 X86_64 = Architecture("x86_64", 0xC000003E, {
     "read": 0, "ioctl": 16, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59,
@@ -105,7 +112,10 @@ X86_64 = Architecture("x86_64", 0xC000003E, {
     "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
     "syslog": 103, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305,
     "adjtimex": 159, "sethostname": 170, "setdomainname": 171, "iopl": 172, "ioperm": 173,
-    "quotactl": 179, "uselib": 134, "vhangup": 153, "seccomp": 317,
+    "quotactl": 179, "uselib": 134, "vhangup": 153, "seccomp": 317, "ioprio_set": 251,
+    "process_madvise": 440, "prlimit64": 302, "sched_setaffinity": 203,
+    "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
+    "migrate_pages": 256, "move_pages": 279, "setpriority": 141,
 }, foreign_bit=_X32_SYSCALL_BIT)
 
 AARCH64 = Architecture("aarch64", 0xC00000B7, {
@@ -123,7 +133,10 @@ AARCH64 = Architecture("aarch64", 0xC00000B7, {
     "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294, "reboot": 142,
     "swapon": 224, "swapoff": 225, "acct": 89, "syslog": 116, "settimeofday": 170,
     "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "sethostname": 161,
-    "setdomainname": 162, "quotactl": 60, "vhangup": 58, "seccomp": 277,
+    "setdomainname": 162, "quotactl": 60, "vhangup": 58, "seccomp": 277, "ioprio_set": 30,
+    "process_madvise": 440, "prlimit64": 261, "sched_setaffinity": 122,
+    "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274,
+    "migrate_pages": 238, "move_pages": 239, "setpriority": 140,
 })
 
 _MACHINES = {"x86_64": X86_64, "amd64": X86_64, "aarch64": AARCH64, "arm64": AARCH64}
@@ -193,6 +206,14 @@ def filter_program(arch: Architecture, own_pid: int, *, allow_processes: bool = 
         _stmt(_BPF_RET, _RET_ALLOW), deny])
     for name in SELF_ONLY_SIGNALS:
         program += _block(numbers[name], _first_argument_is(own_pid))
+    for name in SELF_ONLY_CONTROLS:
+        program += _block(numbers[name], [
+            _stmt(_BPF_LD_W_ABS, _ARG0_LO), _jump(_BPF_JEQ, 0, 1, 0),
+            _jump(_BPF_JEQ, own_pid, 0, 1), _stmt(_BPF_RET, _RET_ALLOW), deny])
+    program += _block(numbers["setpriority"], [  # (PRIO_PROCESS, 0 or own pid) only
+        _stmt(_BPF_LD_W_ABS, _ARG0_LO), _jump(_BPF_JEQ, 0, 0, 4),
+        _stmt(_BPF_LD_W_ABS, _ARG1_LO), _jump(_BPF_JEQ, 0, 1, 0),
+        _jump(_BPF_JEQ, own_pid, 0, 1), _stmt(_BPF_RET, _RET_ALLOW), deny])
     program += _block(numbers["personality"], _first_argument_is(_PERSONALITY_QUERY))
     program += _block(numbers["ioctl"], [
         _stmt(_BPF_LD_W_ABS, _ARG1_LO),
@@ -253,6 +274,7 @@ def install_filter(own_pid: int | None = None, *, allow_processes: bool = False
     if result > 0:  # TSYNC names a thread that could not be synchronised
         raise OSError(errno.EBUSY, f"seccomp could not reach thread {result} (it has another "
                                    f"filter); nothing was installed")
-    names = tuple(n for n in DENIED + SELF_ONLY_SIGNALS + ("clone3",) if n in arch.numbers
+    names = tuple(n for n in DENIED + SELF_ONLY_SIGNALS + SELF_ONLY_CONTROLS
+                  + ("clone3", "setpriority") if n in arch.numbers
                   and not (allow_processes and n in PROCESS_CREATION))
     return SeccompReport(arch.name, len(program), names)

@@ -54,7 +54,9 @@ SYSCALL_PROBE = textwrap.dedent("""
         "perf_event_open": (0, 0, -1, -1, 0), "keyctl": (-1, 0, 0, 0, 0),
         "io_uring_setup": (0, 0), "kcmp": (victim, victim, 0, 0, 0),
         "personality": (persona,), "open_tree": (-1, b"", 0), "fsopen": (b"tmpfs", 0),
-        "ioctl": (-1, 0x5412, 0),
+        "ioctl": (-1, 0x5412, 0), "prlimit64": (victim, 0, 0, 0),
+        "sched_setaffinity": (victim, 0, 0), "setpriority": (0, victim, 0),
+        "ioprio_set": (1, victim, 0), "migrate_pages": (victim, 0, 0, 0),
     }
     if "fork" in arch.numbers:
         calls["fork"] = ()
@@ -72,6 +74,8 @@ SYSCALL_PROBE = textwrap.dedent("""
     allowed["own_thread"] = libc.syscall(arch.numbers["tgkill"], os.getpid(),
                                          threading.get_native_id(), 0)
     allowed["personality_query"] = int(libc.syscall(arch.numbers["personality"], 0xFFFFFFFF) >= 0)
+    allowed["own_limits"] = libc.syscall(arch.numbers["prlimit64"], 0, 7, 0, 0)
+    allowed["own_priority"] = libc.syscall(arch.numbers["setpriority"], 0, 0, 0)
     box = []
     worker = threading.Thread(target=lambda: box.append(os.getpid()))
     worker.start(); worker.join()
@@ -101,7 +105,8 @@ def test_the_seccomp_filter_denies_each_escape_and_keeps_the_process_alive():
     assert denied.pop("clone3") == "ENOSYS"  # so that the C library falls back to clone
     assert {name: got for name, got in denied.items() if got != "EPERM"} == {}
     assert result["allowed"] == {"own_signal": 0, "own_thread": 0, "personality_query": 1,
-                                 "thread": 1, "mmap": 1, "read_file": 1}
+                                 "own_limits": 0, "own_priority": 0, "thread": 1, "mmap": 1,
+                                 "read_file": 1}
 
 
 def test_an_unknown_architecture_is_refused_and_nothing_is_installed(monkeypatch):
