@@ -1,19 +1,17 @@
-"""Baselines on a CUDA GPU: PyTorch eager, ``torch.compile`` and a task's starting kernel.
+"""A task's own kernels on a CUDA GPU: the starting kernel (and others asked for, e.g. a
+search's best), each checked against the reference and timed alone, with the roofline.
 
-Used by the baselines benchmark (experiments/benchmarks/baselines.py). It runs in the calling
-process, which must see a GPU; the starting kernel runs here too, so use it only on trusted
-kernels (a task's own).
+Used by the baselines and search_gpu benchmarks (experiments/benchmarks/), next to the baselines
+a user would pick (eager, ``torch.compile`` per shape, library kernels), which
+evaluators/baselines.py measures in their own process. It runs in the calling process, which
+must see a GPU; the kernels run here too, so use it only on trusted kernels.
 
-The three are measured alike and as the sandbox measures a candidate: each shape gets copies of
-its problem made with the sandbox's timing seeds (enough that every call reads cold inputs), and
-each function is timed alone by the sandbox's GPU timer (evaluators/gpu_timing.py: CUDA events,
-the L2 flushed by a pass over a buffer twice its size before each sample, warm-up, the median
-of repeats; a CUDA graph of many calls for calls under ``cuda_graph_below_us``). The starting
-kernel is built into the evaluator's compile cache and loaded and launched as the sandbox does,
-and its output is checked against the reference with the task's tolerances first.
-``torch.compile`` wraps the reference once per task and dtype with ``dynamic=True``; the seconds
-its first call on each shape takes (tracing, compiling, recompiling for a new specialisation)
-are reported apart from its times.
+Each shape gets copies of its problem made with the sandbox's timing seeds (enough that every
+call reads cold inputs), and each kernel is timed alone by the sandbox's GPU timer
+(evaluators/gpu_timing.py: CUDA events, the L2 flushed by a pass over a buffer twice its size
+before each sample, warm-up, the median of repeats; a CUDA graph of many calls for calls under
+``cuda_graph_below_us``). Kernels are built into the evaluator's compile cache and loaded and
+launched as the sandbox does, and their outputs checked against the reference first.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from .timing import CacheFlusher, TimingPlan
 # A function slower than this (one call, seconds) is measured with one warm-up sample and three
 # rounds: a naive kernel on the largest shapes takes most of a second a call.
 SLOW_CALL_S = 0.02
-_RECOMPILE_LIMIT = 64  # shapes x dtypes of a task, with room; past the limit dynamo runs eager
 
 
 @dataclass(frozen=True)
@@ -55,16 +52,13 @@ class Timed:
 
 @dataclass(frozen=True)
 class ShapeBaseline:
-    """The three times of one tuning shape, its roofline and the starting kernel's check."""
+    """One tuning shape: its roofline, the starting kernel's time and check, other kernels'."""
 
     shape: str
     dtype: str
     roofline_us: float
-    eager: Timed
-    compiled: Timed
     start: Timed
     start_check: str  # "ok", or the first mismatch against the reference
-    compile_first_call_s: float  # torch.compile's first call on this shape
     kernels: dict[str, Timed] = field(default_factory=dict)  # other kernels asked for, by name
     kernel_checks: dict[str, str] = field(default_factory=dict)
 
@@ -78,14 +72,6 @@ class TaskBaseline:
     knobs: dict[str, Any]
     build_s: float
     shapes: list[ShapeBaseline] = field(default_factory=list)
-
-    @property
-    def compile_s(self) -> dict[str, float]:
-        """Seconds spent in ``torch.compile``'s first calls, per dtype."""
-        totals: dict[str, float] = {}
-        for s in self.shapes:
-            totals[s.dtype] = totals.get(s.dtype, 0.0) + s.compile_first_call_s
-        return totals
 
 
 def versions() -> dict[str, str]:
@@ -167,16 +153,11 @@ class BaselineBench:
         others = {name: self._load(language, c, f"kernel {name!r}")[1]
                   for name, c in (kernels or {}).items()}
         launch = getattr(task.module, language.launcher)
-        _reset_dynamo()
-        compiled: dict[str, Callable[..., Any]] = {}
         result = TaskBaseline(task.name, candidate.entry, candidate.knob_values,
                               build.result.seconds)
         try:
             for shape in task.tuning_shapes[:max_shapes]:
-                dtype = str(shape["dtype"])
-                if dtype not in compiled:  # once per task and dtype, for every shape of it
-                    compiled[dtype] = torch.compile(task.module.reference, dynamic=True)
-                found = self._shape(task, shape, launch, kernel.fn, compiled[dtype],
+                found = self._shape(task, shape, launch, kernel.fn,
                                     {name: k.fn for name, k in others.items()})
                 result.shapes.append(found)
                 if on_shape is not None:
@@ -189,9 +170,8 @@ class BaselineBench:
         return result
 
     def _shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
-               compiled: Callable[..., Any], others: dict[str, Any] | None = None
-               ) -> ShapeBaseline:
-        """One shape: copies of the problem, the starting kernel's check, the three timings."""
+               others: dict[str, Any] | None = None) -> ShapeBaseline:
+        """One shape: copies of the problem, each kernel's check and time."""
         module, params = task.module, dict(shape)
         first = tuple(module.make_inputs(params, TIMING_SEED, self.device))
         first_out = tuple(module.make_outputs(params, self.device))
@@ -204,18 +184,10 @@ class BaselineBench:
         def start(i: int) -> None:
             launch(fn, inputs[i], outputs[i], params)
 
-        def eager(i: int) -> Any:
-            return module.reference(*inputs[i])
-
-        def compiled_reference(i: int) -> Any:
-            return compiled(*inputs[i])
-
         def poison_start(i: int) -> None:  # before each sample, as the sandbox does
             poison(outputs[i], FIRST_POISON)
 
         check, start_s = self._check_start(task, start, inputs[0], outputs[0])
-        first_call_s, compiled_s, compiled_error = _first_calls(compiled_reference)
-        eager_s = _synchronized_s(lambda: eager(0))
         moved, flops = task.roofline(shape)
         times, checks = {}, {}
         for name, other in (others or {}).items():
@@ -228,12 +200,9 @@ class BaselineBench:
         return ShapeBaseline(
             shape=shape.label, dtype=str(shape["dtype"]),
             roofline_us=self.machine.ideal_seconds(moved, flops) * 1e6,
-            eager=self._time(eager, copies, eager_s),
-            compiled=(Timed(error=compiled_error) if compiled_error
-                      else self._time(compiled_reference, copies, compiled_s)),
             start=(Timed(error=check) if math.isnan(start_s)
                    else self._time(start, copies, start_s, poison_start)),
-            start_check=check, compile_first_call_s=first_call_s, kernels=times,
+            start_check=check, kernels=times,
             kernel_checks=checks)
 
     def _check_start(self, task: Task, call: Callable[[int], None], inputs: tuple,
@@ -265,25 +234,3 @@ class BaselineBench:
             return Timed(error=_error(exc))
         stats = timing.stats[0]
         return Timed(stats.median_us, stats.iqr_us, stats.samples, timing.mode)
-
-
-def _first_calls(compiled: Callable[[int], Any]) -> tuple[float, float, str]:
-    """(seconds of the first call, seconds of a second one, error) of the compiled reference."""
-    try:
-        first = _synchronized_s(lambda: compiled(0))
-        return first, _synchronized_s(lambda: compiled(0)), ""
-    except Exception as exc:
-        return 0.0, float("nan"), _error(exc)
-
-
-def _reset_dynamo() -> None:
-    """Forget earlier tasks' compiled graphs, and let one task's shapes and dtypes compile
-    without hitting dynamo's recompile limit (past which it would silently run eager)."""
-    import torch
-
-    torch._dynamo.reset()
-    config = torch._dynamo.config
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
-                 "accumulated_cache_size_limit"):
-        if hasattr(config, name):
-            setattr(config, name, max(int(getattr(config, name)), _RECOMPILE_LIMIT))

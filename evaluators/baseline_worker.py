@@ -21,6 +21,7 @@ reported apart from its times.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import math
 import sys
@@ -114,6 +115,14 @@ def _anchor_functions(module: Any, device: str) -> tuple[dict[str, Callable], di
     """The task's anchors that can run here, and the reasons the others are skipped."""
     found, skipped = {}, {}
     for name, anchor in dict(getattr(module, "ANCHORS", {}) or {}).items():
+        package = anchor.get("package", anchor["module"])
+        try:  # looked up without importing it: is it installed at all?
+            installed = importlib.util.find_spec(anchor["module"]) is not None
+        except (ImportError, ValueError):
+            installed = False
+        if not installed:
+            skipped[name] = f"not installed ({package})"
+            continue
         devices = tuple(anchor.get("devices", ("cuda",)))
         if device.split(":")[0] not in devices:
             skipped[name] = f"runs on {', '.join(devices)} only"
@@ -121,7 +130,7 @@ def _anchor_functions(module: Any, device: str) -> tuple[dict[str, Callable], di
         try:
             library = importlib.import_module(anchor["module"])
         except ImportError as exc:
-            skipped[name] = f"not installed ({anchor.get('package', anchor['module'])}: {exc})"
+            skipped[name] = f"not installed ({package}: {exc})"
             continue
         adapter = getattr(module, anchor["call"])
         found[name] = lambda *inputs, _a=adapter, _l=library: tuple(_a(_l, *inputs))

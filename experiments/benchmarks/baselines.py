@@ -1,15 +1,20 @@
 """Baselines of the task suite: ``python -m kernelswarm.experiments.benchmarks.baselines``.
 
-Per task and ``cuda`` tuning shape, on the first GPU: PyTorch eager (the task's reference),
-``torch.compile`` of the reference (once per task and dtype, ``dynamic=True``; the seconds of its
-first calls reported apart), the starting ``cuda`` kernel (built and launched as the evaluator
-does, and checked against the reference), and the roofline time from the task's
-``roofline(shape)`` with the machine's measured copy bandwidth and bf16 matmul throughput, with
-each time's fraction of it. How the times are taken: evaluators/baseline_timing.py.
+Per task and tuning shape: the baselines a user would pick, as every speedup is taken against
+them (evaluators/baselines.py, in their own process, with the candidates' timers and timing
+settings): PyTorch eager, ``torch.compile`` of the reference specialised to the shape
+(``dynamic=False``, the fastest of its default and ``max-autotune-no-cudagraphs`` modes, named;
+the seconds of its first calls reported apart) and the library kernels the task names (Liger,
+FlashInfer, sgl-kernel: each checked against the reference first, skipped with the reason where
+not installed); the best of them, named. On a GPU also the starting ``cuda`` kernel (built and
+launched as the evaluator does, checked, evaluators/baseline_timing.py) and the roofline time
+from the task's ``roofline(shape)`` with the machine's measured copy bandwidth and bf16 matmul
+throughput, with each time's fraction of it.
 
-Prints a table per task as it finishes, and writes every figure as JSON (``--out``) and the
-tables as markdown (``--markdown``, the body of docs/baselines.md). A task that fails is reported
-with its error and the others go on.
+Prints a markdown table per task as it finishes, headed by the device, the software versions
+and the command, ready to paste into docs/baselines.md; writes every figure as JSON (``--out``)
+and the tables as markdown (``--markdown``). A task that fails is reported with its error and
+the others go on.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 import time
 import traceback
@@ -29,10 +35,6 @@ from kernelswarm.evaluators import EvaluatorSettings
 # The built-in tasks, found here rather than through the configuration schema, so that the GPU
 # machine needs no more than the evaluators do.
 BUILTIN_TASKS = Path(__file__).resolve().parents[1] / "tasks"
-
-COLUMNS = ("shape", "roofline µs", "eager µs", "eager RL", "compile µs", "compile RL",
-           "start µs", "start RL", "start check")
-_TIMED = (("eager", "eager"), ("compiled", "compile"), ("start", "start"))
 
 
 def builtin_tasks() -> list[str]:
@@ -59,8 +61,7 @@ def _us(value: Any) -> str:
     return f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
 
 
-def _fraction(roofline_us: Any, timed: dict[str, Any]) -> str:
-    measured = timed.get("median_us")
+def _fraction(roofline_us: Any, measured: Any) -> str:
     if not isinstance(measured, (int, float)) or not measured > 0 \
             or not isinstance(roofline_us, (int, float)) or not math.isfinite(roofline_us):
         return "—"
@@ -72,48 +73,78 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _timed(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "—"
+    if entry.get("error"):
+        return "error" if not entry["error"].startswith("incorrect") else "incorrect"
+    text = _us(entry.get("median_us"))
+    iqr = entry.get("iqr_us")
+    return f"{text} ±{_us(iqr)}" if isinstance(iqr, (int, float)) and math.isfinite(iqr) else text
+
+
 def task_table(task: dict[str, Any]) -> list[str]:
     """Markdown lines for one task's result (or its error)."""
     lines = [f"### {task['task']}", ""]
     if task.get("error"):
         return lines + [f"Failed: `{_cell(task['error'])}`", ""]
-    knobs = ", ".join(f"{k}={v}" for k, v in task["knobs"].items()) or "no knobs"
-    compiles = ", ".join(f"{dtype} {s:.1f} s" for dtype, s in task["compile_s"].items())
-    lines += [f"Starting kernel `{task['entry']}` ({knobs}), built in {task['build_s']:.2f} s; "
-              f"`torch.compile` first calls: {compiles or 'none'}.", "",
-              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for s in task["shapes"]:
-        cells = [s["shape"], _us(s["roofline_us"])]
-        for key, _ in _TIMED:
-            timed = s[key]
-            cells += [_us(timed["median_us"]) if not timed["error"] else "error",
-                      _fraction(s["roofline_us"], timed)]
-        cells.append(s["start_check"] if s["start_check"] == "ok" else "**" + s["start_check"]
-                     + "**")
+    names = task["baseline_names"]
+    on_gpu = bool(task.get("start"))
+    columns = ["shape"] + (["roofline µs"] if on_gpu else []) + [f"{n} µs" for n in names] \
+        + ["best", "compile s"] + (["start µs", "start RL", "start check"] if on_gpu else [])
+    if on_gpu:
+        knobs = ", ".join(f"{k}={v}" for k, v in task["start"]["knobs"].items()) or "no knobs"
+        lines += [f"Starting kernel `{task['start']['entry']}` ({knobs}), built in "
+                  f"{task['start']['build_s']:.2f} s.", ""]
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    starts = {s["shape"]: s for s in (task.get("start") or {}).get("shapes", [])}
+    for shape, row in task["shapes"].items():
+        start = starts.get(shape)
+        cells = [shape] + ([_us(start["roofline_us"]) if start else "—"] if on_gpu else [])
+        cells += [_timed(row.get(n)) for n in names]
+        best = task["best"].get(shape)
+        cells.append(f"{best[0]} ({_fraction(start['roofline_us'], best[1])} RL)"
+                     if best and start else best[0] if best else "—")
+        first = (row.get("compile") or {}).get("first_call_s")
+        cells.append(f"{first:.1f}" if isinstance(first, (int, float)) else "—")
+        if on_gpu:
+            timed = start["start"] if start else {}
+            cells += [_timed(timed), _fraction(start["roofline_us"] if start else None,
+                                               timed.get("median_us")),
+                      start["start_check"] if start else "—"]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    errors = [f"- {s['shape']} {label}: {s[key]['error']}" for s in task["shapes"]
-              for key, label in _TIMED if s[key]["error"]]
-    return lines + ([""] + errors if errors else []) + [""]
+    notes = [f"- {name} skipped: {why}" for name, why in task["skipped"].items()]
+    notes += [f"- {shape} {name}: {entry['error']}" for shape, row in task["shapes"].items()
+              for name, entry in row.items() if entry.get("error")]
+    notes += [f"- {shape} compile: {row['compile']['detail']}"
+              for shape, row in task["shapes"].items() if row.get("compile", {}).get("detail")]
+    return lines + ([""] + notes if notes else []) + [""]
+
+
+def render_header(report: dict[str, Any]) -> str:
+    """The measuring machine, the software, the command and the method."""
+    machine, timing = report["machine"], report["timing"]
+    software = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+    lines = [f"Measured {report['measured_at']} on {report['device']}; {software}.", "",
+             f"Command: `{report['command']}`", ""]
+    if machine:
+        lines += [f"Roofline: copy bandwidth {machine['copy_bandwidth_gbs']:,.0f} GB/s, matmul "
+                  f"{machine['peak_gflops'] / 1e3:,.0f} TFLOP/s ({machine['matmul']}); ideal "
+                  f"time = max(bytes / bandwidth, flops / matmul rate). RL: roofline time / "
+                  f"measured time.", ""]
+    regime = "L2 flushed before each sample" if report["on_gpu"] else (
+        "cache flushed before each call" if timing["flush_cache"] else "warm cache (no flush)")
+    lines += [f"Timing: the candidates' timer, {regime}, warm-up {timing['warmup']}, median "
+              f"(± IQR) of {timing['min_repeats']} to {timing['max_repeats']} samples (until the "
+              f"median's standard error is {100 * timing['target_rel_se']:g}% or "
+              f"{timing['timing_budget_s']:g} s are spent)"
+              + (f"; calls under {timing['cuda_graph_below_us']:g} µs timed as CUDA-graph "
+                 f"replays" if report["on_gpu"] else "") + ".", ""]
+    return "\n".join(lines)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    """The whole report as markdown: the measuring machine, the method, a table per task."""
-    machine, versions, timing = report["machine"], report["versions"], report["timing"]
-    software = ", ".join(f"{k} {v}" for k, v in versions.items())
-    driver = machine.get("gpu", {}).get("driver")
-    lines = [
-        f"Measured {report['measured_at']} on {machine['device']}"
-        + (f", driver {driver}" if driver else "") + f"; {software}.", "",
-        f"Roofline: copy bandwidth {machine['copy_bandwidth_gbs']:,.0f} GB/s (device-to-device, "
-        f"bytes read + written), matmul {machine['peak_gflops'] / 1e3:,.0f} TFLOP/s "
-        f"({machine['matmul']}); ideal time = max(bytes / bandwidth, flops / matmul rate). "
-        f"RL: roofline time / measured time.", "",
-        f"Timing: CUDA events, L2 flushed (a pass over {timing['flush_bytes'] / 2 ** 20:.0f} "
-        f"MiB) before each sample, fresh input copies, warm-up {timing['warmup']}, "
-        f"median of {timing['min_repeats']} to {timing['max_repeats']} samples (until the "
-        f"standard error is {100 * timing['target_rel_se']:g}% of the median or "
-        f"{timing['timing_budget_s']:g} s are spent); calls under "
-        f"{timing['cuda_graph_below_us']:g} µs timed as CUDA-graph replays of many calls.", ""]
+    lines = [render_header(report)]
     for task in report["tasks"].values():
         lines += task_table(task)
     return "\n".join(lines)
@@ -133,21 +164,26 @@ def _finite(value: Any) -> Any:
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m kernelswarm.experiments.benchmarks.baselines",
-        description="PyTorch eager, torch.compile and the starting cuda kernel against the "
-                    "roofline, per task and cuda tuning shape.")
+        description="The baselines a user would pick (eager, torch.compile per shape, library "
+                    "kernels) and the starting cuda kernel against the roofline, per task and "
+                    "tuning shape.")
     parser.add_argument("--tasks", default=",".join(builtin_tasks()),
                         help="comma-separated built-in task names or task folders "
                              "(default: every built-in task)")
     parser.add_argument("--out", type=Path, help="write every figure as JSON here")
     parser.add_argument("--markdown", type=Path, help="write the tables as markdown here")
-    parser.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
     parser.add_argument("--budget-s", type=float, default=0.2,
                         help="timing budget per function and shape, seconds (default: 0.2)")
-    parser.add_argument("--max-shapes", type=int, default=None,
-                        help="only the first N tuning shapes of each task (a quick run)")
+    parser.add_argument("--no-flush", action="store_true",
+                        help="CPU only: time with a warm cache (the quickstart's regime)")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="the compile cache (default: the evaluator's)")
+                        help="the compile and baseline cache (default: the evaluator's)")
+    parser.add_argument("--refresh", action="store_true",
+                        help="measure again even where the baseline cache has the figures")
     args = parser.parse_args(argv)
+    args.command = "python -m kernelswarm.experiments.benchmarks.baselines " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     try:
         args.task_paths = [task_path(n.strip()) for n in args.tasks.split(",") if n.strip()]
     except ValueError as exc:
@@ -159,7 +195,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _settings(args: argparse.Namespace) -> EvaluatorSettings:
     extra = {"cache_dir": args.cache_dir} if args.cache_dir is not None else {}
-    return EvaluatorSettings(device=args.device, timing_budget_s=args.budget_s, **extra)
+    return EvaluatorSettings(device=args.device, timing_budget_s=args.budget_s,
+                             flush_cache=not args.no_flush, **extra)
 
 
 def write(report: dict[str, Any], out: Path | None, markdown: Path | None) -> None:
@@ -171,49 +208,51 @@ def write(report: dict[str, Any], out: Path | None, markdown: Path | None) -> No
             path.write_text(text() + "\n")
 
 
-def _measure_task(bench: Any, path: Path, max_shapes: int | None) -> dict[str, Any]:
-    """One task's report entry: its shapes, or its error and the shapes measured before it."""
+def _measure_task(bench: Any, settings: EvaluatorSettings, path: Path,
+                  refresh: bool) -> dict[str, Any]:
+    """One task's report entry, or its error."""
+    from kernelswarm.evaluators.baselines import measure_baselines
+
     print(f"{path.name}: measuring ...", file=sys.stderr, flush=True)
-    measured: list[Any] = []
-
-    def progress(shape: Any) -> None:
-        measured.append(shape)
-        print(f"  {shape.shape}: eager {_us(shape.eager.median_us)} µs, compile "
-              f"{_us(shape.compiled.median_us)} µs, start {_us(shape.start.median_us)} µs",
-              file=sys.stderr, flush=True)
-
     try:
-        found = bench.task(path, max_shapes, on_shape=progress)
+        table = measure_baselines(path, settings, refresh=refresh)
+        start = asdict(bench.task(path)) if bench is not None else None
     except Exception as exc:  # one task's failure must not stop the others
         traceback.print_exc(file=sys.stderr)
-        return {"task": path.name, "error": f"{type(exc).__name__}: {exc}",
-                "shapes_before_error": [asdict(s) for s in measured]}
-    return {**asdict(found), "compile_s": found.compile_s, "error": None}
+        return {"task": path.name, "error": f"{type(exc).__name__}: {exc}"}
+    doc = table.as_json()
+    best = {shape: (found[0], found[1].median_us) for shape in table.shapes
+            if (found := table.best(shape)) is not None}
+    return {"task": table.task, "error": None, "baseline_names": table.names,
+            "shapes": doc["shapes"], "skipped": doc["skipped"], "best": best,
+            "versions": doc["versions"], "key": table.key, "cached": table.cached,
+            "start": start}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Measure every task of ``args``; one task's failure is recorded and the others go on.
     The files are rewritten after each task, so a run cut short keeps what it measured."""
     from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines import device_name
+    from kernelswarm.evaluators.timing_protocol import TimingSettings
 
     settings = _settings(args)
+    on_gpu = settings.device.startswith("cuda")
     began = time.perf_counter()
-    bench = BaselineBench(settings)
+    bench = BaselineBench(settings) if on_gpu else None
     report: dict[str, Any] = {
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": bench.machine.as_metrics(), "versions": versions(),
-        "timing": {"flush_bytes": bench.flusher.nbytes, "warmup": settings.warmup,
-                   "min_repeats": settings.min_repeats, "max_repeats": settings.max_repeats,
-                   "target_rel_se": settings.target_rel_se,
-                   "timing_budget_s": settings.timing_budget_s,
-                   "cuda_graph_below_us": settings.cuda_graph_below_us},
-        "tasks": {}}
-    header = render_markdown(report)
-    print(header, flush=True)
+        "device": device_name(settings.device), "on_gpu": on_gpu, "command": args.command,
+        "machine": bench.machine.as_metrics() if bench else {},
+        "versions": versions() if on_gpu else {},
+        "timing": TimingSettings.of(settings).as_dict(), "tasks": {}}
     for path in args.task_paths:
         started = time.perf_counter()
-        entry = _measure_task(bench, path, args.max_shapes)
+        entry = _measure_task(bench, settings, path, args.refresh)
         entry["wall_s"] = time.perf_counter() - started
+        report["versions"].update(entry.get("versions", {}))
+        if path == args.task_paths[0]:
+            print(render_header(report), flush=True)
         report["tasks"][entry["task"]] = entry
         print("\n".join(task_table(entry)), flush=True)
         write(report, args.out, args.markdown)
