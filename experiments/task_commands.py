@@ -152,23 +152,12 @@ def scaffold_task(name: str, parent: Path) -> Path:
 def check_task(path: str | Path, device: str = "cpu") -> Task:
     """Load ``path`` and check it further than loading does; ``TaskError`` on the first problem.
 
-    Kernel specs are checked by their language; on the cpu, every shape's ``make_inputs``,
-    ``make_outputs`` and ``reference`` are called, and the reference's outputs must match
-    ``make_outputs`` in count, shape and dtype.
+    Kernel entries are checked by their language's spec (``load_task``); on the cpu, every
+    shape's ``make_inputs``, ``make_outputs`` and ``reference`` are called, and the reference's
+    outputs must match ``make_outputs`` in count, shape and dtype.
     """
-    from kernelswarm.evaluators.languages import get_language
-
     task = load_task(path, device)
     where = task.path / "task.py"
-    for language, kernel in task.kernels.items():
-        try:
-            implementation = get_language(language)
-        except ValueError:
-            continue  # a language these evaluators do not run: nothing more to check here
-        try:
-            implementation.check_spec(kernel.entry, kernel.spec)
-        except ValueError as exc:
-            raise TaskError(f"{where}: {exc}") from None
     if device != "cpu":
         return task
     for shape in (*task.tuning_shapes, *task.heldout_shapes):
@@ -214,18 +203,13 @@ def _check(args: argparse.Namespace, console: Console) -> int:
 def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool:
     """Run each starting kernel that runs on ``device`` through the evaluator; all OK?"""
     from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-    from kernelswarm.evaluators.languages import get_language
-    from kernelswarm.search import Status
+    from kernelswarm.search import SPECS, Status
 
     settings = EvaluatorSettings(device=device, timing_budget_s=0.05, min_repeats=3,
                                  flush_cache=False)
     all_ok, ran = True, 0
     for language in sorted(task.kernels):
-        try:
-            runs_here = device in get_language(language).devices
-        except ValueError:
-            runs_here = False
-        if not runs_here:
+        if not SPECS[language].runs_on(device):
             continue
         ran += 1
         with SandboxEvaluator(task.path, language, settings) as evaluator:
