@@ -1,4 +1,4 @@
-"""A search on one GPU, judged afterwards against ``torch.compile`` and the roofline.
+"""A search on one GPU, judged afterwards against the best baseline and the roofline.
 
 ``python -m kernelswarm.experiments.benchmarks.search_gpu --task silu_and_mul --lineages 4
 --minutes 10 --out runs/silu-4``
@@ -7,10 +7,13 @@
    lineages and one evaluation worker on the first visible GPU, for ``--minutes`` of wall time
    (with one worker, wall time is the GPU's time).
 2. Reads the run's Parquet records back: when each speedup over the start was first reached.
-3. Times the starting kernel, ``torch.compile`` of the reference and the run's best kernel on
-   every tuning shape in one process, as ``baselines`` does (evaluators/baseline_timing.py):
-   per shape, the best kernel's speedup over the start and over ``torch.compile``, and its
-   fraction of the roofline.
+3. Times the starting kernel and the run's best kernel on every tuning shape in one process
+   (evaluators/baseline_timing.py), next to the baselines a user would pick, from the same
+   cache the search used (evaluators/baselines.py: eager, ``torch.compile`` specialised per
+   shape in its faster mode, library kernels such as Liger where installed): per shape, the
+   best kernel's speedup over the start, over ``torch.compile`` and over the best baseline
+   (named), the search's own figure over it with its 95% interval, and the fraction of the
+   roofline.
 
 Prints the table and writes it with every figure as JSON (``--json``). ``--compare A.json
 B.json`` prints how two runs of one task compare: final speedups, and the GPU seconds the second
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 import time
 from dataclasses import asdict
@@ -48,7 +52,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="any configuration override, as for kernelswarm run")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("FEWER.json", "MORE.json"),
                         help="compare two reports instead of running")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
+    return args
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -81,51 +87,76 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, good)) / len(good)) if good else math.nan
 
 
-def judge(task_path: Path, best: Any, settings: Any) -> dict[str, Any]:
-    """Start, torch.compile and ``best`` timed on every tuning shape, with the verdicts."""
+def judge(task_path: Path, best: Any, best_eval: Any, settings: Any) -> dict[str, Any]:
+    """Start and ``best`` timed on every tuning shape, with the verdicts, against the best
+    baseline of each shape; ``best_eval`` is the search's own evaluation of ``best``."""
     from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines import measure_baselines
 
     bench = BaselineBench(settings)
     measured = bench.task(task_path, kernels={"best": best})
+    table = measure_baselines(task_path, settings)
+    in_search = {r.shape: r for r in best_eval.shapes}
     shapes = []
     for s in measured.shapes:
-        mine = s.kernels["best"]
+        mine, compiled = s.kernels["best"], table.get(s.shape, "compile")
+        name, baseline = table.best(s.shape) or ("", None)
+        search = in_search.get(s.shape)
         shapes.append({
             "shape": s.shape, "roofline_us": s.roofline_us, "start_us": s.start.median_us,
-            "compile_us": s.compiled.median_us, "best_us": mine.median_us,
-            "check": s.kernel_checks["best"],
+            "compile_us": compiled.median_us, "compile_mode": compiled.detail,
+            "best_baseline": name,
+            "best_baseline_us": baseline.median_us if baseline else math.nan,
+            "best_us": mine.median_us, "check": s.kernel_checks["best"],
             "vs_start": s.start.median_us / mine.median_us,
-            "vs_compile": s.compiled.median_us / mine.median_us,
+            "vs_compile": compiled.median_us / mine.median_us,
+            "vs_best": (baseline.median_us if baseline else math.nan) / mine.median_us,
+            "search_vs_best": search.speedup_vs_best if search else math.nan,
+            "search_vs_best_ci": search.speedup_vs_best_ci if search else math.nan,
             "roofline_fraction": s.roofline_us / mine.median_us,
             "large": s.roofline_us >= LARGE_US})
     large = [s for s in shapes if s["large"]]
     return {
-        "machine": bench.machine.as_metrics(), "versions": versions(), "shapes": shapes,
+        "machine": bench.machine.as_metrics(), "versions": {**versions(), **table.versions},
+        "baselines_skipped": dict(table.skipped), "shapes": shapes,
         "geomean_vs_start": _geomean([s["vs_start"] for s in shapes]),
         "geomean_vs_compile": _geomean([s["vs_compile"] for s in shapes]),
+        "geomean_vs_best": _geomean([s["vs_best"] for s in shapes]),
         "worst_vs_compile": min((s["vs_compile"] for s in shapes), default=math.nan),
+        "worst_vs_best": min((s["vs_best"] for s in shapes), default=math.nan),
         "min_roofline_large": min((s["roofline_fraction"] for s in large), default=math.nan),
         "all_correct": all(s["check"] == "ok" for s in shapes)}
 
 
 def _table(report: dict[str, Any]) -> str:
-    lines = [f"### {report['task']}: {report['lineages']} lineage(s), {report['minutes']:g} min "
-             f"on {report['judged']['machine'].get('device', 'cuda')}",
-             "", "| shape | roofline µs | start µs | compile µs | best µs | vs start | "
-                 "vs compile | best RL | check |", "|---|---|---|---|---|---|---|---|---|"]
-    for s in report["judged"]["shapes"]:
-        lines.append(f"| {s['shape']} | {s['roofline_us']:.2f} | {s['start_us']:.2f} | "
-                     f"{s['compile_us']:.2f} | {s['best_us']:.2f} | {s['vs_start']:.2f}x | "
-                     f"{s['vs_compile']:.2f}x | {s['roofline_fraction']:.0%}"
-                     f"{' (large)' if s['large'] else ''} | {s['check']} |")
     j = report["judged"]
-    lines += ["", f"geomean vs start {j['geomean_vs_start']:.3f}x · geomean vs torch.compile "
-                  f"{j['geomean_vs_compile']:.3f}x (target >= 1.1) · worst shape vs "
-                  f"torch.compile {j['worst_vs_compile']:.3f}x (target >= {COMPILE_TOLERANCE}) · "
-                  f"least roofline fraction on large shapes {j['min_roofline_large']:.0%} "
-                  f"(target >= 85%) · {report['evaluations']} evaluations, search's own "
-                  f"best {report['search_best']:.3f}x vs start · best kernel "
-                  f"{report['best_id']} {report['best_knobs']} ({report['best_move']})"]
+    software = ", ".join(f"{k} {v}" for k, v in j["versions"].items())
+    lines = [f"### {report['task']}: {report['lineages']} lineage(s), {report['minutes']:g} min "
+             f"on {j['machine'].get('device', 'cuda')}", "", f"Software: {software}.", "",
+             f"Command: `{report['command']}`", "",
+             "| shape | roofline µs | start µs | compile µs | best baseline | baseline µs | "
+             "best µs | vs start | vs compile | vs best baseline | in search (95%) | best RL | "
+             "check |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in j["shapes"]:
+        search = f"{s['search_vs_best']:.2f}x"
+        if isinstance(s["search_vs_best_ci"], float) and math.isfinite(s["search_vs_best_ci"]):
+            search += f" ±{s['search_vs_best_ci']:.2f}"
+        lines.append(f"| {s['shape']} | {s['roofline_us']:.2f} | {s['start_us']:.2f} | "
+                     f"{s['compile_us']:.2f} | {s['best_baseline'] or '—'} | "
+                     f"{s['best_baseline_us']:.2f} | {s['best_us']:.2f} | {s['vs_start']:.2f}x | "
+                     f"{s['vs_compile']:.2f}x | {s['vs_best']:.2f}x | {search} | "
+                     f"{s['roofline_fraction']:.0%}{' (large)' if s['large'] else ''} | "
+                     f"{s['check']} |")
+    skipped = "; ".join(f"{k}: {v}" for k, v in j["baselines_skipped"].items()) or "none"
+    lines += ["", f"geomean vs start {j['geomean_vs_start']:.3f}x · geomean vs the best baseline "
+                  f"{j['geomean_vs_best']:.3f}x (worst shape {j['worst_vs_best']:.3f}x) · "
+                  f"geomean vs torch.compile {j['geomean_vs_compile']:.3f}x (worst shape "
+                  f"{j['worst_vs_compile']:.3f}x, target >= {COMPILE_TOLERANCE}) · least "
+                  f"roofline fraction on large shapes {j['min_roofline_large']:.0%} (target >= "
+                  f"85%) · {report['evaluations']} evaluations, search's own best "
+                  f"{report['search_best']:.3f}x vs start · best kernel {report['best_id']} "
+                  f"{report['best_knobs']} ({report['best_move']}) · baselines skipped: "
+                  f"{skipped}"]
     return "\n".join(lines)
 
 
@@ -144,8 +175,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("the search found no correct kernel")
     best, best_eval = summary.best
     curve = progress_curve(outcome.run_dir)
-    judged = judge(config.task_path(), best, evaluator_settings(config))
+    judged = judge(config.task_path(), best, best_eval, evaluator_settings(config))
+    command = "python -m kernelswarm.experiments.benchmarks.search_gpu " + " ".join(
+        shlex.quote(a) for a in args.argv)
     return {"task": config.task.name, "lineages": args.lineages, "minutes": args.minutes,
+            "command": command, "best_file": str(outcome.best_path),
             "run_dir": str(outcome.run_dir), "wall_s": time.time() - began,
             "evaluations": summary.records, "search_best": best_eval.speedup,
             "best_id": best.id, "best_knobs": best.knob_values, "best_move": best.origin.move,
