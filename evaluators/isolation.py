@@ -9,9 +9,9 @@ Two halves, one on each side of the runner's start:
 - ``enter_isolation(scratch)`` (in the runner, after torch, the device, the task and the starting
   kernel are set up and before any candidate code is loaded): makes the file system read-only
   except the scratch folder, gives the runner a private ``/tmp`` and ``/dev/shm``, hides the
-  folders it is asked to hide, closes inherited sockets, sets resource limits, drops
-  capabilities and installs the seccomp filter (evaluators/seccomp.py). It returns the level
-  reached, for ``Evaluation.metrics``.
+  folders it is asked to hide, confines writes to scratch with Landlock (evaluators/landlock.py),
+  closes inherited sockets, sets resource limits, drops capabilities and installs the seccomp
+  filter (evaluators/seccomp.py). It returns the level reached, for ``Evaluation.metrics``.
 - ``forbid_processes()`` (in the runner, only after ``enter_isolation(allow_processes=True)``):
   closes a compile window in which a JIT could still run ``ptxas`` or a C compiler (triton on a
   GPU compiles at a kernel's first call), and names what the window left running.
@@ -32,9 +32,9 @@ Linux as root (containers, as in CI)      ``unshare --pid --net --ipc --mount``:
 Linux, unprivileged user namespaces       the same through ``unshare --user --map-root-user``;
                                           "root" only inside its own user namespace.
 Linux without either                      its own session and the seccomp filter: no fork, exec,
-                                          sockets, ptrace, or signals to other processes; the
-                                          file system and /proc are shared (it can read what the
-                                          user can, and write where the user can).
+                                          sockets, ptrace, or signals to other processes; writes
+                                          only beneath scratch (Landlock, Linux 5.13+); the file
+                                          system and /proc are readable as the user's.
 other systems                             its own session only; the report says so.
 ========================================  ==========================================================
 
@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .landlock import LandlockUnavailable, restrict_writes
 from .seccomp import SeccompUnavailable, install_filter
 
 ISOLATION_ENV = "KERNELSWARM_ISOLATION"  # "<namespaces>;<judge's mount namespace>"
@@ -339,6 +340,13 @@ def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
         report["isolation_seccomp"] = f"none: seccomp is a Linux facility ({sys.platform})"
         report["isolation"] = "session"
         return report
+    private = [p for p in ("/tmp", "/dev/shm") if "mount" in namespaces and os.path.isdir(p)]
+    try:
+        abi = restrict_writes([scratch, *map(Path, private)])
+        report["isolation_writes"] = (f"scratch{' and private /tmp' if private else ''} only "
+                                      f"(landlock ABI {abi})")
+    except (LandlockUnavailable, OSError) as exc:
+        report["isolation_writes"] = f"not confined by landlock: {exc}"
     report["isolation_sockets_closed"] = str(_close_inherited_sockets(keep_fds))
     _set_limits()
     try:

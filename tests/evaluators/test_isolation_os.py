@@ -319,6 +319,11 @@ def test_without_namespaces_the_seccomp_filter_still_holds(world):
     assert out["report"]["isolation"] == "seccomp"
     assert out["report"]["isolation_filesystem"].startswith("shared")
     nothing_reached_the_outside(out, config, listener, victim)
+    if "landlock ABI" not in out["report"]["isolation_writes"]:
+        pytest.skip(f"no Landlock here: {out['report']['isolation_writes']}")
+    for name in ("write_outside", "write_repository", "write_tmp"):  # writes beneath scratch only
+        assert out[name] == {"ok": False, "errno": "EACCES"}, name
+    assert not Path(config["outside"]).exists() and not Path("/tmp", config["tmp_name"]).exists()
 
 
 def test_torch_computes_with_threads_after_isolation(world):
