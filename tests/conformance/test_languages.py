@@ -96,6 +96,14 @@ def test_every_language_has_a_case():
     assert set(CASES) == set(SPECS), "a language in SPECS without a conformance case (or back)"
 
 
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_implementation_is_described_by_its_spec(name):
+    implementation = get_language(name)
+    assert implementation.spec is SPECS[name]
+    assert (implementation.name, implementation.devices) == (name, SPECS[name].devices)
+    assert implementation.launcher == SPECS[name].launcher
+
+
 def _settings(cache: Path, case: Case) -> EvaluatorSettings:
     # Quick timing, every check kept; NVRTC needs a target architecture where no GPU is seen.
     arch = "sm_90" if case.device == "cuda" and GPU_REASON else None
