@@ -12,11 +12,14 @@ killed; the arena's size is fixed here for the evaluator's lifetime.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ...search.task import Shape, TaskError
+from ...search.candidate import Candidate
+from ...search.task import Shape, Task, TaskError
 from ..compile_cache import Build
+from ..languages import KernelLanguage
 from ..protocol import REFILL_SEED, START
+from ..settings import EvaluatorSettings
 from ..shared_memory import Arena
 from .checks import Checker, arena_bytes
 from .figures import Calibration, acquire_baselines
@@ -25,8 +28,16 @@ from .runner_process import RunnerProcess, SandboxError
 from .timing import CleanFigures, ShapeTimer, returned_copies
 from .trial import CandidateFault, Stopped, Trial
 
-if TYPE_CHECKING:  # the evaluator hands itself in; no import at run time (no cycle)
-    from .evaluator import SandboxEvaluator
+
+class SandboxEvaluator(Protocol):
+    """What calibration reads of the evaluator (evaluators/judge/evaluator.py)."""
+
+    task: Task
+    language: KernelLanguage
+    settings: EvaluatorSettings
+    start_candidate: Candidate
+
+    def startup_s(self) -> float: ...
 
 
 def prepare_message(evaluator: SandboxEvaluator, start: Build) -> dict[str, Any]:
@@ -71,10 +82,11 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
     runner = RunnerProcess(Arena.create(size), prepare_message(evaluator, start),
                            settings.memory_limit_mb)
     try:
-        ready = runner.wait_ready(evaluator._startup_s())
-        trial = Trial(runner, evaluator._startup_s(), trusted=True)
+        ready = runner.wait_ready(evaluator.startup_s())
+        trial = Trial(runner, evaluator.startup_s(), trusted=True)
         machine, baselines = acquire_baselines(trial, task.tuning_shapes)
-        target = prepare_message(evaluator, start)["start"]
+        target = {**prepare_message(evaluator, start)["start"],
+                  "artifact": runner.stage(start.artifact)}
         trial.call_problem(trial.ask({"type": "load", **target}, "loaded"), "loading", "")
         checker = Checker(trial, runner.arena, references, task)
         kept = _check_start(evaluator, checker, extra, dropped)
@@ -82,7 +94,8 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
         clean = {}
         for shape in task.tuning_shapes:
             timed = timer.time(shape, None)
-            clean[shape.label] = CleanFigures(timed.start.median_us, timed.null_burst_s)
+            clean[shape.label] = CleanFigures(timed.start.median_us, timed.burst_us,
+                                              timed.null_burst_s)
     except CandidateFault as fault:
         raise SandboxError(f"calibrating with the starting kernel failed: {fault.message}") \
             from None

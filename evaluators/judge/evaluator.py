@@ -34,6 +34,7 @@ from ...search.task import load_task
 from ..compile_cache import Build, CompileCache
 from ..languages import get_language
 from ..machine import describe_device
+from ..profiling import ncu_profile
 from ..protocol import CANDIDATE
 from ..screen import screen
 from ..settings import EvaluatorSettings
@@ -50,7 +51,7 @@ from .references import References
 from .runner_process import Crashed, RunnerProcess, SandboxError
 from .spares import Spares
 from .timing import ShapeTimer
-from .trial import CandidateFault, Stopped, Trial, field
+from .trial import CandidateFault, Stopped, Trial, field, malformed
 from .verdicts import crash_message, timeout_message
 
 __all__ = ["ROOFLINE_MARGIN", "SandboxEvaluator"]
@@ -136,11 +137,12 @@ class SandboxEvaluator(Evaluator):
             self._calibration, arena_bytes = calibrate(self, start, references)
             self._references = references
             self._spares = Spares(arena_bytes, prepare_message(self, start),
-                                  self.settings.memory_limit_mb, self._startup_s())
+                                  self.settings.memory_limit_mb, self.startup_s())
             self._device = self._calibration.machine.device
         return self._calibration, self._references, self._spares
 
-    def _startup_s(self) -> float:
+    def startup_s(self) -> float:
+        """How long a runner may take to get ready (import torch, load the task, warm up)."""
         return 120.0 + 2 * self.settings.timing_budget_s * len(self.task.tuning_shapes)
 
     def _evaluate(self, candidate: Candidate) -> Evaluation:
@@ -194,8 +196,9 @@ class SandboxEvaluator(Evaluator):
                ) -> tuple[Status, str, tuple[ShapeResult, ...]]:
         s, task = self.settings, self.task
         clock = time.perf_counter()
-        loaded = trial.ask({"type": "load", "artifact": str(build.artifact),
-                            "entry": candidate.entry, "spec": spec}, "loaded")
+        target = {"artifact": str(build.artifact), "entry": candidate.entry, "spec": spec}
+        loaded = trial.ask({"type": "load", **target,
+                            "artifact": trial.runner.stage(build.artifact)}, "loaded")
         trial.call_problem(loaded, "while loading", "")
         isolation = loaded.get("isolation")
         common["metrics"]["isolation"] = isolation if isinstance(isolation, dict) else {}
@@ -221,6 +224,7 @@ class SandboxEvaluator(Evaluator):
                 fault.shapes = (*checked, *fault.shapes)
                 raise
         phases["correctness"] = time.perf_counter() - clock
+        self._seal(trial)
         clock = time.perf_counter()
         spares.settle()  # the next runner's start-up must not share the CPU with timing
         phases["spare_wait"] = time.perf_counter() - clock
@@ -233,7 +237,7 @@ class SandboxEvaluator(Evaluator):
             result = ShapeResult(
                 shape=shape.label, correct=True, time_us=timed.candidate.median_us,
                 time_spread_us=timed.candidate.iqr_us, samples=timed.candidate.samples,
-                start_time_us=timed.start.median_us,
+                start_time_us=timed.start.median_us, start_spread_us=timed.start.iqr_us,
                 max_abs_err=max(shape_errors.max_abs_err, timed.errors[0]),
                 max_rel_err=max(shape_errors.max_rel_err, timed.errors[1]))
             results.append(derive_shape_figures(result, shape, task.roofline(shape),
@@ -242,7 +246,7 @@ class SandboxEvaluator(Evaluator):
         phases["timing"] = time.perf_counter() - clock
         clock = time.perf_counter()
         common["metrics"].update({"timing_rel_se": rel_se, "timing": details})
-        self._observe(trial, common)
+        self._observe(trial, common, target)
         phases["profiling"] = time.perf_counter() - clock
         shapes = tuple(results)
         heldout = len(task.heldout_shapes) if s.check_heldout else 0
@@ -251,7 +255,22 @@ class SandboxEvaluator(Evaluator):
         status, message = roofline_verdict(shapes, s.flush_cache, message)
         return status, message, shapes
 
-    def _observe(self, trial: Trial, common: dict[str, Any]) -> None:
+    @staticmethod
+    def _seal(trial: Trial) -> None:
+        """Close the runner's compile window; a process the candidate left running is
+        REJECTED."""
+        trial.at("after the checks (closing the compile window)")
+        reply = trial.ask({"type": "seal"}, "sealed")
+        trial.call_problem(reply, "after the checks", "")
+        leftover = reply.get("leftover")
+        if not isinstance(leftover, list):
+            raise malformed("leftover must be a list")
+        if leftover:
+            raise CandidateFault(Status.REJECTED,
+                                 f"the kernel left {len(leftover)} process(es) running after "
+                                 f"its calls: a kernel starts no processes")
+
+    def _observe(self, trial: Trial, common: dict[str, Any], target: dict[str, Any]) -> None:
         """Resources; on a GPU what the candidate launches (a verdict for host-code kernels),
         the profile and Nsight Compute."""
         s, task = self.settings, self.task
@@ -276,15 +295,22 @@ class SandboxEvaluator(Evaluator):
             if s.profile_kernels:
                 common["metrics"]["profile"] = kernels
         if s.ncu:
-            shape = max(task.tuning_shapes, key=lambda x: sum(task.roofline(x)))
-            trial.at("while profiling with Nsight Compute", shape.label)
-            launches = resources.get("launches", [])
-            names = sorted({str(x.get("kernel")) for x in launches if isinstance(x, dict)}) \
-                if isinstance(launches, list) else []
-            reply = trial.ask({"type": "ncu", "shape": dict(shape), "kernels": names}, "ncu")
-            found = reply.get("ncu")
-            common["metrics"]["ncu"] = {"shape": shape.label,
-                                        **(found if isinstance(found, dict) else {})}
+            common["metrics"]["ncu"] = self._ncu(target, resources)
+
+    def _ncu(self, target: dict[str, Any], resources: dict[str, Any]) -> dict[str, Any]:
+        """Nsight Compute on the largest tuning shape: ``ncu`` started from here on a child
+        that loads the candidate (evaluators/ncu_target.py; outside the runner, whose seccomp
+        filter allows no process, and outside its namespaces: a known gap, off by default)."""
+        task = self.task
+        shape = max(task.tuning_shapes, key=lambda x: sum(task.roofline(x)))
+        launches = resources.get("launches", [])
+        names = sorted({str(x.get("kernel")) for x in launches if isinstance(x, dict)}) \
+            if isinstance(launches, list) else []
+        settings = {**asdict(self.settings), "cache_dir": str(self.settings.cache_dir)}
+        found = ncu_profile({"task": str(task.path), "language": self.language.name, **target,
+                             "shape": dict(shape), "settings": settings}, names,
+                            self.settings.ncu_timeout_s)
+        return {"shape": shape.label, **found}
 
     def _metrics(self, calibration: Calibration) -> dict[str, Any]:
         s = self.settings

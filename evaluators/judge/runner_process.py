@@ -3,7 +3,8 @@
 One ``RunnerProcess`` is one ``python -m kernelswarm.evaluators.runner`` (evaluators/runner/),
 started with ``subprocess.Popen`` in a new session (its own process group, so that a kill
 reaches anything it started), never by forking the judge. It gets a fresh scratch folder as
-working directory, the scrubbed environment (evaluators/environment.py), two pipes and the
+working directory, the scrubbed environment (evaluators/environment.py), the OS isolation of
+evaluators/isolation.py where the platform allows it (namespaces), two pipes and the
 evaluation's shared arena (evaluators/shared_memory.py), passed by descriptor number. Its stdout
 and stderr go to ``runner.log`` in the scratch folder, whose tail is quoted when it dies.
 
@@ -31,6 +32,7 @@ from typing import Any
 from ...search.task import TaskError
 from ..channel import ChannelError, FrameBuffer, write_frame
 from ..environment import python_path, scrubbed_environment
+from ..isolation import isolated_command
 from ..protocol import RUNNER_MODULE
 from ..shared_memory import Arena
 
@@ -69,15 +71,6 @@ class TimedOut:
 Outcome = Replied | Crashed | TimedOut
 
 
-def isolated_command(argv: list[str], scratch: Path) -> tuple[list[str], dict[str, Any]]:
-    """ISOLATION CALL POINT (judge side): the argv and extra ``Popen`` arguments that start a
-    runner under the OS isolation of evaluators/isolation.py (namespaces, seccomp, private tmp).
-
-    Until that module is wired in here, a runner starts as a plain child in its own session.
-    """
-    return argv, {}
-
-
 class RunnerProcess:
     """One live runner, its channel and its arena; ``prepare`` is sent at once (a spare)."""
 
@@ -96,14 +89,15 @@ class RunnerProcess:
                 "--reply-fd", str(reply_w), "--arena-fd", str(arena.fd)]
         if memory_limit_mb is not None:
             argv += ["--memory-limit-mb", str(memory_limit_mb)]
-        argv, extra = isolated_command(argv, self.scratch)
+        # the OS isolation (evaluators/isolation.py): namespaces where the platform allows
+        argv, options = isolated_command(argv, self.scratch)
         env = scrubbed_environment(extra={**_RUNNER_VARIABLES, "PYTHONPATH": python_path()})
         try:
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(
                     argv, cwd=self.scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, pass_fds=(request_r, reply_w, arena.fd),
-                    start_new_session=True, **extra)
+                    **{"start_new_session": True, **options})
         except BaseException:
             os.close(self._request_w)
             os.close(self._reply_r)
@@ -200,6 +194,13 @@ class RunnerProcess:
         except OSError:
             return ""
         return log_tail(text)
+
+    def stage(self, artifact: Path) -> str:
+        """A copy of ``artifact`` in the runner's scratch folder, the one folder it still sees
+        once isolated (its /tmp is private, where a compile cache may live); the path to load."""
+        copy = self.scratch / f"candidate{''.join(artifact.suffixes)}"
+        shutil.copyfile(artifact, copy)
+        return str(copy)
 
     def cpu_seconds(self) -> float:
         """CPU time the runner's process group has used so far (all threads, nanosecond

@@ -17,13 +17,14 @@ Checks, each on data the judge holds:
   refresh index the runner reports for it, must be the inputs that came back (REJECTED
   otherwise), and its outputs must match the judge's reference of them (INCORRECT "during
   timing");
-- wall time: the candidate's reported median per call must be at least the bursts' time per
-  call by the judge's clock (the runner's CPU time as the kernel accounts it on the CPU, wall
-  time on a GPU), ``(min burst - min null burst) / calls``, times ``1 - WALL_TOLERANCE``, less
-  ``slack_us`` (REJECTED "reported times disagree with the batch's wall time"). Minimums,
-  because a preempted burst only takes longer; the null burst counts at most ``NULL_CAP``
+- wall time: the bursts' time per call by the judge's clock (the runner group's CPU time as
+  the OS accounts it on the CPU, wall time on a GPU), ``(min burst - min null burst) / calls``
+  (minimums: a preempted burst only takes longer; the null burst counts at most ``NULL_CAP``
   times its time in the clean calibration runner, so that it cannot be slowed to hide the
-  calls. A burst runs with warm caches, so an honest flushed median is not below it;
+  calls), times the starting kernel's own ratio of reported median to burst time in the clean
+  runner (bursts run on cache-cold copies, a batch without flushing does not), times
+  ``1 - WALL_TOLERANCE``, less a slack: the candidate's reported median must be at least that
+  (REJECTED "reported times disagree with the batch's wall time");
 - canary: the starting kernel's median in the candidate's runner must be within
   ``CANARY_FACTOR`` of its median in the clean calibration runner (REJECTED "timing
   disturbed").
@@ -69,10 +70,18 @@ _MODES = ("cpu", "events", "graph")
 @dataclass(frozen=True)
 class CleanFigures:
     """The starting kernel timed in a runner that never held a candidate, on one shape: its
-    median (us) and the fastest null burst (s)."""
+    reported median (us), its bursts' time per call by the judge's clock (us), and the fastest
+    null burst (s)."""
 
     start_us: float
+    burst_us: float
     null_burst_s: float
+
+    @property
+    def ratio(self) -> float:
+        """Reported median per burst time per call, as an honest kernel of this task shows it
+        (bursts run on freshly staged, cache-cold copies; the batch may not)."""
+        return min(max(self.start_us / self.burst_us, 0.1), 2.0) if self.burst_us > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class Timed:
     candidate: TimingStats
     start: TimingStats
     detail: dict[str, Any]
+    burst_us: float  # the bursts' time per call by the judge's clock
     null_burst_s: float
     errors: tuple[float, float]  # max abs and max rel error of the returned copies
 
@@ -154,11 +164,15 @@ class ShapeTimer:
                 if not null:
                     self._recheck(returned, secret, shape)
         burst, null_burst = min(walls[False]), min(walls[True])
-        self._cross_check(shape, burst, null_burst, len(slots), mine, start, clean)
+        if clean is not None:
+            null_burst = min(null_burst, NULL_CAP * clean.null_burst_s + NULL_SLACK_S)
+        burst_us = max(burst - null_burst, 0.0) / len(slots) * 1e6
+        if clean is not None:
+            self._cross_check(shape, burst_us, mine, start, clean)
         detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
-                  "rounds": rounds, "burst_s": burst, "null_burst_s": null_burst,
+                  "rounds": rounds, "burst_us_per_call": burst_us, "null_burst_s": null_burst,
                   "burst_calls": len(slots)}
-        return Timed(mine, start, detail, null_burst, errors)
+        return Timed(mine, start, detail, burst_us, null_burst, errors)
 
     def _clock(self) -> Callable[[], float]:
         """The judge's clock for a burst: the runner group's CPU time on the CPU (a loaded
@@ -235,26 +249,24 @@ class ShapeTimer:
             max_rel = max(max_rel, comparison.max_rel_err)
         return max_abs, max_rel
 
-    def _cross_check(self, shape: Shape, burst: float, null_burst: float, calls: int,
-                     mine: TimingStats, start: TimingStats, clean: CleanFigures | None) -> None:
-        if clean is not None:
-            null_burst = min(null_burst, NULL_CAP * clean.null_burst_s + NULL_SLACK_S)
-            low = clean.start_us / CANARY_FACTOR - CANARY_SLACK_US
-            high = clean.start_us * CANARY_FACTOR + CANARY_SLACK_US
-            if not low <= start.median_us <= high:
-                raise CandidateFault(
-                    Status.REJECTED,
-                    f"timing disturbed on shape {shape.label}: the starting kernel, timed "
-                    f"alongside the candidate, took {start.median_us:.2f} us against "
-                    f"{clean.start_us:.2f} us in a runner without candidate code",
-                    [ShapeResult(shape=shape.label)])
-        per_call_us = max(burst - null_burst, 0.0) / calls * 1e6
+    def _cross_check(self, shape: Shape, burst_us: float, mine: TimingStats,
+                     start: TimingStats, clean: CleanFigures) -> None:
+        low = clean.start_us / CANARY_FACTOR - CANARY_SLACK_US
+        high = clean.start_us * CANARY_FACTOR + CANARY_SLACK_US
+        if not low <= start.median_us <= high:
+            raise CandidateFault(
+                Status.REJECTED,
+                f"timing disturbed on shape {shape.label}: the starting kernel, timed "
+                f"alongside the candidate, took {start.median_us:.2f} us against "
+                f"{clean.start_us:.2f} us in a runner without candidate code",
+                [ShapeResult(shape=shape.label)])
         slack = GPU_SLACK_US if self.settings.device.startswith("cuda") else CPU_SLACK_US
-        floor_us = per_call_us * (1 - WALL_TOLERANCE) - slack
+        floor_us = burst_us * clean.ratio * (1 - WALL_TOLERANCE) - slack
         if mine.median_us < floor_us:
             raise CandidateFault(
                 Status.REJECTED,
                 f"reported times disagree with the batch's wall time on shape {shape.label}: "
-                f"{mine.median_us:.2f} us per call reported, while {calls} calls back to back "
-                f"took {per_call_us:.2f} us each by the judge's clock (at least "
-                f"{floor_us:.2f} us expected)", [ShapeResult(shape=shape.label)])
+                f"{mine.median_us:.2f} us per call reported, while its calls back to back took "
+                f"{burst_us:.2f} us each by the judge's clock (at least {floor_us:.2f} us "
+                f"expected, the starting kernel's ratio of the two being {clean.ratio:.2f})",
+                [ShapeResult(shape=shape.label)])

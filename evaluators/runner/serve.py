@@ -8,11 +8,12 @@ Requests (JSON frames, evaluators/channel.py), in the order the judge sends them
   eager reference's time per tuning shape; ``calibrated`` {machine, eager_us}.
 - ``load`` {artifact, entry, spec}: the OS isolation, then the candidate; ``loaded``
   {isolation}, or ``called`` with the load error.
+- ``seal``: after the checks, the compile window of a JIT closes; ``sealed`` {leftover}.
 - ``call`` {kernel, shape, inputs, outputs, poison, fresh, load}: one checked call;
   ``called`` {problem} or ``called`` {error, message[, cuda, sticky]}.
 - ``time`` {shape, secret, step: warm | batch | stage | burst, ...}: see evaluators/runner/timed.py.
 - ``observe`` {shapes}: kernels one candidate call launches per shape (GPU).
-- ``resources``: the language's view of the loaded candidate; ``ncu`` {shape}: Nsight Compute.
+- ``resources``: the language's view of the loaded candidate.
 
 A failure that is not a call's (a bug, a broken task) is ``fault`` {error[, task_error]}; after
 the candidate loaded, the judge takes any reply as the candidate's and trusts none of it.
@@ -31,7 +32,7 @@ from ...search.task import Shape, TaskError
 from ..channel import read_frame, write_frame
 from ..languages import LoadError
 from ..machine import measure_machine
-from ..profiling import kernel_profile, ncu_profile
+from ..profiling import kernel_profile
 from ..shared_memory import Arena
 from ..timing import measure
 from .session import CallFailed, Session, error_report, guarded
@@ -58,6 +59,8 @@ class Runner:
                 return s.load(message, self.scratch)
             except LoadError as exc:
                 return {"type": "called", "error": "LoadError", "message": str(exc)[:2000]}
+        if kind == "seal":
+            return s.seal()
         if kind == "call":
             return guarded(lambda: s.call(message))
         if kind == "time":
@@ -67,8 +70,6 @@ class Runner:
         if kind == "resources":
             assert s.language is not None
             return {"type": "resources", "resources": s.language.resources(s.kernels["candidate"])}
-        if kind == "ncu":
-            return self.ncu(message)
         raise ValueError(f"unknown request type {kind!r}")
 
     def time(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,14 +113,6 @@ class Runner:
                                s.flusher, s.synchronize)
             eager[shape.label] = stats.median_us
         return {"type": "calibrated", "machine": asdict(machine), "eager_us": eager}
-
-    def ncu(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        s = self.session
-        target = {"task": str(s.task.path), "language": s.language.name if s.language else "",
-                  **s.artifacts["candidate"], "shape": dict(message["shape"]),
-                  "settings": {**asdict(s.settings), "cache_dir": str(s.settings.cache_dir)}}
-        found = ncu_profile(target, list(message.get("kernels", [])), s.settings.ncu_timeout_s)
-        return {"type": "ncu", "ncu": found}
 
 
 def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:

@@ -20,6 +20,7 @@ import torch
 from ...search.task import Shape, load_task
 from ..correctness import poison
 from ..cuda_errors import classify
+from ..isolation import enter_isolation, forbid_processes
 from ..languages import KernelLanguage, LoadedKernel, get_language
 from ..machine import device_cache_bytes
 from ..protocol import CANDIDATE, START, TensorSpec
@@ -51,17 +52,6 @@ def error_report(exc: BaseException) -> dict[str, Any]:
     return report
 
 
-def enter_isolation(scratch: Path) -> dict[str, Any]:
-    """ISOLATION CALL POINT (runner side): the OS isolation entered before the candidate loads.
-
-    Namespaces, seccomp and the private tmp belong to evaluators/isolation.py's
-    ``enter_isolation``; until that module is wired in here, the runner has only what the judge
-    gave it at spawn (its own session and process group, a scrubbed environment, a scratch
-    folder as working directory, resource limits).
-    """
-    return {"level": "process group and rlimits only", "scratch": str(scratch)}
-
-
 class Session:
     """One runner's task, kernels and buffers."""
 
@@ -75,6 +65,7 @@ class Session:
         self.cache_bytes = 0
         self.snapshot: ProcessSnapshot | None = None
         self.isolation: dict[str, Any] | None = None
+        self.compile_window = False  # fork/exec still allowed (a JIT compiling at first call)
         self.artifacts: dict[str, dict[str, Any]] = {}
         self._buffers: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
 
@@ -108,6 +99,8 @@ class Session:
             self.flusher = CacheFlusher(2 * self.cache_bytes, self.device)
         if self.on_gpu:
             torch.cuda.init()
+        if self.needs_compiler:  # compile the starting kernel now, while processes may start
+            self._warm_start()
         return {"type": "ready", "cache_bytes": self.cache_bytes,
                 "flush_bytes": self.flusher.nbytes if self.flusher else 0}
 
@@ -120,13 +113,36 @@ class Session:
 
     # -- the candidate ---------------------------------------------------------------------
 
+    @property
+    def needs_compiler(self) -> bool:
+        """Triton on a GPU compiles at a kernel's first call (ptxas is a process)."""
+        return self.on_gpu and self.language is not None and self.language.name == "triton"
+
+    def _warm_start(self) -> None:
+        for shape in self.task.tuning_shapes:
+            inputs = tuple(self.task.module.make_inputs(dict(shape), 0, self.device))
+            outputs = tuple(self.task.module.make_outputs(dict(shape), self.device))
+            self.launch(START, inputs, outputs, shape)
+        self.synchronize()
+
     def load(self, message: Mapping[str, Any], scratch: Path) -> dict[str, Any]:
-        """Enter the isolation, snapshot the process, then load the candidate."""
-        self.isolation = enter_isolation(scratch)
+        """Enter the OS isolation (evaluators/isolation.py), snapshot the process, then load
+        the candidate."""
+        self.isolation = enter_isolation(scratch, allow_processes=self.needs_compiler)
+        self.compile_window = self.isolation.get("isolation_processes", "").startswith("allowed")
+        if self.needs_compiler and "read-only" in self.isolation.get("isolation_filesystem", ""):
+            os.environ["TRITON_CACHE_DIR"] = str(scratch / "triton")  # the one writable place
         self.snapshot = ProcessSnapshot([self.task.module])
         self.kernels[CANDIDATE] = self._load(message)
         self.artifacts[CANDIDATE] = dict(message)
         return {"type": "loaded", "isolation": self.isolation}
+
+    def seal(self) -> dict[str, Any]:
+        """Close the compile window (every shape has been called once); report what it left
+        running."""
+        leftover = forbid_processes() if self.compile_window else []
+        self.compile_window = False
+        return {"type": "sealed", "leftover": leftover}
 
     def tampering(self) -> str | None:
         """A function of torch, the clocks or this runner replaced since the candidate loaded."""

@@ -21,13 +21,13 @@ from tests.evaluators.kernel_library import quick_settings
 
 @pytest.fixture(scope="module")
 def evaluator_started_with_secrets(compile_cache: Path, start) -> Iterator[SandboxEvaluator]:
-    """An evaluator whose sandbox was started while the parent held an API key."""
+    """An evaluator whose runners are all started while the parent holds an API key."""
     ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache, memory_limit_mb=4096))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
         patch.setenv("KS_TEST_VISIBLE", "1")
-        assert ev.evaluate(start).ok  # starts the sandbox now, with both variables set
-    yield ev
+        assert ev.evaluate(start).ok  # calibrates and starts the first spare runner
+        yield ev
     ev.close()
 
 
@@ -81,6 +81,7 @@ def runner_pid(group: int) -> int:
 
 def test_the_spare_runner_runs_in_its_own_session_and_scratch_folder(
         evaluator_started_with_secrets):
+    evaluator_started_with_secrets._spares.settle()  # the spare is prepared in the background
     spare = evaluator_started_with_secrets._spares.spare
     assert spare is not None and spare.alive and spare.ready is not None
     assert os.getpgid(spare.process.pid) == spare.process.pid != os.getpgid(0)
@@ -90,6 +91,7 @@ def test_the_spare_runner_runs_in_its_own_session_and_scratch_folder(
 
 def test_the_runner_has_no_core_dumps_bounded_files_and_the_memory_limit(
         evaluator_started_with_secrets):
+    evaluator_started_with_secrets._spares.settle()
     pid = runner_pid(evaluator_started_with_secrets._spares.spare.process.pid)
     limits = {line[:26].strip(): line[26:].split() for line in
               Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
