@@ -55,6 +55,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from .runner import run  # imports Ray and MLflow; keep --help and config errors fast
 
     outcome = run(config, console, resume=resume)
+    if outcome.failure is not None:  # the reason is the last line a user or a script sees
+        console.print(f"[red]error:[/] {outcome.failure}", highlight=False, soft_wrap=True)
+        return 1
     return 0 if outcome.result.summary.best is not None else 1
 
 

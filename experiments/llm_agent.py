@@ -1,12 +1,16 @@
-"""The configured LLM agent: ``[agent]`` with ``kind = "llm"`` turned into a roles factory.
+"""The configured agent: ``[agent]`` turned into a roles factory, and the run's start-up request.
 
 The driver checks here, before Ray starts, what would otherwise fail inside every lineage: an
-API key variable that is not set, a money budget without prices.
+API key variable that is not set, a money budget without prices. Whatever the agent, its roles
+are never told the task's held-out shapes (``Roles.withheld``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from kernelswarm.agents import builtin_roles
@@ -20,16 +24,19 @@ from kernelswarm.agents.llm import (
     SpendLimit,
 )
 from kernelswarm.agents.llm.client import read_api_key
-from kernelswarm.search import Roles
+from kernelswarm.search import Check, Roles, Task, Usage, Withheld, load_task
 
 from .config import Config, ConfigError
 from .sinks.llm_trace import TRACE_FOLDER
 
 
-def llm_settings(config: Config) -> LLMSettings:
+def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
     """The LLM agent's settings; the lineage budget in tokens and money is also a hard limit on
-    the calls themselves."""
+    the calls themselves, and ``search.wall_time_s`` from ``started`` (Unix time, default now)
+    is when every call must have ended."""
     agent = config.agent
+    wall_s = config.search.wall_time_s
+    deadline = None if wall_s is None else (started or time.time()) + wall_s
     roles = {name: RoleModel(**agent.role(name)) for name in ROLE_NAMES}
     prices = {model: Price(p.prompt, p.completion) for model, p in agent.prices.items()}
     if config.search.cost_usd is not None:
@@ -41,14 +48,19 @@ def llm_settings(config: Config) -> LLMSettings:
         roles=roles, prices=prices, limit=SpendLimit(config.search.tokens, config.search.cost_usd),
         max_format_retries=agent.max_format_retries,
         prompt_dir=agent.prompt_dir.expanduser().resolve() if agent.prompt_dir else None,
-        backoff_s=agent.backoff_s, backoff_max_s=max(agent.backoff_s, agent.backoff_max_s))
+        backoff_s=agent.backoff_s, backoff_max_s=max(agent.backoff_s, agent.backoff_max_s),
+        deadline=deadline)
+
+
+def _builtin_roles(withheld: Withheld, seed: int) -> Roles:
+    return replace(builtin_roles(seed), withheld=withheld)
 
 
 def configured_roles(config: Config, task_path: Path, run_dir: Path,
                      seeds: list[int]) -> Callable[[int], Roles]:
     """``make_roles(seed)`` for the configured agent."""
     if config.agent.kind == "builtin":
-        return builtin_roles
+        return partial(_builtin_roles, Withheld.of(load_task(task_path, config.evaluator.device)))
     settings = llm_settings(config)
     for name, model in settings.roles.items():
         try:
@@ -58,3 +70,33 @@ def configured_roles(config: Config, task_path: Path, run_dir: Path,
     return LLMRoleFactory(settings, Path(task_path), config.task.language,
                           config.evaluator.device, run_dir / TRACE_FOLDER,
                           {seed: lineage for lineage, seed in enumerate(seeds)})
+
+
+@dataclass(frozen=True)
+class StartUp:
+    """The tester's answer, asked once for the run before the lineages start."""
+
+    checks: tuple[Check, ...]
+    make_roles: Callable[[int], Roles]  # the factory, carrying what the request spent
+    failure: str = ""  # why the tester proposed nothing, where its request failed
+    usage: Usage = Usage()
+
+
+def ask_tester(config: Config, task: Task, make_roles: Callable[[int], Roles],
+               seed: int) -> StartUp:
+    """The tester's extra checks. With the LLM agent the request has a ledger of its own (traced
+    as the starting kernel's lineage, held to one lineage's limit and the run's deadline), and
+    what it spent is carried into lineage 0's limit, so that the run as a whole spends at most
+    ``search.lineages`` times the lineage limit."""
+    if not config.search.tester:
+        return StartUp((), make_roles)
+    llm = isinstance(make_roles, LLMRoleFactory)
+    tester = (make_roles.start_up(seed) if llm else make_roles(seed)).tester
+    if tester is None:
+        return StartUp((), make_roles)
+    checks = tester.checks(task, config.task.language)
+    usage = tester.usage()
+    if llm and (usage.tokens or usage.cost_usd):
+        carried = {**make_roles.carried, 0: (usage.tokens, usage.cost_usd)}
+        make_roles = replace(make_roles, carried=carried)
+    return StartUp(checks, make_roles, getattr(tester, "error", ""), usage)

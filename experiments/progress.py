@@ -14,25 +14,32 @@ from rich.text import Text
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
 
+from .llm_view import one_line, spending_line
 from .speedups import best_text, compact_labels, speedup_text
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.get("status", {}).items()))
     busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
-    return (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
+    line = (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
             f"best {stats.get('best', 0.0):.3f}x  workers busy {busy:.0%}")
+    llm = stats.get("llm") or {}  # the LLM roles' spending and waits (experiments/llm_view.py)
+    waits = "; ".join(f"lineage {n} {text}" for n, text in sorted(llm.get("waiting", {}).items())
+                      if n >= 0)
+    return line + (f"  {waits}" if waits else "") + (f"\n{spending_line(llm)}" if llm else "")
 
 
 def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
     table = Table(box=None, pad_edge=False)
-    for column in ("lineage", "steps", "best", "last move", "last verdict"):
+    for column in ("lineage", "steps", "best", "last move", "last verdict", "model"):
         table.add_column(column, justify="right" if column in ("steps", "best") else "left")
-    for lineage, row in sorted(stats.get("lineages", {}).items()):
+    rows, waiting = stats.get("lineages", {}), (stats.get("llm") or {}).get("waiting", {})
+    for lineage in sorted(set(rows) | set(waiting)):
         if lineage < 0:
             continue
+        row = rows.get(lineage, {"steps": 0, "best": 0.0, "last_move": "", "last_status": ""})
         table.add_row(str(lineage), str(row["steps"]), f"{row['best']:.3f}x", row["last_move"],
-                      row["last_status"])
+                      row["last_status"], waiting.get(lineage, ""))
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)
 
 
@@ -96,7 +103,7 @@ def closing_table(result: SwarmResult, regime: str = "") -> Group:
             candidate, evaluation = entry
             speed = speedup_text(evaluation.speedup, evaluation.geomean_ci())
             baseline, cid = best_text(evaluation), candidate.id
-        reason = lineage.stop_reason if not lineage.error else "crashed (see log)"
+        reason = one_line(lineage.stop_reason or "") if not lineage.error else "crashed (see log)"
         table.add_row(str(lineage.lineage), str(lineage.steps), speed, baseline, cid, reason)
     if result.start is not None:
         table.add_row("start", "", "1.000x", best_text(result.start), result.start.candidate_id,

@@ -28,7 +28,8 @@ from kernelswarm.search import (
 )
 
 from .config import Config, ConfigError
-from .llm_agent import configured_roles
+from .llm_agent import StartUp, ask_tester, configured_roles
+from .llm_view import LLMWatch, one_line, spending_table
 from .progress import closing_table, search_view
 from .resume import restore_records
 from .sinks import MLflowSink, ParquetSink
@@ -41,6 +42,17 @@ class RunOutcome:
     run_dir: Path
     result: SwarmResult
     best_path: Path | None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the run produced nothing, when no lineage proposed a single candidate (every
+        agent request failed, say); None otherwise."""
+        lineages = self.result.lineages
+        if not lineages or any(r.steps > 0 for r in lineages):
+            return None
+        reasons = dict.fromkeys(one_line(r.stop_reason or "no reason given") if not r.error
+                                else "crashed" for r in lineages)
+        return "no lineage proposed a candidate: " + "; ".join(reasons)
 
 
 def evaluator_settings(config: Config, checks: tuple[Check, ...] = ()) -> EvaluatorSettings:
@@ -66,19 +78,18 @@ def search_budget(config: Config) -> Budget:
 
 
 def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles],
-                  console: Console) -> tuple[Check, ...]:
-    """The first lineage's tester's checks (every lineage is judged by the same evaluator)."""
-    if not config.search.tester:
-        return ()
-    tester = make_roles(config.run.seed * 1000).tester
-    if tester is None:
-        return ()
-    checks = tester.checks(task, config.task.language)
-    if checks:
-        console.print("extra checks: " + "; ".join(f"{c.label} ({c.reason})" if c.reason
-                                                   else c.label for c in checks),
+                  console: Console) -> StartUp:
+    """The tester's checks, asked once for the run (every lineage is judged by the same
+    evaluator); with the LLM agent its spending counts against lineage 0's limit."""
+    start_up = ask_tester(config, task, make_roles, config.run.seed * 1000)
+    if start_up.failure:
+        console.print(f"[yellow]tester failed, no extra checks:[/] {start_up.failure}",
                       highlight=False)
-    return checks
+    if start_up.checks:
+        console.print("extra checks: " + "; ".join(f"{c.label} ({c.reason})" if c.reason
+                                                   else c.label for c in start_up.checks),
+                      highlight=False)
+    return start_up
 
 
 def worker_pool(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
@@ -108,7 +119,8 @@ def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
     return path
 
 
-def _write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings) -> Path | None:
+def _write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
+                   llm: dict | None = None) -> Path | None:
     summary = result.summary
     best_path = None
     if summary.best is not None:
@@ -135,6 +147,7 @@ def _write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings) -
         "diversity": summary.diversity, "migrations": summary.migrations,
         "reused_verdicts": summary.reused,
         "extra_checks_dropped": dict(start_metrics.get("extra_checks_dropped", {})),
+        "llm": llm,  # tokens and dollars per role, lineage and in all (null without LLM roles)
     }
     tmp = run_dir / "summary.json.tmp"
     tmp.write_text(json.dumps(finite(doc), indent=2))
@@ -170,7 +183,9 @@ def run(config: Config, console: Console | None = None,
 
     seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
     make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds)
-    checks = tester_checks(config, task, make_roles, console)
+    start_up = tester_checks(config, task, make_roles, console)
+    checks, make_roles = start_up.checks, start_up.make_roles
+    watch = LLMWatch(run_dir)
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = worker_pool(config, cluster.gpus)
@@ -191,24 +206,34 @@ def run(config: Config, console: Console | None = None,
         console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
                       f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
                       f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}")
-        result = _drive(Swarm(spec), console)
+        result = _drive(Swarm(spec), console, watch)
     finally:
         disconnect(cluster)
-    best_path = _write_outputs(run_dir, result, timing)
+    llm = watch.summary()
+    best_path = _write_outputs(run_dir, result, timing, llm)
     console.print(closing_table(result, timing.regime))
+    if (spent := spending_table(llm)) is not None:
+        console.print(spent)
     outcome = RunOutcome(run_dir, result, best_path)
     _print_locations(console, outcome)
     return outcome
 
 
-def _drive(swarm: Swarm, console: Console) -> SwarmResult:
-    """Start the swarm, show progress until every lineage stops; Ctrl-C stops it cleanly."""
+def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None) -> SwarmResult:
+    """Start the swarm, show progress until every lineage stops; Ctrl-C stops it cleanly.
+    ``watch``: the LLM roles' waits and spending for the view, their failures printed."""
     stop_reason = None
     try:
         swarm.start()
         with search_view(console) as view:
             while not swarm.done(timeout=0.5):
-                view.update(swarm.stats())
+                stats = swarm.stats()
+                if watch is not None:
+                    stats["llm"] = watch.stats()
+                    watch.echo(console)
+                view.update(stats)
+        if watch is not None:
+            watch.echo(console)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: stopping lineages after their current step; "
                       "recorded results are kept[/]")
@@ -234,7 +259,7 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
                       f"{result.start.metrics['baselines_error']}", highlight=False)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         if lineage.stop_reason and not lineage.error:
-            console.print(f"lineage {lineage.lineage} stopped: {lineage.stop_reason}",
+            console.print(f"lineage {lineage.lineage} stopped: {one_line(lineage.stop_reason)}",
                           highlight=False)
     for lineage in result.lineages:
         if lineage.error:

@@ -49,6 +49,7 @@ from .sink import Record, RunInfo, RunSummary, Sink
 from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .tracker import Tracker
 from .tuning import KnobStudy, KnobTuner, journal_storage
+from .withheld import Withheld
 
 __all__ = [
     "ADOPT", "BOUNDS", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
@@ -59,7 +60,7 @@ __all__ = [
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
     "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "study_key", "load_task",
     "journal_storage", "Clock", "Driver", "Judged", "KnobStudy", "StopSignal", "SystemClock",
-    "TrackerPort", "Via",
+    "TrackerPort", "Via", "Withheld",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
     "language_spec", "source_suffix", "spec_for_suffix",
 ]

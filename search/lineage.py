@@ -12,6 +12,9 @@ the loop the same whether it runs in one process or as a Ray actor.
   roof, then ``compute``; profile feedback is only given for correct kernels.
 - Islands: the lineage sees other lineages' kernels only as migrants (``receive``); the view's
   ``global_best`` is the best kernel received so far, which the planner may ADOPT.
+- Held-out shapes: every evaluation the lineage keeps or hands its roles is screened with
+  ``roles.withheld`` first (``search.withheld``), so no held-out shape, value or error reaches
+  an agent; the caller records the full evaluation.
 """
 
 from __future__ import annotations
@@ -76,8 +79,10 @@ class Lineage:
         self._clock = clock
         self._started = clock()
         self.current = start
-        self.best: tuple[Candidate, Evaluation] | None = (start, start_eval) if start_eval.ok else None
         self.history: list[Attempt] = []
+        # Roles see evaluations only as screened (no held-out shape, value or error).
+        start_eval = self._screen(start_eval)
+        self.best: tuple[Candidate, Evaluation] | None = (start, start_eval) if start_eval.ok else None
         self.feedback: Feedback | None = roles.analyst.analyse(start, start_eval)
         self._best_feedback: Feedback | None = self.feedback if start_eval.ok else None
         self.step = 0
@@ -110,6 +115,7 @@ class Lineage:
 
     def receive(self, migrants: list[tuple[Candidate, Evaluation]]) -> None:
         """Kernels of other lineages (migration); the best of all received is ``global_best``."""
+        migrants = [(c, self._screen(e)) for c, e in migrants]
         self.migrants = tuple(migrants)
         for member in migrants:
             if self.received is None or member[1].speedup > self.received[1].speedup:
@@ -126,6 +132,10 @@ class Lineage:
         return Spent(candidates=self.evaluated, wall_s=self._clock() - self._started,
                      gpu_s=self.gpu_s, tokens=usage.tokens, cost_usd=usage.cost_usd,
                      since_improvement=self.since_improvement, best_speedup=self.best_speedup)
+
+    def _screen(self, evaluation: Evaluation) -> Evaluation:
+        withheld = self.roles.withheld
+        return withheld.screen(evaluation) if withheld is not None else evaluation
 
     def _check_budget(self) -> str | None:
         return self.budget.stop_reason(self.spent())
@@ -211,6 +221,7 @@ class Lineage:
         ``worker_s``: seconds it occupied an evaluation worker (default ``evaluation.eval_s``;
         0 for a verdict reused from another lineage or an identical binary).
         """
+        evaluation = self._screen(evaluation)  # from here on, what the roles may see
         pending = self._pending.pop(candidate.id, _Pending(Plan(candidate.origin.move or "external")))
         self.step += 1
         self.evaluated += 1

@@ -25,6 +25,7 @@ from typing import Any
 from .candidate import Candidate
 from .evaluation import Evaluation, Status
 from .task import Task
+from .withheld import Withheld
 
 TUNE = "tune"  # the move that asks the lineage's Optuna tuner for knob values
 ADOPT = "adopt"  # continue from the global best instead of the lineage's own
@@ -222,10 +223,14 @@ class Analyst(_Role, ABC):
 
 @dataclass(frozen=True)
 class Roles:
+    """A lineage's four roles. ``withheld``: what they must never be told (the task's held-out
+    shapes); the lineage screens every evaluation with it before a role reads it."""
+
     planner: Planner
     coder: Coder
     analyst: Analyst
     tester: Tester | None = None
+    withheld: Withheld | None = None
 
     def usage(self) -> Usage:
         """What the roles spent together."""

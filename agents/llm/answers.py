@@ -231,8 +231,10 @@ CHECKS_EXAMPLE = ('{"checks": [{"shape": {"tokens": 1, "d": 7, "dtype": "float32
 
 
 def _dimension_bounds(task: Task) -> dict[str, int]:
+    """Largest sizes a check may have: four times the tuning shapes' (the held-out shapes are
+    not used: a bound quoted back to the model would give their sizes away)."""
     bounds: dict[str, int] = {}
-    for shape in task.tuning_shapes + task.heldout_shapes:
+    for shape in task.tuning_shapes:
         for key, value in shape.items:
             if isinstance(value, int) and not isinstance(value, bool):
                 bounds[key] = max(bounds.get(key, 1), 4 * value)
@@ -251,7 +253,7 @@ def _check(item: Any, index: int, task: Task, bounds: Mapping[str, int]) -> Chec
     for key in keys:
         value = shape[key]
         if key == "dtype":
-            dtypes = sorted({s["dtype"] for s in task.tuning_shapes + task.heldout_shapes})
+            dtypes = sorted({s["dtype"] for s in task.tuning_shapes})
             if value not in dtypes:
                 raise MalformedAnswer(f"{where}.shape.dtype must be one of the task's dtypes "
                                       f"here, {', '.join(dtypes)}; got {value!r}")

@@ -3,8 +3,16 @@
 ``ChatClient.ask(request, messages, parse)`` is one request: it retries the transport (rate
 limits, server errors, timeouts, lost connections) with exponential backoff and jitter, and
 re-asks the model, quoting what was wrong, when ``parse`` refuses its answer. Every attempt is
-accounted for and traced in the lineage's ``Ledger``; no attempt starts once the lineage's
-spending limit is reached.
+accounted for and traced in the lineage's ``Ledger``.
+
+Limits that hold whatever the server does:
+
+- money and tokens: an attempt starts only if the ledger can reserve its worst case (its prompt
+  at one token per byte, plus ``max_tokens`` of answer, at the model's price) within the
+  lineage's limit; an answer whose usage exceeds what the request allowed is refused (not used,
+  charged the reservation) and its endpoint is not asked again by the lineage;
+- time: an attempt waits at most ``min(timeout_s, time left before the ledger's deadline)``;
+  retries and their back-off stop at the deadline.
 
 The API key is read from the environment variable the settings name, once, when the client is
 built; it lives only inside the openai client object (never in settings, logs or traces).
@@ -19,12 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from .ledger import Ledger
+from .ledger import Ledger, Waiting
 from .settings import LLMSettings, RoleModel
 from .trace import (
     CONNECTION_ERROR,
     MALFORMED,
     OK,
+    OVERSIZED,
     RATE_LIMITED,
     REFUSED,
     SERVER_ERROR,
@@ -34,16 +43,20 @@ from .trace import (
 
 T = TypeVar("T")
 CHARS_PER_TOKEN = 4  # for estimating tokens when a server reports no usage
+MESSAGE_TOKENS = 8  # the chat format's tokens around each message (4 for OpenAI's), bounded
+MAX_REFUSED_CHARS = 4000  # of an oversized answer, kept in the trace
+OPENAI_URL = "https://api.openai.com/v1"
 NO_KEY = "unused"  # sent where the server needs no key (api_key_env = "")
 REQUEST_HEADER = "X-Kernelswarm-Request"  # which request an answer is for; servers may ignore it
 
 
 class LLMError(Exception):
-    """A request that produced no usable answer: given up after retries, refused, or out of
-    budget. ``kind`` is the last attempt's outcome (``budget`` for the spending limit)."""
+    """A request that produced no usable answer: given up after retries, refused, out of budget
+    or out of time. ``kind`` is the last attempt's outcome (``budget`` for the spending limit,
+    ``deadline`` for the wall-time budget). The message is one line."""
 
     def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(" ".join(message.split()))
         self.kind = kind
 
 
@@ -96,11 +109,27 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
     raise exc  # not a transport failure: a bug
 
 
-def _describe_error(outcome: str, exc: Exception, model: RoleModel) -> str:
+def endpoint_of(model: RoleModel) -> str:
+    """The server a role's requests go to, as errors name it."""
+    return model.base_url or OPENAI_URL
+
+
+def _describe_error(outcome: str, exc: Exception, model: RoleModel, timeout_s: float,
+                    cut: bool) -> str:
     if outcome == TIMEOUT:
-        return f"no answer within {model.timeout_s:g} s"
-    text = " ".join(str(exc).split())
-    return text[:300]
+        why = " (the run's wall-time budget ended)" if cut else ""
+        return f"no answer within {timeout_s:g} s from {endpoint_of(model)}{why}"
+    text = " ".join(str(exc).split())[:300]
+    if outcome == CONNECTION_ERROR:
+        return f"{text} (endpoint {endpoint_of(model)})"
+    return text
+
+
+def prompt_bound(messages: Sequence[Mapping[str, str]]) -> int:
+    """At least the prompt's tokens: one per byte (no tokenizer of a current model makes more)
+    plus the chat format's few per message."""
+    return sum(len(str(m.get("content", "")).encode()) + MESSAGE_TOKENS for m in messages) \
+        + MESSAGE_TOKENS
 
 
 def openai_client(role: str, model: RoleModel) -> Any:
@@ -133,6 +162,7 @@ class ChatClient:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._openai = endpoint if endpoint is not None else openai_client(role, self.model)
+        self._endpoint = f"{self.model.model} at {endpoint_of(self.model)}"
 
     def __repr__(self) -> str:  # never shows the key
         return f"<ChatClient {self.role} {self.model.model} at {self.model.base_url or 'OpenAI'}>"
@@ -142,57 +172,99 @@ class ChatClient:
         """``parse`` of the first answer it accepts; raises ``LLMError`` when none comes."""
         conversation = [dict(m) for m in messages]
         attempt = 0
-        for reask in range(self.settings.max_format_retries + 1):
-            call, attempt = self._answer(request, conversation, attempt)
-            try:
-                result = parse(call.answer)
-            except MalformedAnswer as exc:
-                last = reask == self.settings.max_format_retries
-                self.ledger.record(replace(call, outcome=MALFORMED, error=str(exc), gave_up=last))
-                if last:
-                    raise LLMError(MALFORMED, f"{self.role}: {reask + 1} malformed answers in a "
-                                              f"row; the last: {exc}") from None
-                conversation += [
-                    {"role": "assistant", "content": call.answer},
-                    {"role": "user", "content": f"Your answer could not be used: {exc}\n"
-                                                f"Answer again, complete, in the format asked."}]
-                continue
-            self.ledger.record(call)
-            return result
+        since = time.time()
+        try:
+            for reask in range(self.settings.max_format_retries + 1):
+                call, attempt = self._answer(request, conversation, attempt, since)
+                try:
+                    result = parse(call.answer)
+                except MalformedAnswer as exc:
+                    last = reask == self.settings.max_format_retries
+                    self.ledger.record(replace(call, outcome=MALFORMED, error=str(exc),
+                                               gave_up=last))
+                    if last:
+                        raise LLMError(MALFORMED, f"{self.role}: {reask + 1} malformed answers "
+                                                  f"in a row; the last: {exc}") from None
+                    conversation += [
+                        {"role": "assistant", "content": call.answer},
+                        {"role": "user", "content": f"Your answer could not be used: {exc}\n"
+                                                    f"Answer again, complete, in the format asked."}]
+                    continue
+                self.ledger.record(call)
+                return result
+        finally:
+            self.ledger.waiting(None)
         raise AssertionError("unreachable")
 
-    def _answer(self, request: str, messages: list[dict[str, str]],
-                attempt: int) -> tuple[LLMCall, int]:
-        """One answer from the server, retrying the transport; the call is not yet recorded."""
+    def _attempts(self) -> int:
+        return self.model.max_retries + 1
+
+    def _may_start(self, request: str, messages: list[dict[str, str]]) -> tuple[int, float]:
+        """The attempt's reservation (tokens, dollars); raises when it must not start."""
+        closed = self.ledger.closed(self._endpoint)
+        if closed is not None:
+            raise LLMError(OVERSIZED, f"{self.role}: {closed}")
+        left = self.ledger.time_left()
+        if left is not None and left <= 0:
+            raise LLMError("deadline", f"{self.role}: the run's wall-time budget "
+                                       f"(search.wall_time_s) has ended")
+        prompt = prompt_bound(messages)
+        worst = (prompt + self.model.max_tokens,
+                 self.price.cost(prompt, self.model.max_tokens))
+        reason = self.ledger.reserve(*worst, f"a {request} request")
+        if reason is not None:
+            raise SpendLimitReached(reason)
+        return worst
+
+    def _answer(self, request: str, messages: list[dict[str, str]], attempt: int,
+                since: float) -> tuple[LLMCall, int]:
+        """One answer from the server, retrying the transport; the call is not yet recorded
+        (an oversized answer is recorded here, and raises)."""
         retries = 0
         while True:
-            reason = self.ledger.stop_reason()
-            if reason is not None:
-                raise SpendLimitReached(reason)
+            reserved = self._may_start(request, messages)
             attempt += 1
+            self.ledger.waiting(Waiting(self.role, request, since, retries + 1,
+                                        self._attempts()))
+            left = self.ledger.time_left()
+            timeout_s = self.model.timeout_s if left is None else min(self.model.timeout_s, left)
             started, clock = time.time(), time.monotonic()
             try:
                 response = self._openai.chat.completions.create(
                     model=self.model.model, messages=messages,
                     temperature=self.model.temperature, max_tokens=self.model.max_tokens,
-                    extra_headers={REQUEST_HEADER: request})
+                    extra_headers={REQUEST_HEADER: request}, timeout=timeout_s)
             except Exception as exc:
+                self.ledger.release(*reserved)
                 outcome, retry_after = _classify(exc)
-                error = _describe_error(outcome, exc, self.model)
-                last = outcome == REFUSED or retries >= self.model.max_retries
+                cut = timeout_s < self.model.timeout_s
+                error = _describe_error(outcome, exc, self.model, timeout_s, cut)
+                left = self.ledger.time_left()
+                out_of_time = left is not None and left <= 0
+                last = outcome == REFUSED or retries >= self.model.max_retries or out_of_time
                 self.ledger.record(LLMCall(
                     self.ledger.lineage, self.role, request, self.model.model, attempt, outcome,
                     tuple(messages), latency_s=time.monotonic() - clock, error=error,
                     started=started, gave_up=last))
                 if last:
                     tries = f"{retries + 1} attempt{'s' if retries else ''}"
-                    raise LLMError(outcome, f"{self.role} ({self.model.model}): {outcome} "
-                                            f"after {tries}: {error}") from None
-                self._sleep(self._backoff(retries, retry_after))
+                    raise LLMError("deadline" if out_of_time and outcome != REFUSED else outcome,
+                                   f"{self.role} ({self.model.model}): {outcome} after {tries}: "
+                                   f"{error}") from None
+                wait = self._backoff(retries, retry_after)
+                if left is not None:
+                    wait = min(wait, max(0.0, left))
+                self._sleep(wait)
                 retries += 1
                 continue
-            return self._call(request, messages, attempt, response, started,
-                              time.monotonic() - clock), attempt
+            call = self._call(request, messages, attempt, response, started,
+                              time.monotonic() - clock, reserved)
+            self.ledger.release(*reserved)
+            if call.outcome == OVERSIZED:
+                self.ledger.record(call)
+                self.ledger.close(self._endpoint, call.error)
+                raise LLMError(OVERSIZED, f"{self.role}: {call.error}")
+            return call, attempt
 
     def _backoff(self, retries: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter (half to all of the step); at least Retry-After."""
@@ -203,7 +275,7 @@ class ChatClient:
         return wait
 
     def _call(self, request: str, messages: list[dict[str, str]], attempt: int, response: object,
-              started: float, latency_s: float) -> LLMCall:
+              started: float, latency_s: float, reserved: tuple[int, float]) -> LLMCall:
         choices = getattr(response, "choices", None) or []
         answer = (choices[0].message.content or "") if choices else ""
         usage = getattr(response, "usage", None)
@@ -214,6 +286,21 @@ class ChatClient:
             prompt_chars = sum(len(m["content"]) for m in messages)
             prompt_tokens = prompt_chars // CHARS_PER_TOKEN
             completion_tokens = len(answer) // CHARS_PER_TOKEN
+        bound = prompt_bound(messages)
+        if completion_tokens > self.model.max_tokens or prompt_tokens > bound:
+            # The server did not keep to the request: its answer is not used, and the call is
+            # charged what the request allowed, so the lineage's limit still holds.
+            error = (f"the server ({self._endpoint}) answered with {prompt_tokens:,} prompt and "
+                     f"{completion_tokens:,} completion tokens"
+                     f"{' (estimated from the text)' if estimated else ''}, more than the request "
+                     f"allowed (max_tokens {self.model.max_tokens:,}); the answer was refused, "
+                     f"charged ${reserved[1]:.4f} (the request's worst case), and this lineage "
+                     f"sends it no further request")
+            return LLMCall(self.ledger.lineage, self.role, request, self.model.model, attempt,
+                           OVERSIZED, tuple(messages), answer[:MAX_REFUSED_CHARS],
+                           min(prompt_tokens, bound), self.model.max_tokens, reserved[1],
+                           latency_s, error, started, estimated, gave_up=True,
+                           reported_completion_tokens=completion_tokens)
         return LLMCall(self.ledger.lineage, self.role, request, self.model.model, attempt, OK,
                        tuple(messages), answer, prompt_tokens, completion_tokens,
                        self.price.cost(prompt_tokens, completion_tokens), latency_s,

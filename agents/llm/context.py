@@ -22,8 +22,12 @@ METRICS_CHARS = 2000
 
 
 def _fmt(value: Any) -> str:
+    """A figure as prompts show it: "n/a" where it was not measured (NaN), "inf" where it is
+    infinite (an error the checker measured as such)."""
     if isinstance(value, float):
-        return "n/a" if not math.isfinite(value) else f"{value:.4g}"
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:.4g}"  # "inf", "-inf"
     return str(value)
 
 

@@ -4,7 +4,9 @@ For tests and the scale benchmark: the openai client talks to it exactly as to a
 What it answers is scripted: replies queued with ``push`` come first, in order; after them, the
 ``responder`` function (given each request) decides. A reply may be an answer with usage
 figures, an HTTP error (429, 500, ...), an answer after a delay (slower than a client's time
-limit), or a body that is not JSON at all.
+limit), or a body that is not JSON at all. Misbehaving servers too: ``hang`` never answers
+(until the server closes), ``beyond_max_tokens`` answers with more completion tokens than the
+request's ``max_tokens`` (and the text to match), ``always`` fails every request alike.
 
 With ``api_key`` set, a request must carry it as its bearer token, else 401; the server keeps only
 whether each request was authorised, never the token itself.
@@ -37,6 +39,8 @@ class Reply:
     usage: bool = True  # send the usage fields
     raw: bytes | None = None  # sent as the body instead of JSON
     headers: Mapping[str, str] = field(default_factory=dict)
+    hang: bool = False  # never answer: hold the connection until the server closes
+    beyond_max_tokens: float = 0.0  # > 1: answer this many times the request's max_tokens
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,12 @@ def _no_script(received: Received) -> Reply:
     return Reply(status=500, content=f"no reply scripted for a {received.request} request")
 
 
+def always(reply: Reply) -> Responder:
+    """A responder giving ``reply`` to every request (a hanging server, one that refuses
+    everything with HTTP 400, one that answers garbage, ...)."""
+    return lambda received: reply
+
+
 class LoopbackServer:
     """``with LoopbackServer(responder) as server:`` ... ``base_url=server.url``."""
 
@@ -71,6 +81,7 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._api_key = api_key
         self._ids = itertools.count(1)
+        self._closing = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
@@ -93,6 +104,7 @@ class LoopbackServer:
             return [r for r in self.requests if request is None or r.request == request]
 
     def close(self) -> None:
+        self._closing.set()  # hanging replies give up
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -125,13 +137,19 @@ class LoopbackServer:
         if prompt is None:
             prompt = len(received.prompt) // CHARS_PER_TOKEN
         completion = reply.completion_tokens
+        content = reply.content
+        if reply.beyond_max_tokens > 1:
+            limit = int(body.get("max_tokens") or 4096)
+            completion = int(limit * reply.beyond_max_tokens)
+            padding = "\n// " + "x" * 76
+            content += padding * max(0, (completion * CHARS_PER_TOKEN - len(content)) // 80)
         if completion is None:
-            completion = len(reply.content) // CHARS_PER_TOKEN
+            completion = len(content) // CHARS_PER_TOKEN
         document: dict[str, Any] = {
             "id": f"chatcmpl-loopback-{next(self._ids)}", "object": "chat.completion",
             "created": int(time.time()), "model": received.model,
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply.content}}]}
+                         "message": {"role": "assistant", "content": content}}]}
         if reply.usage:
             document["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
                                  "total_tokens": prompt + completion}
@@ -153,8 +171,11 @@ class LoopbackServer:
                     return
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 reply, payload = server._answer(headers, body)
+                if reply.hang:
+                    server._closing.wait()
+                    return  # the connection drops without an answer
                 if reply.delay_s > 0:
-                    time.sleep(reply.delay_s)
+                    server._closing.wait(reply.delay_s)
                 self._send(reply.status, payload, reply.headers)
 
             def _send(self, status: int, payload: bytes, headers: Mapping[str, str]) -> None:

@@ -11,7 +11,7 @@ answer into the search's objects. What a model fails to deliver never crashes th
 - tester: a failed request adds no checks;
 - analyst: the built-in analysis always; the model summarises profiles of correct kernels only
   (a failure's verdict and log already say what happened), and its failure leaves the built-in
-  analysis alone.
+  analysis alone; the starting kernel is analysed once per run, shared by the lineages.
 
 Moves: ``llm:<short name>`` is a change the LLM coder writes from the plan's rationale;
 ``tune``, ``adopt``, ``stop`` and ``rewrite:<name>`` keep their meaning.
@@ -19,8 +19,12 @@ Moves: ``llm:<short name>`` is a change the LLM coder writes from the plan's rat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import fcntl
+import json
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from kernelswarm.agents.builtin import RuleAnalyst, RuleCoder, transformations_for
@@ -160,26 +164,68 @@ class LLMCoder(_LLMRole, Coder):
 class LLMTester(_LLMRole, Tester):
     role = "tester"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.error = ""  # why the last request gave no checks, for the run's console
+
     def checks(self, task: Task, language: str) -> tuple[Check, ...]:
         values = {"task": context.task_section(task, language), "language": language,
                   "max_checks": answers.MAX_CHECKS, "answer_example": answers.CHECKS_EXAMPLE}
         try:
-            return self._ask("tester", values, lambda text: answers.parse_checks(text, task))
-        except LLMError:
+            found = self._ask("tester", values, lambda text: answers.parse_checks(text, task))
+        except LLMError as exc:
+            self.error = str(exc)
             return ()
+        self.error = ""
+        return found
+
+
+def _once(path: Path, compute: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """``compute()``, done once across the processes sharing ``path``'s folder: the first to
+    take the lock computes and writes it; the others wait for the lock and read it."""
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+        value = compute()
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(value), encoding="utf-8")
+        os.replace(temporary, path)
+        return value
 
 
 class LLMAnalyst(_LLMRole, Analyst):
+    """``shared_dir``: where the lineages of a run share the starting kernel's analysis, so the
+    model is asked about it once per run."""
+
     role = "analyst"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, shared_dir: Path | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rules = RuleAnalyst()
+        self.shared_dir = shared_dir
 
     def analyse(self, candidate: Candidate, evaluation: Evaluation) -> Feedback:
         base = self._rules.analyse(candidate, evaluation)
         if not evaluation.ok:
             return base
+        if self.shared_dir is not None and candidate.origin.role == "seed":
+            self.shared_dir.mkdir(parents=True, exist_ok=True)
+            found = _once(self.shared_dir / f"analysis-{evaluation.candidate_id}.json",
+                          lambda: self._ask_model(candidate, evaluation))
+        else:
+            found = self._ask_model(candidate, evaluation)
+        if "error" in found:
+            return Feedback(base.summary, replace(base.facts, analyst_error=found["error"]))
+        summary = f"{base.summary} Analyst: {found['summary']}"
+        if found["suggestion"]:
+            summary += f" Suggested next: {found['suggestion']}"
+        # ``bound`` is the fact the lineage's staged optimisation reads.
+        return Feedback(summary, replace(base.facts, bound=found["bottleneck"],
+                                         suggestion=found["suggestion"]))
+
+    def _ask_model(self, candidate: Candidate, evaluation: Evaluation) -> dict[str, str]:
+        """The model's analysis as plain values, or ``{"error": why}``."""
         values = {"task": context.task_section(self.task, self.language),
                   "language": self.language, "kernel": context.kernel_section(candidate),
                   "profile": context.profile_section(evaluation),
@@ -188,11 +234,6 @@ class LLMAnalyst(_LLMRole, Analyst):
         try:
             analysis = self._ask("analyst", values, answers.parse_analysis)
         except LLMError as exc:
-            return Feedback(base.summary, replace(base.facts, analyst_error=str(exc)))
-        summary = f"{base.summary} Analyst: {analysis.summary}"
-        if analysis.suggestion:
-            summary += f" Suggested next: {analysis.suggestion}"
-        # ``bound`` is the fact the lineage's staged optimisation reads.
-        return Feedback(summary, replace(base.facts, bound=analysis.bottleneck,
-                                         suggestion=analysis.suggestion))
-
+            return {"error": str(exc)}
+        return {"summary": analysis.summary, "bottleneck": analysis.bottleneck,
+                "suggestion": analysis.suggestion}

@@ -52,17 +52,38 @@ class Price:
 
 @dataclass(frozen=True)
 class SpendLimit:
-    """A hard limit on what one lineage's roles may spend together; None: no limit."""
+    """A hard limit on what one lineage's roles may spend together; None: no limit.
+
+    A call starts only if what was spent, plus the worst case of every call in flight, plus its
+    own worst case (its prompt at one token per byte and ``max_tokens`` of answer, at its
+    model's price) stays within the limit; so the limit holds as long as servers honour
+    ``max_tokens`` (the client refuses answers that do not, see ``ChatClient``).
+    """
 
     tokens: int | None = None
     cost_usd: float | None = None
 
     def exceeded(self, tokens: int, cost_usd: float) -> str | None:
-        """Why no further call may start, or None."""
+        """Why no further call may start once ``tokens`` and ``cost_usd`` are spent, or None."""
         if self.tokens is not None and tokens >= self.tokens:
             return f"LLM token budget reached: {tokens:,} tokens spent (limit {self.tokens:,})"
         if self.cost_usd is not None and cost_usd >= self.cost_usd:
             return f"LLM money budget reached: ${cost_usd:.4f} spent (limit ${self.cost_usd:g})"
+        return None
+
+    def refuses(self, tokens: int, cost_usd: float, worst_tokens: int, worst_cost_usd: float,
+                what: str) -> str | None:
+        """Why ``what``, a call that may take up to ``worst_tokens`` and ``worst_cost_usd``, must
+        not start with ``tokens`` and ``cost_usd`` spent or reserved already; or None."""
+        reason = self.exceeded(tokens, cost_usd)
+        if reason is not None:
+            return reason
+        if self.tokens is not None and tokens + worst_tokens > self.tokens:
+            return (f"LLM token budget reached: {tokens:,} tokens spent, and {what} may take up "
+                    f"to {worst_tokens:,} more (limit {self.tokens:,})")
+        if self.cost_usd is not None and cost_usd + worst_cost_usd > self.cost_usd:
+            return (f"LLM money budget reached: ${cost_usd:.4f} spent, and {what} may cost up "
+                    f"to ${worst_cost_usd:.4f} more (limit ${self.cost_usd:g})")
         return None
 
 
@@ -79,6 +100,7 @@ class LLMSettings:
     migrants: int = 2  # elites of other lineages shown in prompts
     backoff_s: float = 1.0  # first wait before a retry; doubles each retry, with jitter
     backoff_max_s: float = 30.0
+    deadline: float | None = None  # Unix time by which every call ends (search.wall_time_s)
 
     def __post_init__(self) -> None:
         missing = [name for name in ROLE_NAMES if name not in self.roles]

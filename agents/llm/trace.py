@@ -28,8 +28,14 @@ SERVER_ERROR = "server_error"  # HTTP 5xx
 TIMEOUT = "timeout"  # no answer within the role's timeout_s
 CONNECTION_ERROR = "connection_error"
 REFUSED = "refused"  # any other HTTP error (bad key, unknown model): not retried
+# An answer larger than the request allowed (usage above max_tokens): not used, charged the
+# request's worst case, and its endpoint is not asked again by the lineage.
+OVERSIZED = "oversized"
 RETRYABLE = (RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION_ERROR)
-OUTCOMES = (OK, MALFORMED, *RETRYABLE, REFUSED)
+OUTCOMES = (OK, MALFORMED, *RETRYABLE, REFUSED, OVERSIZED)
+# The lineage under which a run records its starting kernel, and so the requests made for the
+# whole run before the lineages start (the tester's).
+START_LINEAGE = -1
 
 
 class TraceError(ValueError):
@@ -56,6 +62,9 @@ class LLMCall:
     started: float = 0.0  # Unix time
     estimated_tokens: bool = False  # the server sent no usage: tokens estimated from text length
     gave_up: bool = False  # the last attempt of a request that produced no usable answer
+    # OVERSIZED only: the completion tokens the server reported (the call is charged
+    # ``completion_tokens``, the request's max_tokens)
+    reported_completion_tokens: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -65,7 +74,7 @@ class LLMCall:
         """What this attempt spent, as one term of a role's ``Usage``: an answer received (parsed
         or not) counts as a call; an attempt that ended its request without an answer that could
         be used counts as a failure."""
-        answered = self.outcome in (OK, MALFORMED)
+        answered = self.outcome in (OK, MALFORMED, OVERSIZED)
         return Usage(calls=int(answered), prompt_tokens=self.prompt_tokens,
                      completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
                      malformed=int(self.outcome == MALFORMED), failures=int(self.gave_up),

@@ -29,9 +29,9 @@ def server() -> Iterator[LoopbackServer]:
 
 
 def settings_for(server: LoopbackServer, *, timeout_s: float = 5.0, max_retries: int = 2,
-                 **extra: object) -> LLMSettings:
+                 max_tokens: int = 4096, **extra: object) -> LLMSettings:
     """Every role on the loopback server, quick retries."""
     model = RoleModel(MODEL, base_url=server.url, api_key_env=KEY_ENV, timeout_s=timeout_s,
-                      max_retries=max_retries)
+                      max_retries=max_retries, max_tokens=max_tokens)
     return LLMSettings(roles={name: model for name in ROLE_NAMES}, prices={MODEL: PRICE},
                        backoff_s=0.01, backoff_max_s=0.05, **extra)

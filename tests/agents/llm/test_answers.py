@@ -42,7 +42,7 @@ def test_checks_are_held_to_the_task_shapes(silu_task):
 
     for answer, message in [
         (check(tokens=1, d=7, dtype="bfloat16"), "dtype must be one of the task.s dtypes here, float32; got .bfloat16."),
-        (check(tokens=1, d=10**7, dtype="float32"), "must be an integer from 1 to 16396"),
+        (check(tokens=1, d=10**7, dtype="float32"), "must be an integer from 1 to 16384"),
         (answers.checks({"shape": {"tokens": 1, "d": 7, "dtype": "float32"}, "scale": -1}),
          "scale must be a number"),
     ]:

@@ -93,24 +93,37 @@ def test_answers_that_stay_malformed_give_up_after_the_re_asks(server):
     assert role.usage().malformed == 3 and role.usage().failures == 1
 
 
+SHORT = [{"role": "user", "content": "x" * 92}]  # 100 bytes with the format's 8: bound 108
+
+
 def test_a_spending_limit_stops_calls_before_they_start(server):
-    server.responder = lambda received: Reply(answers.plan("llm:more"), prompt_tokens=1000,
-                                              completion_tokens=200)
-    ledger = Ledger(0, SpendLimit(tokens=2000))
-    role = planner(server, ledger)
-    assert role.plan(VIEW).move == "llm:more" and role.plan(VIEW).move == "llm:more"
-    plan = role.plan(VIEW)  # 2,400 tokens spent: no third request
-    assert plan.move == STOP
-    assert "LLM token budget reached: 2,400 tokens spent (limit 2,000)" in plan.rationale
-    assert len(server.requests) == 2
+    """Each call reserves its worst case: 108 prompt tokens (one per byte, a bound) plus
+    max_tokens 100; a call starts only while what was spent plus that fits the limit."""
+    server.responder = lambda received: Reply("fine", prompt_tokens=30, completion_tokens=20)
+    settings = settings_for(server, max_tokens=100)
+    client = ChatClient("planner", settings, Ledger(0, SpendLimit(tokens=300)))
+    assert client.ask("planner", SHORT, str) == "fine"  # 0 + 208 <= 300
+    with pytest.raises(LLMError) as raised:  # 50 + 208 <= 300, then 100 + 208 > 300
+        for _ in range(3):
+            client.ask("planner", SHORT, str)
+    assert raised.value.kind == "budget" and len(server.requests) == 2
+    assert str(raised.value) == ("LLM token budget reached: 100 tokens spent, and a planner "
+                                 "request may take up to 208 more (limit 300)")
 
 
 def test_a_money_limit_counts_with_the_price_table(server):
-    server.responder = lambda received: Reply(answers.plan("llm:more"), prompt_tokens=1000,
-                                              completion_tokens=200)  # $0.006 a call
-    role = planner(server, Ledger(0, SpendLimit(cost_usd=0.01)))
-    moves = [role.plan(VIEW).move for _ in range(3)]
-    assert moves == ["llm:more", "llm:more", STOP] and len(server.requests) == 2
+    server.responder = lambda received: Reply("fine", prompt_tokens=30, completion_tokens=20)
+    settings = settings_for(server, max_tokens=100)  # worst case 108 * $3 + 100 * $15 per 1M
+    worst = PRICE.cost(108, 100)
+    client = ChatClient("planner", settings, Ledger(0, SpendLimit(cost_usd=2.5 * worst)))
+    answers_ = []
+    with pytest.raises(LLMError, match="LLM money budget reached"):
+        for _ in range(20):
+            answers_.append(client.ask("planner", SHORT, str))
+    spent = client.ledger.usage().cost_usd
+    assert spent == pytest.approx(len(answers_) * PRICE.cost(30, 20))
+    assert len(answers_) == 8 == len(server.requests)  # 8 * $0.00039 + $0.001824 > $0.00456
+    assert spent + worst > 2.5 * worst >= spent  # stopped only when the next call might not fit
 
 
 def test_a_wrong_key_is_refused_at_once_and_a_missing_one_names_its_variable(server,
