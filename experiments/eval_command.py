@@ -196,6 +196,8 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         return 2
     timing = TimingSettings.of(settings)
     recorded = run.recorded(candidate.stem) if run is not None else None
+    if not console.is_terminal:  # piped or captured: no terminal width to fit, keep every column
+        console = Console(file=console.file, width=max(console.width, 160))
     if args.json:
         doc = evaluation_document(evaluation, task_name, language, candidate)
         doc["timing"] = {**timing.as_dict(), "regime": timing.regime}
