@@ -276,13 +276,23 @@ def _close_inherited_sockets(keep: Iterable[int]) -> int:
     return closed
 
 
-def _set_limits() -> None:
-    """No core files (they could fill scratch), bounded files, no message queues."""
-    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
-                         (resource.RLIMIT_MSGQUEUE, 0)):
-        _, hard = resource.getrlimit(limit)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (value, value))
+def _set_limits() -> str:
+    """No core files (they could fill scratch), bounded files, no message queues; what was set.
+
+    Not RLIMIT_NPROC: it counts threads and every process of the user, and root is exempt; the
+    seccomp filter denies new processes instead."""
+    done = []
+    for name, limit, value in (("core", resource.RLIMIT_CORE, 0),
+                               ("fsize", resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
+                               ("msgqueue", resource.RLIMIT_MSGQUEUE, 0)):
+        try:
+            _, hard = resource.getrlimit(limit)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (value, value))
+            done.append(f"{name}={value}")
+        except (OSError, ValueError) as exc:
+            done.append(f"{name} unchanged ({exc})")
+    return ", ".join(done)
 
 
 class _CapHeader(ctypes.Structure):
@@ -330,10 +340,14 @@ def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
     namespaces = _verified_namespaces(claimed, judge_mounts) if sys.platform == "linux" else []
     report["isolation_namespaces"] = ",".join(namespaces) or "none"
     if "mount" in namespaces:
-        refused = _private_file_system(scratch, hidden)
-        report["isolation_filesystem"] = ("read-only but scratch; private /tmp and /dev/shm"
-                                          + (f"; still writable: {', '.join(refused)}"
-                                             if refused else ""))
+        try:
+            refused = _private_file_system(scratch, hidden)
+            report["isolation_filesystem"] = ("read-only but scratch; private /tmp and /dev/shm"
+                                              + (f"; still writable: {', '.join(refused)}"
+                                                 if refused else ""))
+        except OSError as exc:  # the layers below still hold; the report says what is missing
+            namespaces.remove("mount")
+            report["isolation_filesystem"] = f"shared with the judge ({exc})"
     else:
         report["isolation_filesystem"] = "shared with the judge (no mount namespace)"
     if not sys.platform.startswith("linux"):
@@ -348,7 +362,7 @@ def enter_isolation(scratch: Path, *, hidden: Sequence[Path] = (),
     except (LandlockUnavailable, OSError) as exc:
         report["isolation_writes"] = f"not confined by landlock: {exc}"
     report["isolation_sockets_closed"] = str(_close_inherited_sockets(keep_fds))
-    _set_limits()
+    report["isolation_limits"] = _set_limits()
     try:
         _drop_capabilities()
         report["isolation_capabilities"] = "none"
