@@ -1,11 +1,11 @@
 """The static screen of Python kernel modules (the ``triton`` language), on the syntax tree.
 
-A Python kernel module runs in the sandbox next to the code that judges it, so what it may use is
+A Python kernel module runs in the runner next to the timing of its calls, so what it may use is
 an allow-list rather than a list of dangers: it imports only triton, ``triton.language`` (and its
 submodules), torch, math and typing, and reaches no other module through them (``torch.os``,
 ``torch.sys``, ``torch.builtins``: torch holds those as attributes); it uses modules only as
-``module.name`` (never as a value that could be passed around under another name); it sets no attributes, defines no classes and
-reaches no private or dunder names; and of torch and triton it may not touch what would move work
+``module.name`` (never as a value that could be passed around under another name); it sets no
+attributes, defines no classes and reaches no private or dunder names; and of torch and triton it may not touch what would move work
 out of the timer's sight (streams, events, graphs, ``torch.compile``, custom ops), change global
 state the reference shares (``torch.set_*``, ``torch.backends``), or drive triton's launch and
 benchmarking machinery (``triton.runtime``, ``triton.autotune``, ...); and its kernels may not
