@@ -5,11 +5,11 @@ an allow-list rather than a list of dangers: it imports only triton, ``triton.la
 submodules), torch, math and typing, and reaches no other module through them (``torch.os``,
 ``torch.sys``, ``torch.builtins``: torch holds those as attributes); it uses modules only as
 ``module.name`` (never as a value that could be passed around under another name); it sets no
-attributes, defines no classes and reaches no private or dunder names; and of torch and triton it may not touch what would move work
-out of the timer's sight (streams, events, graphs, ``torch.compile``, custom ops), change global
-state the reference shares (``torch.set_*``, ``torch.backends``), or drive triton's launch and
-benchmarking machinery (``triton.runtime``, ``triton.autotune``, ...); and its kernels may not
-read the GPU's clocks or run inline assembly.
+attributes, defines no classes and reaches no private or dunder names; and of torch and triton
+it may not touch what would move work out of the timer's sight (streams, events, graphs,
+``torch.compile``, custom ops), change global state the reference shares (``torch.set_*``,
+``torch.backends``), or drive triton's launch and benchmarking machinery (``triton.runtime``,
+``triton.autotune``, ...); and its kernels may not read the GPU's clocks or run inline assembly.
 
 PyTorch *compute* (``torch.mul``, ``x * y``) is not screened: the sandbox watches every call of a
 Python kernel and rejects one that computes with PyTorch (evaluators/integrity.py).
