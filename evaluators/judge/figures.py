@@ -1,8 +1,9 @@
 """What the judge knows before any candidate, and what it derives from a candidate's times.
 
 ``Calibration`` is measured once per evaluator, in a runner that never loads candidate code:
-the machine's figures (bandwidth, flops), the baselines (eager PyTorch per tuning shape, from
-``acquire_baselines``), and the starting kernel timed through the candidates' own protocol (the
+the machine's figures (bandwidth, flops), the baselines (``acquire_baselines``: eager PyTorch,
+``torch.compile`` per shape and library kernels, measured in their own trusted process by
+evaluators/baselines.py, or read from its cache), and the starting kernel timed through the candidates' own protocol (the
 canary and the null batch's cost, evaluators/judge/timing.py). ``derive_shape_figures`` turns a
 shape's times into speedups and the fraction of the roofline; ``roofline_verdict`` refuses a
 speedup the machine cannot deliver.
@@ -15,9 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...search.evaluation import ShapeResult, Status
-from ...search.task import Shape
+from ...search.evaluation import ShapeResult, Status, speedup_ci
+from ...search.task import Shape, Task
+from ..baselines import (
+    COMPILE,
+    EAGER,
+    BaselineError,
+    BaselineTable,
+    measure_baselines,
+    with_baselines,
+)
 from ..machine import MachineFigures
+from ..settings import EvaluatorSettings
 from .timing import CleanFigures
 from .trial import Trial
 
@@ -26,10 +36,23 @@ ROOFLINE_MARGIN = 1.5
 
 @dataclass(frozen=True)
 class Baselines:
-    """Per tuning shape label, the times (us) a speedup is taken against; NaN: not measured."""
+    """Per tuning shape label, the times (us) a speedup is taken against; NaN: not measured.
+    ``table``: every baseline (evaluators/baselines.py), None with ``error`` when it could not
+    be measured."""
 
     eager_us: Mapping[str, float] = field(default_factory=dict)
     compile_us: Mapping[str, float] = field(default_factory=dict)
+    table: BaselineTable | None = None
+    error: str = ""
+
+    def metrics(self) -> dict[str, Any]:
+        """What an evaluation's metrics say of the baselines: where and what was measured, what
+        was skipped and why (or why there are none)."""
+        if self.table is None:
+            return {"baselines_error": self.error}
+        t = self.table
+        return {"baselines": {"device": t.device, "key": t.key, "cached": t.cached,
+                              "skipped": dict(t.skipped), "versions": dict(t.versions)}}
 
 
 @dataclass(frozen=True)
@@ -54,35 +77,37 @@ def _machine(raw: Any) -> MachineFigures:
     return figures
 
 
-def acquire_baselines(calibration_trial: Trial, tuning: tuple[Shape, ...]
+def acquire_baselines(calibration_trial: Trial, task: Task, settings: EvaluatorSettings
                       ) -> tuple[MachineFigures, Baselines]:
-    """BASELINES CALL POINT: the machine and the baselines every speedup is taken against.
-
-    Today: eager PyTorch, timed by the calibration runner before it ever holds candidate code
-    (a runner serving a candidate never times a baseline); ``torch.compile`` is not measured
-    (NaN). One call per evaluator.
-    """
+    """BASELINES CALL POINT: the machine (from the calibration runner, which never holds
+    candidate code) and the baselines every speedup is taken against: eager PyTorch,
+    ``torch.compile`` per shape and the task's library kernels, measured by
+    ``measure_baselines`` in a process of their own with this evaluator's timing settings (or
+    read from its cache). One call per evaluator; a failure leaves NaN and the reason."""
     reply = calibration_trial.ask({"type": "calibrate"}, "calibrated")
     machine = _machine(reply.get("machine"))
-    raw = reply.get("eager_us")
-    eager = {s.label: float(raw.get(s.label, math.nan)) if isinstance(raw, dict) else math.nan
-             for s in tuning}
-    return machine, Baselines(eager_us=eager,
-                              compile_us={s.label: math.nan for s in tuning})
+    try:
+        table = measure_baselines(task, settings)
+    except BaselineError as exc:
+        nan = {s.label: math.nan for s in task.tuning_shapes}
+        return machine, Baselines(eager_us=nan, compile_us=nan, error=str(exc)[-2000:])
+    return machine, Baselines(
+        eager_us={s.label: table.get(s.label, EAGER).median_us for s in task.tuning_shapes},
+        compile_us={s.label: table.get(s.label, COMPILE).median_us
+                    for s in task.tuning_shapes}, table=table)
 
 
 def derive_shape_figures(result: ShapeResult, shape: Shape, roofline: tuple[float, float],
                          machine: MachineFigures, baselines: Baselines) -> ShapeResult:
     """Speedups over the starting kernel and the baselines, and the fraction of the roofline,
     for a timed ``result`` of ``shape`` (``roofline``: the task's bytes and flops)."""
-    eager = float(baselines.eager_us.get(shape.label, math.nan))
-    compiled = float(baselines.compile_us.get(shape.label, math.nan))
     ideal_us = machine.ideal_seconds(*roofline) * 1e6
-    return replace(result, eager_time_us=eager,
-                   speedup_vs_start=result.start_time_us / result.time_us,
-                   speedup_vs_eager=eager / result.time_us,
-                   speedup_vs_compile=compiled / result.time_us,
-                   roofline_fraction=ideal_us / result.time_us)
+    mine = (result.time_us, result.time_spread_us, result.samples)
+    start = (result.start_time_us, result.start_spread_us, result.samples)  # timed interleaved
+    derived = replace(result, speedup_vs_start=result.start_time_us / result.time_us,
+                      speedup_vs_start_ci=speedup_ci(start, mine),
+                      roofline_fraction=ideal_us / result.time_us)
+    return with_baselines(derived, baselines.table)  # eager, compile, the best baseline
 
 
 def roofline_verdict(shapes: tuple[ShapeResult, ...], flushed: bool,
