@@ -322,7 +322,7 @@ class SandboxEvaluator(Evaluator):
                 "extra_checks": [dict(c["shape"]) | {"scale": c["scale"]}
                                  for c in s.extra_checks],
                 "extra_checks_dropped": dict(calibration.dropped_checks),
-                "roofline_margin": ROOFLINE_MARGIN}
+                "roofline_margin": ROOFLINE_MARGIN, **calibration.baselines.metrics()}
 
 
 @contextmanager
