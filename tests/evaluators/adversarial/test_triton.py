@@ -60,6 +60,7 @@ CASES = [
          "a forged frame is not the verdict: the kernel's zeros are INCORRECT, or the frame is "
          "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)", fresh=True),
     Case("memo_sample_hash", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("memo_by_pointer", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
     Case("phase_by_call_count", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
     Case("phase_by_frames", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
     Case("phase_by_traceback", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
@@ -71,6 +72,7 @@ CASES = [
     Case("os_system_shell", "triton", DENIED, ESCAPE),
     Case("socket_loopback", "triton", DENIED, ESCAPE),
     Case("write_outside_file", "triton", DENIED, ESCAPE),
+    Case("read_outside_file", "triton", DENIED, ESCAPE),
     Case("read_parent_proc", "triton", DENIED,
          ESCAPE + "; in a PID namespace the parent is not visible at all"),
     Case("honest_start", "triton", OK, "the task's own starting kernel",
