@@ -160,3 +160,35 @@ def test_a_run_written_before_the_baseline_columns_still_reads(tmp_path):
     shape = restored.evaluation.shapes[0]
     assert shape.best_baseline == "" and math.isnan(shape.speedup_vs_best)
     assert restored.evaluation.speedup == pytest.approx(2.0)
+
+
+def test_the_closing_table_names_the_best_baseline_and_marks_noise(tmp_path):
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from kernelswarm.experiments.progress import closing_table
+
+    tracker = Tracker(_run(tmp_path), [])
+    tie, win = _candidate("tie", 0), _candidate("win", 1)
+
+    def against(candidate, baseline_us, name):
+        evaluation = _ok(candidate, 2.0, spread=0.05)
+        shape = replace(evaluation.shapes[0], best_baseline=name, best_baseline_us=baseline_us,
+                        speedup_vs_best=baseline_us / evaluation.shapes[0].time_us,
+                        speedup_vs_best_ci=0.03)
+        return replace(evaluation, shapes=(shape,))
+
+    tracker.record(0, 1, tie, against(tie, 5.1, "compile"))  # 1.02x ±0.03: a tie
+    tracker.record(1, 1, win, against(win, 7.5, "liger"))  # 1.50x ±0.03: a win
+    summary = tracker.close("done")
+    result = SwarmResult(summary=summary, start=None, utilisation={}, sink_errors=[],
+                         locations=[], lineages=[LineageResult(i, 1, "done", 0.0) for i in (0, 1)])
+    console = Console(file=io.StringIO(), width=200)
+    console.print(closing_table(result, TimingSettings(flush_cache=False).regime))
+    text = console.file.getvalue()
+    assert "timed with a warm cache (not flushed)" in text
+    lines = {line.split("│")[1].strip(): line for line in text.splitlines() if "│" in line}
+    assert "1.020x ±0.030 ≈ (compile)" in lines["0"]
+    assert "1.500x ±0.030 (liger)" in lines["1"] and "≈" not in lines["1"]
