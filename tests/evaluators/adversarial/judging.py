@@ -177,5 +177,7 @@ def run_case(case: Case, evaluator: SandboxEvaluator, start: Candidate, probes: 
     scratch = scratch_folders()
     if len(scratch) > live_sandboxes:
         problems.append(f"scratch folders left behind: {scratch}")
+    if record is not None:
+        record("problems", "\n".join(problems))
     assert not problems, f"{case.language}/{case.name}: " + "\n".join(problems)
     return evaluation

@@ -35,6 +35,7 @@ ESCAPE = ("refused before it runs (REJECTED), or denied by the OS at run time, w
           "raises (RUNTIME_ERROR); OK would mean it got out")
 SLOW_HONEST = ("the cheat is detected (INCORRECT for a skipped or stale timed output), or it "
                "never pays off and the kernel is judged at its honest, four-fold cost")
+REFUSED_REACH = "; reaching NumPy, frames or tracebacks may be refused outright (REJECTED)"
 
 CASES = [
     Case("host_torch_direct", "triton", REJECTED, NOT_A_KERNEL),
@@ -59,11 +60,14 @@ CASES = [
     Case("forge_result_frame", "triton", FORGERY,
          "a forged frame is not the verdict: the kernel's zeros are INCORRECT, or the frame is "
          "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)", fresh=True),
-    Case("memo_sample_hash", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("memo_sample_hash", "triton", WRONG_OR_REFUSED, SLOW_HONEST + REFUSED_REACH,
+         ok_below=HONEST_COST_CEILING),
     Case("memo_by_pointer", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
     Case("phase_by_call_count", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
-    Case("phase_by_frames", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
-    Case("phase_by_traceback", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
+    Case("phase_by_frames", "triton", WRONG_OR_REFUSED, SLOW_HONEST + REFUSED_REACH,
+         ok_below=HONEST_COST_CEILING),
+    Case("phase_by_traceback", "triton", WRONG_OR_REFUSED, SLOW_HONEST + REFUSED_REACH,
+         ok_below=HONEST_COST_CEILING),
     Case("thread_finishes_later", "triton", WRONG_OR_REFUSED,
          "the launch on another thread is refused (REJECTED), or the output is still unwritten "
          "when checked (INCORRECT)"),
