@@ -19,6 +19,7 @@ broken measurement or a cheat (REJECTED); the check needs flushed caches.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
@@ -138,6 +139,8 @@ class SandboxEvaluator(Evaluator):
             self._references = references
             self._spares = Spares(arena_bytes, prepare_message(self, start),
                                   self.settings.memory_limit_mb, self.startup_s())
+            # an evaluator dropped without close() still stops its spare
+            weakref.finalize(self, self._spares.close)
             self._device = self._calibration.machine.device
         return self._calibration, self._references, self._spares
 
@@ -200,8 +203,9 @@ class SandboxEvaluator(Evaluator):
         loaded = trial.ask({"type": "load", **target,
                             "artifact": trial.runner.stage(build.artifact)}, "loaded")
         trial.call_problem(loaded, "while loading", "")
-        isolation = loaded.get("isolation")
-        common["metrics"]["isolation"] = isolation if isinstance(isolation, dict) else {}
+        isolation = field(loaded, "isolation", dict)  # "isolation": the level, and its parts
+        common["metrics"].update({str(k): str(v)[:200] for k, v in isolation.items()
+                                  if str(k).startswith("isolation")})
         checker = Checker(trial, runner_arena(trial), references, task)
         checked: list[ShapeResult] = []
         errors = checker.check_shapes(CANDIDATE, task.tuning_shapes, "correctness", "shape",

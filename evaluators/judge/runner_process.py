@@ -77,7 +77,7 @@ class RunnerProcess:
     def __init__(self, arena: Arena, prepare: dict[str, Any],
                  memory_limit_mb: int | None = None) -> None:
         self.arena = arena
-        self.scratch = Path(tempfile.mkdtemp(prefix="kernelswarm-runner-"))
+        self.scratch = Path(tempfile.mkdtemp(prefix="kernelswarm-sandbox-"))
         self.log_path = self.scratch / "runner.log"
         self.started = time.perf_counter()
         self.ready: dict[str, Any] | None = None

@@ -6,9 +6,10 @@ Per tuning shape the judge sends a per-evaluation secret seed (only now) and ask
 2. ``batch``: the interleaved rounds of the candidate and the starting kernel, on inputs
    refreshed before every sample; the reply carries every sample, and the arena the last
    outputs and inputs of the candidate's copies used last;
-3. ``BURSTS`` times: ``stage`` (new inputs in the first copies), then ``burst`` (the candidate
-   on each of them back to back, synchronised, the copies returned), timed by the judge from
-   request to reply; and as often a null burst (the same without the calls).
+3. ``BURSTS`` times a ``burst``: the first copies refreshed from a seed sent with the request
+   (so no output can be computed before it), the candidate on each of them back to back,
+   synchronised, the copies returned; timed by the judge from request to reply. And as often a
+   null burst (the same without the calls).
 
 Checks, each on data the judge holds:
 
@@ -25,9 +26,10 @@ Checks, each on data the judge holds:
   runner (bursts run on cache-cold copies, a batch without flushing does not), times
   ``1 - WALL_TOLERANCE``, less a slack: the candidate's reported median must be at least that
   (REJECTED "reported times disagree with the batch's wall time");
-- canary: the starting kernel's median in the candidate's runner must be within
-  ``CANARY_FACTOR`` of its median in the clean calibration runner (REJECTED "timing
-  disturbed").
+- canary: the starting kernel is burst too; its time per call by the judge's clock in the
+  candidate's runner must be within ``CANARY_FACTOR`` of the same in the clean calibration
+  runner, and its reported median within ``MEDIAN_CANARY_FACTOR`` of its clean median (REJECTED
+  "timing disturbed").
 
 Limit: every timed number comes from the candidate's process; what the judge can prove is that
 the returned outputs are right and that the reported median is not far below what its own clock
@@ -46,7 +48,15 @@ from typing import Any
 from ...search.evaluation import ShapeResult, Status
 from ...search.task import Shape
 from ..correctness import compare, first_bit_difference
-from ..protocol import CPU_TIMING_COPIES, GPU_RETURNED_COPIES, TensorSpec, layout, timing_seed
+from ..protocol import (
+    CANDIDATE,
+    CPU_TIMING_COPIES,
+    GPU_RETURNED_COPIES,
+    START,
+    TensorSpec,
+    layout,
+    timing_seed,
+)
 from ..settings import EvaluatorSettings
 from ..shared_memory import Arena, describe
 from ..timing import TimingStats, summarize
@@ -63,6 +73,7 @@ RECHECKED_COPIES = 2
 NULL_CAP = 3.0
 NULL_SLACK_S = 0.005
 CANARY_FACTOR = 3.0
+MEDIAN_CANARY_FACTOR = 10.0
 CANARY_SLACK_US = 20.0
 _MODES = ("cpu", "events", "graph")
 
@@ -156,21 +167,25 @@ class ShapeTimer:
         samples = _samples(batch, rounds)
         errors = self._recheck(self._returned(batch, slots, copies, shape), secret, shape)
         mine, start = summarize(samples[0]), summarize(samples[1])
-        walls = {False: [], True: []}
+        walls: dict[str, list[float]] = {CANDIDATE: [], START: [], "null": []}
         for _ in range(BURSTS):
-            for null in (False, True):
-                wall, returned = self._burst(base, slots, copies, shape, null)
-                walls[null].append(wall)
-                if not null:
-                    self._recheck(returned, secret, shape)
-        burst, null_burst = min(walls[False]), min(walls[True])
+            for kind in walls:
+                seed = random.SystemRandom().randrange(1 << 40)
+                wall, returned = self._burst(base, slots, copies, shape, kind, seed)
+                walls[kind].append(wall)
+                if kind == CANDIDATE:
+                    self._recheck(returned, seed, shape)
+        null_burst = min(walls["null"])
         if clean is not None:
             null_burst = min(null_burst, NULL_CAP * clean.null_burst_s + NULL_SLACK_S)
-        burst_us = max(burst - null_burst, 0.0) / len(slots) * 1e6
+        burst_us, start_burst_us = (max(min(walls[k]) - null_burst, 0.0) / len(slots) * 1e6
+                                    for k in (CANDIDATE, START))
         if clean is not None:
-            self._cross_check(shape, burst_us, mine, start, clean)
+            self._canary(shape, start, start_burst_us, clean)
+            self._cross_check(shape, burst_us, mine, clean)
         detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
-                  "rounds": rounds, "burst_us_per_call": burst_us, "null_burst_s": null_burst,
+                  "rounds": rounds, "burst_us_per_call": burst_us,
+                  "start_burst_us_per_call": start_burst_us, "null_burst_s": null_burst,
                   "burst_calls": len(slots)}
         return Timed(mine, start, detail, burst_us, null_burst, errors)
 
@@ -184,14 +199,17 @@ class ShapeTimer:
         return runner.cpu_seconds if math.isfinite(runner.cpu_seconds()) else time.perf_counter
 
     def _burst(self, base: dict[str, Any], slots: list[dict[str, Any]], copies: int,
-               shape: Shape, null: bool) -> tuple[float, list[tuple[int, int, tuple, tuple]]]:
-        """One staged burst (or null burst): its wall time and the copies it returned."""
+               shape: Shape, kind: str, seed: int
+               ) -> tuple[float, list[tuple[int, int, tuple, tuple]]]:
+        """One burst (or null burst): its time by the judge's clock and the copies it returned
+        (their inputs drawn from ``seed``, which the runner learns with the request)."""
         where = f"on shape {shape.label} while being timed"
-        staged = self.trial.ask({**base, "step": "stage", "slots": slots}, "staged")
-        self.trial.call_problem(staged, where, shape.label)
         clock = self._clock()
         began = clock()
-        reply = self.trial.ask({**base, "step": "burst", "slots": slots, "null": null}, "burst")
+        null = kind == "null"
+        reply = self.trial.ask({**base, "step": "burst", "slots": slots, "null": null,
+                                "kernel": START if kind == START else CANDIDATE, "seed": seed},
+                               "burst")
         wall = clock() - began
         self.trial.call_problem(reply, where, shape.label)
         if null:
@@ -249,17 +267,26 @@ class ShapeTimer:
             max_rel = max(max_rel, comparison.max_rel_err)
         return max_abs, max_rel
 
+    def _canary(self, shape: Shape, start: TimingStats, start_burst_us: float,
+                clean: CleanFigures) -> None:
+        """The starting kernel in the candidate's runner against a runner without candidate
+        code: its bursts by the judge's clock (CPU time, which the load of the machine does not
+        stretch but a thread of the candidate's does) within ``CANARY_FACTOR``, and its reported
+        median within ``MEDIAN_CANARY_FACTOR`` (wall time: loose, the load moves it)."""
+        for what, now, then, factor in (
+                ("its calls back to back took", start_burst_us, clean.burst_us, CANARY_FACTOR),
+                ("its reported median was", start.median_us, clean.start_us,
+                 MEDIAN_CANARY_FACTOR)):
+            if not then / factor - CANARY_SLACK_US <= now <= then * factor + CANARY_SLACK_US:
+                raise CandidateFault(
+                    Status.REJECTED,
+                    f"timing disturbed on shape {shape.label}: timed alongside the candidate, "
+                    f"the starting kernel was not itself ({what} {now:.2f} us per call against "
+                    f"{then:.2f} us in a runner without candidate code)",
+                    [ShapeResult(shape=shape.label)])
+
     def _cross_check(self, shape: Shape, burst_us: float, mine: TimingStats,
-                     start: TimingStats, clean: CleanFigures) -> None:
-        low = clean.start_us / CANARY_FACTOR - CANARY_SLACK_US
-        high = clean.start_us * CANARY_FACTOR + CANARY_SLACK_US
-        if not low <= start.median_us <= high:
-            raise CandidateFault(
-                Status.REJECTED,
-                f"timing disturbed on shape {shape.label}: the starting kernel, timed "
-                f"alongside the candidate, took {start.median_us:.2f} us against "
-                f"{clean.start_us:.2f} us in a runner without candidate code",
-                [ShapeResult(shape=shape.label)])
+                     clean: CleanFigures) -> None:
         slack = GPU_SLACK_US if self.settings.device.startswith("cuda") else CPU_SLACK_US
         floor_us = burst_us * clean.ratio * (1 - WALL_TOLERANCE) - slack
         if mine.median_us < floor_us:

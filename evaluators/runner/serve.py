@@ -11,7 +11,7 @@ Requests (JSON frames, evaluators/channel.py), in the order the judge sends them
 - ``seal``: after the checks, the compile window of a JIT closes; ``sealed`` {leftover}.
 - ``call`` {kernel, shape, inputs, outputs, poison, fresh, load}: one checked call;
   ``called`` {problem} or ``called`` {error, message[, cuda, sticky]}.
-- ``time`` {shape, secret, step: warm | batch | stage | burst, ...}: see evaluators/runner/timed.py.
+- ``time`` {shape, secret, step: warm | batch | burst, ...}: see evaluators/runner/timed.py.
 - ``observe`` {shapes}: kernels one candidate call launches per shape (GPU).
 - ``resources``: the language's view of the loaded candidate.
 
@@ -82,8 +82,6 @@ class Runner:
             raise ValueError("a timing step before warm")
         if step == "batch":
             return self.timing.batch(message)
-        if step == "stage":
-            return self.timing.stage(message)
         if step == "burst":
             return self.timing.burst(message)
         raise ValueError(f"unknown timing step {step!r}")

@@ -99,8 +99,11 @@ class Session:
             self.flusher = CacheFlusher(2 * self.cache_bytes, self.device)
         if self.on_gpu:
             torch.cuda.init()
-        if self.needs_compiler:  # compile the starting kernel now, while processes may start
-            self._warm_start()
+        # One call of the starting kernel per tuning shape now: a JIT compiles it while
+        # processes may still start, and what a first call imports lazily (the triton
+        # interpreter imports torch._dynamo, which wraps torch.manual_seed) is in place before
+        # the snapshot the candidate's calls are checked against.
+        self._warm_start()
         return {"type": "ready", "cache_bytes": self.cache_bytes,
                 "flush_bytes": self.flusher.nbytes if self.flusher else 0}
 

@@ -10,10 +10,10 @@ after timing (``recheck``).
 
 Requests per shape: ``warm`` (warm-up calls and, on a GPU, the choice between events and graph
 replays, with the graphs captured), ``batch`` (the timed rounds, stopping rule of
-evaluators/timing.py; the copies used last go back to the arena), then a few ``stage`` (refresh
-the first copies) and ``burst`` (call the candidate on each of them back to back, or not at all
-when ``null``, and return them): the judge times each burst itself, and the times the batch
-reported must agree with the bursts' wall time.
+evaluators/timing.py; the copies used last go back to the arena), then a few ``burst`` (refresh
+the first copies from a seed that comes with the request, call the candidate on each of them
+back to back, or not at all when ``null``, and return them): the judge times each burst itself,
+and the times the batch reported must agree with the bursts' time.
 
 GPU graph mode: a replay's calls rotate over the copies, and only the copy of a replay's last
 call is refreshed before it (refreshing every copy before every replay would dominate the run);
@@ -30,7 +30,15 @@ from typing import Any
 from ...search.task import Shape
 from ..correctness import poison
 from ..gpu_timing import Flusher, capture_graphs, event_sample, graph_sample, plan_copies, warm_up
-from ..protocol import CANDIDATE, CPU_TIMING_COPIES, FIRST_POISON, KERNELS, TensorSpec, timing_seed
+from ..protocol import (
+    CANDIDATE,
+    CPU_TIMING_COPIES,
+    FIRST_POISON,
+    KERNELS,
+    START,
+    TensorSpec,
+    timing_seed,
+)
 from ..timing import summarize
 from .integrity import replaced_timers
 from .session import Session
@@ -68,10 +76,11 @@ class ShapeTiming:
         self.mode, self.calls_per_sample, self.graphs = "cpu", 1, list[object]()
         self.flush = Flusher(session.flusher)
 
-    def refresh(self, kernel: str, copy: int) -> None:
+    def refresh(self, kernel: str, copy: int, secret: int | None = None) -> None:
         """New values in ``copy``'s input tensors (same storage), and its outputs poisoned."""
         fresh = self.session.task.module.make_inputs(
-            self.params, timing_seed(self.secret, self.index), self.session.device)
+            self.params, timing_seed(self.secret if secret is None else secret, self.index),
+            self.session.device)
         for tensor, value in zip(self.inputs[kernel][copy], fresh, strict=True):
             tensor.copy_(value)
         poison(self.outputs[kernel][copy], FIRST_POISON)
@@ -142,23 +151,23 @@ class ShapeTiming:
                 "problem": replaced_timers() or self.session.tampering(),
                 "refreshed": self._refreshed(written)}
 
-    def stage(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """New values in the candidate's first copies, for the burst that follows."""
-        for copy in range(min(len(message["slots"]), self.copies)):
-            self.refresh(CANDIDATE, copy)
-        self.session.synchronize()
-        return {"type": "staged"}
-
     def burst(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """The candidate on each staged copy back to back (none when ``null``), synchronised,
-        and the copies back to the arena: the judge times this whole request."""
+        """The candidate's first copies refreshed from the burst's own seed (sent with this
+        request, so no output can be ready before it), the candidate on each back to back (none
+        when ``null``), synchronised, and the copies back to the arena: the judge times this
+        whole request."""
+        kernel = START if message.get("kernel") == START else CANDIDATE
         copies = list(range(min(len(message["slots"]), self.copies)))
+        for copy in copies:
+            self.refresh(kernel, copy, int(message["seed"]))
+        self.session.synchronize()
         if not message.get("null"):
             for copy in copies:
-                self._call(CANDIDATE)(copy)
+                self._call(kernel)(copy)
         self.session.synchronize()
-        written = self._write_back(message["slots"], copies)
-        return {"type": "burst", "written": written, "refreshed": self._refreshed(written)}
+        written = self._write_back(message["slots"], copies, kernel)
+        return {"type": "burst", "written": written,
+                "refreshed": {str(c): self.refreshed[kernel][c] for c in written}}
 
     def _refreshed(self, copies: list[int]) -> dict[str, int]:
         return {str(c): self.refreshed[CANDIDATE][c] for c in copies}
@@ -169,12 +178,13 @@ class ShapeTiming:
             return [(self.calls_per_sample - 1) % self.copies]
         return [r % self.copies for r in range(rounds - 1, max(rounds - self.copies, 0) - 1, -1)]
 
-    def _write_back(self, slots: list[Mapping[str, Any]], copies: list[int]) -> list[int]:
+    def _write_back(self, slots: list[Mapping[str, Any]], copies: list[int],
+                    kernel: str = CANDIDATE) -> list[int]:
         """The last outputs and the inputs of ``copies``, one per slot of the arena."""
         written = []
         for slot, copy in zip(slots, copies, strict=False):
             self.session.write_back(
-                self.outputs[CANDIDATE][copy], [TensorSpec.of_json(s) for s in slot["outputs"]],
-                self.inputs[CANDIDATE][copy], [TensorSpec.of_json(s) for s in slot["inputs"]])
+                self.outputs[kernel][copy], [TensorSpec.of_json(s) for s in slot["outputs"]],
+                self.inputs[kernel][copy], [TensorSpec.of_json(s) for s in slot["inputs"]])
             written.append(copy)
         return written

@@ -99,7 +99,7 @@ def test_an_exception_in_the_entry_point_is_a_runtime_error_naming_the_shape(tri
                                          "    grid = (")
     evaluation = triton_evaluator.evaluate(triton_start.derive(source=source))
     assert evaluation.status is Status.RUNTIME_ERROR
-    assert "raised AssertionError: d on shape d=100,dtype=float32,tokens=3" in \
+    assert "raised AssertionError: d on held-out shape d=100,dtype=float32,tokens=3" in \
         evaluation.message
     assert "held-out" in evaluation.message
 
