@@ -18,6 +18,8 @@ Python kernel and rejects one that computes with PyTorch (evaluators/integrity.p
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import sys
 from collections.abc import Iterator
 
@@ -62,7 +64,8 @@ TRITON_INTERNALS = ("triton.runtime", "triton.testing", "triton.tools", "triton.
 # ``torch.builtins``, ``typing.sys``, ``torch.nn.functional.np``, ...): reaching one through a
 # dotted chain is importing it. Any standard-library module name counts, and the third-party
 # modules torch re-exports; a few names are both a standard module and a tensor operation or a
-# triton.language module, and stay allowed (torch.random is refused as global state).
+# triton.language module, and stay allowed (torch.random is refused as global state). Modules
+# held under other names are found by following the chain in the installed torch and triton.
 FOREIGN_MODULES = (frozenset(sys.stdlib_module_names) | {"np", "numpy", "pynvml", "stdlib_re",
                                                          "sympy", "typing_extensions"}) \
     - {"math", "random", "select", "trace", "chunk"}
@@ -148,9 +151,29 @@ def _find_clocks_and_assembly(tree: ast.Module) -> Iterator[ast.AST]:
             yield node
 
 
+def _reaches_foreign_module(dotted: str) -> bool:
+    """Whether following ``dotted`` attribute by attribute, in this process's torch and triton,
+    passes through a module that is neither (``torch.nn.modules.container.container_abcs`` is
+    ``collections.abc`` under another name). Only the allowed modules are imported to find out."""
+    parts = dotted.split(".")
+    if parts[0] not in ("torch", "triton", "math", "typing"):
+        return False
+    try:
+        value = importlib.import_module(parts[0])
+        for part in parts[1:]:
+            value = getattr(value, part)
+            if inspect.ismodule(value) and value.__name__.split(".")[0] not in ("torch",
+                                                                                  "triton"):
+                return True
+    except Exception:  # noqa: BLE001 - a name this version lacks fails at run time instead
+        return False
+    return False
+
+
 def _find_foreign_modules(tree: ast.Module) -> Iterator[ast.AST]:
     for node, dotted in ModuleView(tree).used_names():
-        if any(part in FOREIGN_MODULES for part in dotted.split(".")[1:]):
+        if (any(part in FOREIGN_MODULES for part in dotted.split(".")[1:])
+                or _reaches_foreign_module(dotted)):
             yield node
 
 
