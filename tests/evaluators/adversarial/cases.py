@@ -50,9 +50,6 @@ class Case:
     ok_below: float | None = None
     min_speedup: float | None = None  # honest controls that must also be measured faster
     source: Path | None = None  # a kernel kept elsewhere (a task's starting kernel)
-    # Judged by an evaluator of its own: a case that tampers with the process or its channel
-    # would otherwise, where the tampering outlives it, change the verdicts of the cases after it.
-    fresh: bool = False
 
     @property
     def path(self) -> Path:

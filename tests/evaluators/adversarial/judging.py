@@ -134,6 +134,17 @@ def verdict_problem(case: Case, evaluation: Evaluation) -> str | None:
     return None
 
 
+def _never_ran(evaluation: Evaluation) -> bool:
+    """Refused before it was built or loaded (a screen, the imports check): no run metrics, so
+    no process ran it and the evaluator cannot have changed."""
+    return evaluation.status in (Status.REJECTED, Status.COMPILE_ERROR) and not evaluation.metrics
+
+
+def _scratch_problems(live_sandboxes: int) -> list[str]:
+    scratch = scratch_folders()
+    return [f"scratch folders left behind: {scratch}"] if len(scratch) > live_sandboxes else []
+
+
 def _clip(text: str, limit: int = 600) -> str:
     """The head and the tail of a long message (a traceback's cause is at its end)."""
     return text if len(text) <= limit else f"{text[:200]} ... {text[-(limit - 200):]}"
@@ -146,7 +157,8 @@ def _names(statuses: frozenset[Status]) -> str:
 def run_case(case: Case, evaluator: SandboxEvaluator, start: Candidate, probes: Probes,
              record: Callable[[str, object], None] | None = None,
              live_sandboxes: int = 1) -> Evaluation | None:
-    """Judge ``case`` and assert every property of the module docstring.
+    """Judge ``case`` and assert every property of the module docstring (the honest kernel after
+    it is left out when the case was refused before anything of it ran).
 
     ``record`` (pytest's ``record_property``) keeps the verdict in the test report, passing or not.
     """
@@ -166,18 +178,21 @@ def run_case(case: Case, evaluator: SandboxEvaluator, start: Candidate, probes: 
         problems.append(problem)
     problems += left_running(case.marker)
     problems += probes.escapes()
-    try:
-        after = evaluator.evaluate(start)
-        if after.status is not Status.OK:
-            problems.append(f"the next honest kernel was judged {after.status.value}: "
-                            f"{_clip(after.message)}")
-    except Exception as exc:
-        problems.append(f"the evaluator failed on the next honest kernel: "
-                        f"{type(exc).__name__}: {_clip(str(exc))}")
-    scratch = scratch_folders()
-    if len(scratch) > live_sandboxes:
-        problems.append(f"scratch folders left behind: {scratch}")
+    if evaluation is None or not _never_ran(evaluation):
+        problems += _next_honest_problems(evaluator, start)
+    problems += _scratch_problems(live_sandboxes)
     if record is not None:
         record("problems", "\n".join(problems))
     assert not problems, f"{case.language}/{case.name}: " + "\n".join(problems)
     return evaluation
+
+
+def _next_honest_problems(evaluator: SandboxEvaluator, start: Candidate) -> list[str]:
+    try:
+        after = evaluator.evaluate(start)
+    except Exception as exc:
+        return [f"the evaluator failed on the next honest kernel: {type(exc).__name__}: "
+                f"{_clip(str(exc))}"]
+    if after.status is not Status.OK:
+        return [f"the next honest kernel was judged {after.status.value}: {_clip(after.message)}"]
+    return []

@@ -22,7 +22,6 @@ from .cases import (
     WRONG_OR_REFUSED,
     Case,
 )
-from .conftest import cpp_evaluator_for
 from .judging import run_case
 
 PYAPI = ("a library that imports the Python C API is refused before it loads (REJECTED, the "
@@ -34,24 +33,22 @@ SLOW_HONEST = ("the cheat is detected (INCORRECT for a skipped or stale timed ou
                "never pays off and the kernel is judged at its honest, four-fold cost")
 
 CASES = [
-    Case("pyapi_patch_compare", "cpp", WRONG_OR_REFUSED, PYAPI, fresh=True),
+    Case("pyapi_patch_compare", "cpp", WRONG_OR_REFUSED, PYAPI),
     Case("pyapi_patch_timer", "cpp", REJECTED,
          "the Python C API import is refused (REJECTED); a timing loop patched in the "
          "candidate's process disagrees with the wall time measured outside (REJECTED); an "
-         "unpatched one reports the honest four-fold cost", ok_below=HONEST_COST_CEILING,
-         fresh=True),
-    Case("pyapi_patch_reference", "cpp", WRONG_OR_REFUSED, PYAPI, fresh=True),
+         "unpatched one reports the honest four-fold cost", ok_below=HONEST_COST_CEILING),
+    Case("pyapi_patch_reference", "cpp", WRONG_OR_REFUSED, PYAPI),
     Case("pyapi_found_by_walking_elf", "cpp", WRONG_OR_REFUSED,
          "no Python symbol is imported, so only the isolation of the verdict stops it: its "
-         "zeros reach a comparison it cannot patch (INCORRECT); REJECTED if the walk is refused",
-         fresh=True),
+         "zeros reach a comparison it cannot patch (INCORRECT); REJECTED if the walk is refused"),
     Case("forge_result_frame", "cpp", FORGERY,
          "a forged frame is not the verdict: the kernel's zeros are INCORRECT, or the frame is "
-         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)", fresh=True),
+         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)"),
     Case("forge_then_hang", "cpp", frozenset({Status.TIMEOUT, Status.REJECTED,
                                                 Status.RUNTIME_ERROR}),
          "a forged frame is not the verdict, so the endless loop after it is a TIMEOUT (or the "
-         "forgery is refused, REJECTED, or garbles the channel, RUNTIME_ERROR)", fresh=True),
+         "forgery is refused, REJECTED, or garbles the channel, RUNTIME_ERROR)"),
     Case("memo_sample_hash", "cpp", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
     Case("memo_pointer_and_corners", "cpp", INCORRECT, SLOW_HONEST,
          ok_below=HONEST_COST_CEILING),
@@ -89,12 +86,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_cpp_case(case, cpp_evaluator, cpp_start, probes, record_property, compile_cache):
-    if not case.fresh:
-        run_case(case, cpp_evaluator, cpp_start, probes, record_property)
-        return
-    with cpp_evaluator_for(compile_cache) as own:
-        run_case(case, own, cpp_start, probes, record_property, live_sandboxes=2)
+def test_cpp_case(case, cpp_evaluator, cpp_start, probes, record_property):
+    run_case(case, cpp_evaluator, cpp_start, probes, record_property)
 
 
 def test_every_cpp_kernel_is_judged_somewhere():

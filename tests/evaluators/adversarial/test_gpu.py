@@ -40,11 +40,11 @@ GPU_TRITON_CASES = [
          "PyTorch kernels launched through a table of functions: REJECTED with the reason"),
     Case("forge_result_frame", "triton", FORGERY,
          "a forged frame is not the verdict: the kernel's zeros are INCORRECT, or the frame is "
-         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)", fresh=True),
+         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)"),
     Case("patch_event_elapsed", "triton", REJECTED,
          "the events are read where the candidate cannot patch them, or their figure disagrees "
          "with the wall time measured outside (REJECTED); unpatched, the honest four-fold cost",
-         ok_below=HONEST_COST_CEILING, fresh=True),
+         ok_below=HONEST_COST_CEILING),
 ]
 
 
@@ -72,10 +72,5 @@ def test_cuda_case(case, cuda_judge, probes, record_property):
 
 
 @pytest.mark.parametrize("case", GPU_TRITON_CASES, ids=str)
-def test_gpu_triton_case(case, gpu_triton_judge, compile_cache, probes, record_property):
-    start = gpu_triton_judge.start_candidate
-    if not case.fresh:
-        run_case(case, gpu_triton_judge, start, probes, record_property)
-        return
-    with SandboxEvaluator(SILU_TASK, "triton", _gpu_settings(compile_cache)) as own:
-        run_case(case, own, start, probes, record_property, live_sandboxes=2)
+def test_gpu_triton_case(case, gpu_triton_judge, probes, record_property):
+    run_case(case, gpu_triton_judge, gpu_triton_judge.start_candidate, probes, record_property)

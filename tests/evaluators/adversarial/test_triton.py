@@ -24,7 +24,6 @@ from .cases import (
     WRONG_OR_REFUSED,
     Case,
 )
-from .conftest import triton_evaluator_for
 from .judging import run_case
 
 NOT_A_KERNEL = ("the result is computed on the host, not by a Triton kernel: REJECTED, by the "
@@ -45,21 +44,20 @@ CASES = [
     Case("import_module_numpy", "triton", REJECTED, NOT_A_KERNEL),
     Case("compute_in_thread", "triton", REJECTED, NOT_A_KERNEL),
     Case("indirection_table", "triton", REJECTED, NOT_A_KERNEL),
-    Case("patch_compare_code_swap", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+    Case("patch_compare_code_swap", "triton", WRONG_OR_REFUSED, PATCH),
     Case("patch_timer_code_swap", "triton", REJECTED,
          "a timing loop patched in the candidate's process disagrees with the wall time measured "
          "outside, or the patch is refused (REJECTED); an unpatched one reports the honest "
-         "four-fold cost", ok_below=HONEST_COST_CEILING, fresh=True),
-    Case("sys_modules_rebind", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
-    Case("gc_patch_reference", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+         "four-fold cost", ok_below=HONEST_COST_CEILING),
+    Case("sys_modules_rebind", "triton", WRONG_OR_REFUSED, PATCH),
+    Case("gc_patch_reference", "triton", WRONG_OR_REFUSED, PATCH),
     Case("stack_copy_reference", "triton", WRONG_OR_REFUSED,
          "the expected result is computed where the candidate cannot see it, so nothing is "
-         "copied and the unwritten output is INCORRECT (or the reach is refused, REJECTED)",
-         fresh=True),
-    Case("patch_torch_functions", "triton", WRONG_OR_REFUSED, PATCH, fresh=True),
+         "copied and the unwritten output is INCORRECT (or the reach is refused, REJECTED)"),
+    Case("patch_torch_functions", "triton", WRONG_OR_REFUSED, PATCH),
     Case("forge_result_frame", "triton", FORGERY,
          "a forged frame is not the verdict: the kernel's zeros are INCORRECT, or the frame is "
-         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)", fresh=True),
+         "refused (REJECTED) or garbles the channel (RUNTIME_ERROR)"),
     Case("memo_sample_hash", "triton", WRONG_OR_REFUSED, SLOW_HONEST + REFUSED_REACH,
          ok_below=HONEST_COST_CEILING),
     Case("memo_by_pointer", "triton", INCORRECT, SLOW_HONEST, ok_below=HONEST_COST_CEILING),
@@ -87,13 +85,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_triton_case(case, triton_evaluator, triton_start, probes, record_property,
-                     tiny_silu_task, compile_cache):
-    if not case.fresh:
-        run_case(case, triton_evaluator, triton_start, probes, record_property)
-        return
-    with triton_evaluator_for(tiny_silu_task, compile_cache) as own:
-        run_case(case, own, triton_start, probes, record_property, live_sandboxes=2)
+def test_triton_case(case, triton_evaluator, triton_start, probes, record_property):
+    run_case(case, triton_evaluator, triton_start, probes, record_property)
 
 
 def test_every_triton_kernel_is_judged_somewhere():
