@@ -30,7 +30,7 @@ def test_overrides_are_typed_toml_values():
     ('task.language="rust"', "task.language: Input should be 'cpp', 'cuda', 'torch-ext' or 'triton'"),
     ("evaluator.workers=0", "evaluator.workers: must be >= 1"),
     ("bogus.key=1", "bogus: unknown key; allowed here: agent, cluster"),
-    ("lineages=3", "KEY must be section.key"),
+    ("lineages=3", "KEY must name a key inside a section, e.g. search.lineages"),
     ("search.lineages", "expected KEY=VALUE"),
 ])
 def test_bad_values_and_unknown_keys_are_named(override, message):
