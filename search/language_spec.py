@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 
@@ -110,7 +111,7 @@ _MACRO_GUIDE = ("Knobs are compile-time macros: each knob NAME is passed as -DNA
                 "`#ifndef NAME` / `#define NAME <default>` / `#endif` so the file also builds "
                 "alone.")
 
-SPECS: Mapping[str, LanguageSpec] = {spec.name: spec for spec in (
+SPECS: Mapping[str, LanguageSpec] = MappingProxyType({spec.name: spec for spec in (
     LanguageSpec(
         name="cpp", suffixes=(".cpp", ".cc", ".cxx"), fence_tags=("cpp", "c++", "cc", "cxx", "c"),
         devices=("cpu",), syntax=Syntax.CPP, knobs=KnobStyle.MACROS, arguments=Arguments.CTYPES,
@@ -137,7 +138,7 @@ SPECS: Mapping[str, LanguageSpec] = {spec.name: spec for spec in (
         "each with a default, so the file also runs alone) and are passed to @triton.jit "
         "kernels as tl.constexpr parameters. The entry point is a plain Python function that "
         "launches them."),
-)}
+)})
 
 LANGUAGES: tuple[str, ...] = tuple(SPECS)
 
@@ -162,7 +163,7 @@ def _suffix_owners() -> dict[str, LanguageSpec]:
     return owners
 
 
-SUFFIX_LANGUAGES: Mapping[str, LanguageSpec] = _suffix_owners()
+SUFFIX_LANGUAGES: Mapping[str, LanguageSpec] = MappingProxyType(_suffix_owners())
 
 
 def spec_for_suffix(suffix: str) -> LanguageSpec:
