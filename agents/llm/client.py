@@ -118,7 +118,7 @@ def _describe_error(outcome: str, exc: Exception, model: RoleModel, timeout_s: f
                     cut: bool) -> str:
     if outcome == TIMEOUT:
         why = " (the run's wall-time budget ended)" if cut else ""
-        return f"no answer within {timeout_s:g} s from {endpoint_of(model)}{why}"
+        return f"no answer within {timeout_s:.3g} s from {endpoint_of(model)}{why}"
     text = " ".join(str(exc).split())[:300]
     if outcome == CONNECTION_ERROR:
         return f"{text} (endpoint {endpoint_of(model)})"

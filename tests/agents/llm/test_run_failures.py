@@ -1,0 +1,125 @@
+"""Whole ``kernelswarm run`` commands against servers that fail: one that never answers, one
+that is not there, one that refuses every request (HTTP 400), one that answers garbage. Each
+run ends on time, exits non-zero and says why on its last line; real Ray, g++ and sandbox."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelswarm.agents.llm import LoopbackServer, Reply, always
+from kernelswarm.cluster import Swarm
+from kernelswarm.experiments.cli import main
+from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL
+
+pytestmark = pytest.mark.slow
+# Starting a run's tracker, worker and lineage actors and closing them, on this project's loaded
+# 2-core machine: 13 s measured (Ray starts a Python process per actor).
+ACTORS_S = 20.0
+
+
+def _command(out_dir: Path, compile_cache: Path, url: str, *extra: str) -> list[str]:
+    return ["run", *[arg for pair in (("--set", s) for s in [
+        f'run.out_dir="{out_dir}"', "run.name=llm-fail", "search.lineages=2",
+        "search.candidates_per_lineage=2", "tracking.mlflow=false",
+        f'evaluator.cache_dir="{compile_cache}"', "timing.budget_s=0.05",
+        "timing.min_repeats=5", "timing.max_repeats=30", "agent.kind=llm",
+        "agent.backoff_s=0.01", f"agent.llm.model={MODEL}", f"agent.llm.base_url={url}",
+        f'agent.llm.api_key_env="{KEY_ENV}"', *extra]) for arg in pair]]
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def _run(tmp_path: Path, capsys, command) -> tuple[int, str, Path, float]:
+    """``main(command(out_dir))``: exit code, output, run folder, seconds. Run again (once)
+    when the evaluator rejects the task's own starting kernel, which on a loaded machine its
+    timing checks sometimes do: that is not what these tests are about."""
+    for attempt in range(2):
+        out_dir = tmp_path / f"runs{attempt}"
+        started = time.monotonic()
+        code = main(command(out_dir))
+        elapsed = time.monotonic() - started
+        out = capsys.readouterr().out
+        if "the starting kernel fails evaluation" not in out:
+            break
+    run_dir, = out_dir.iterdir()
+    return code, out, run_dir, elapsed
+
+
+def test_a_hanging_server_ends_the_run_within_its_wall_time(tmp_path, compile_cache,
+                                                             ray_session, capsys, monkeypatch):
+    """timeout_s 10, max_retries 4, wall_time_s 15: no LLM call outlives the wall-time budget
+    (the tester's, before the lineages start, is cut at it; the lineages' first analyst calls
+    and plans find it spent), so the run takes wall_time_s plus what it spends outside LLM
+    calls: evaluating the starting kernel (timed here: half a minute on a loaded 2-core
+    machine) and starting and closing its Ray actors (``ACTORS_S``)."""
+    wall_s, timeout_s = 15, 10
+    evaluating: list[float] = []
+    original = Swarm.start
+
+    def timed_start(swarm):
+        began = time.monotonic()
+        try:
+            return original(swarm)
+        finally:
+            evaluating.append(time.monotonic() - began)
+
+    monkeypatch.setattr(Swarm, "start", timed_start)
+    with LoopbackServer(always(Reply(hang=True)), api_key=API_KEY) as server:
+        code, out, run_dir, elapsed = _run(tmp_path, capsys, lambda out_dir: _command(
+            out_dir, compile_cache, server.url, f"search.wall_time_s={wall_s}",
+            f"agent.llm.timeout_s={timeout_s}", "agent.llm.max_retries=4"))
+        requests = len(server.requests)
+    began = json.loads((run_dir / "llm_calls" / "lineage--1.jsonl").read_text().splitlines()[0])[
+        "started"]
+    calls = [json.loads(line) for path in (run_dir / "llm_calls").glob("*.jsonl")
+             for line in path.read_text().splitlines()]
+    last_call_end = max(c["started"] + c["latency_s"] for c in calls) - began
+    print(f"\nhanging server: the run took {elapsed:.1f} s: {evaluating[-1]:.1f} s evaluating "
+          f"the starting kernel, {elapsed - evaluating[-1]:.1f} s besides (wall_time_s + "
+          f"timeout_s = {wall_s + timeout_s} s); the last LLM call ended {last_call_end:.1f} s "
+          f"after the start; {requests} requests")
+    assert last_call_end < wall_s + 1.0  # no call outlives the budget (1 s: HTTP and threads)
+    assert elapsed - evaluating[-1] < wall_s + timeout_s + ACTORS_S, out
+    assert code == 1
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("error: no lineage proposed a candidate: planner stopped:")
+    assert "wall-time budget" in last
+    assert "tester failed, no extra checks: tester (loopback-coder-1): timeout" in out
+    summary = _summary(run_dir)
+    assert summary["llm"]["roles"]["tester"]["attempts"] == 2  # 10 s, then cut at the deadline
+    assert summary["llm"]["start_up"]["failures"] == 1
+
+
+@pytest.mark.parametrize("mode", ["no server", "HTTP 400", "garbage"])
+def test_a_run_whose_agents_produce_nothing_exits_non_zero_saying_why(
+        mode, tmp_path, compile_cache, ray_session, capsys):
+    expected = {"no server": "connection_error after 2 attempts",
+                "HTTP 400": "refused after 1 attempt",
+                "garbage": "3 malformed answers in a row"}[mode]
+    with LoopbackServer(always(Reply(status=400, content="model not found") if mode == "HTTP 400"
+                               else Reply("Sure, here is a faster kernel!")),
+                        api_key=API_KEY) as server:
+        url = server.url
+        if mode == "no server":
+            with socket.socket() as probe:  # a port nobody listens on
+                probe.bind(("127.0.0.1", 0))
+                url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+        code, out, run_dir, _ = _run(tmp_path, capsys, lambda out_dir: _command(
+            out_dir, compile_cache, url, "agent.llm.max_retries=1", "search.wall_time_s=120"))
+    last = out.strip().splitlines()[-1]
+    assert code == 1, out
+    assert last.startswith("error: no lineage proposed a candidate: planner stopped:"), last
+    assert expected in last
+    if mode == "no server":
+        assert f"(endpoint {url})" in last
+    assert "tester failed" in out
+    summary = _summary(run_dir)
+    assert all(lineage["steps"] == 0 for lineage in summary["lineages"])
+    assert summary["llm"]["total"]["failures"] >= 3  # the tester's, and each lineage's planner
