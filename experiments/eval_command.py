@@ -50,9 +50,6 @@ from .run_folder import RunFolder, open_run_folder, run_folder_of
 from .sinks.sources import read_kernel_file
 from .speedups import compact_labels, speedup_text
 
-# A torch extension compiles for about a minute (with CUDA); the default 60 s limit is for cpp.
-TORCH_EXT_COMPILE_TIMEOUT_S = 600.0
-
 
 class EvalUsageError(Exception):
     """Arguments of ``kernelswarm eval`` that cannot be used; the message names which."""
@@ -113,10 +110,9 @@ def _settings(language: str, device: str, run: RunFolder | None) -> EvaluatorSet
     defaults; ``device`` as asked."""
     if run is not None:
         return replace(run.settings, device=device)
-    settings: dict[str, Any] = {"device": device}
-    if language == "torch-ext":
-        settings["compile_timeout_s"] = TORCH_EXT_COMPILE_TIMEOUT_S
-    return EvaluatorSettings(**settings)
+    # A torch extension compiles for about a minute: its spec gives the limit its builds need.
+    return EvaluatorSettings(device=device,
+                             compile_timeout_s=language_spec(language).compile_timeout_s)
 
 
 def file_candidate(start: Candidate, text: str, origin: Origin) -> Candidate:

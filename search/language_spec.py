@@ -70,6 +70,7 @@ class LanguageSpec:
     # False where a file's suffix alone must not pick this language (torch-ext sources are .cpp
     # files, and a .cpp file is the cpp language unless the user says otherwise).
     claims_suffixes: bool = True
+    compile_timeout_s: float = 60.0  # a build limit its compiler fits in on a loaded machine
 
     @property
     def suffix(self) -> str:
@@ -129,6 +130,7 @@ SPECS: Mapping[str, LanguageSpec] = MappingProxyType({spec.name: spec for spec i
         name="torch-ext", suffixes=(".cpp",), fence_tags=("cpp", "c++", "cuda"),
         devices=("cpu", "cuda"), syntax=Syntax.CPP, knobs=KnobStyle.MACROS,
         arguments=Arguments.TENSORS, claims_suffixes=False,
+        compile_timeout_s=600.0,  # load_inline compiles the torch headers: about a minute
         knob_guide=_MACRO_GUIDE + " The file is a PyTorch C++/CUDA extension built with "
         "load_inline; the task's launcher calls the entry point with tensors."),
     LanguageSpec(
