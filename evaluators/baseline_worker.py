@@ -12,6 +12,10 @@ evaluators/gpu_timing.py on a GPU (input copies made from the timing seeds, the 
 CUDA-graph replays for short calls), evaluators/timing.py on the CPU (one core, as a candidate
 runs, the cache flushed when the settings flush it).
 
+The task's starting kernel in the evaluator's language (trusted: the task's own) is timed here
+too, on the same inputs and in the same minutes, as the reference that carries the baselines
+over to a candidate's evaluation (evaluators/baselines.py, ``with_baselines``).
+
 ``torch.compile`` is specialised per shape: for each shape, dynamo is reset and the reference is
 compiled afresh with ``dynamic=False`` in each mode of ``COMPILE_MODES``; the fastest mode is
 kept and named. The seconds of each mode's first call (tracing and code generation) are
@@ -202,6 +206,50 @@ def _compiled(bench: Bench, task: Any, inputs: list[tuple], copies: Any,
             "first_call_s": sum(v.get("first_call_s", 0.0) for v in modes.values())}
 
 
+def _start_kernel(task: Any, request: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(language, loaded starting kernel, launcher) in the request's language, or Nones."""
+    if not request.get("language"):
+        return None, None, None
+    import os
+
+    from .compile_cache import CompileCache
+    from .languages import get_language
+    from .settings import EvaluatorSettings
+
+    settings = EvaluatorSettings(device=request["device"], cache_dir=request["cache_dir"])
+    language = get_language(request["language"], settings)
+    os.environ.update(language.sandbox_environment())  # e.g. TRITON_INTERPRET=1 on the CPU
+    candidate = task.starting_candidate(language.name)
+    build = CompileCache(settings.cache_dir).build(language, candidate, 600.0)
+    if build.artifact is None:
+        raise RuntimeError(f"the starting {language.name} kernel does not build:\n"
+                           f"{build.result.log}")
+    kernel = language.load(build.artifact, candidate.entry, candidate.spec_dict)
+    return language, kernel, getattr(task.module, language.launcher)
+
+
+def _timed_start(bench: Bench, task: Any, params: dict[str, Any], start: tuple,
+                 expected: tuple) -> dict[str, Any]:
+    """The starting kernel on the shape, checked, then timed like the baselines."""
+    from .correctness import compare
+
+    _, kernel, launch = start
+    copies, inputs = bench.inputs(task.module, params)
+    outputs = [tuple(task.module.make_outputs(params, bench.device)) for _ in inputs]
+
+    def call(i: int) -> None:  # the timers synchronise (a GPU one may capture it in a graph)
+        launch(kernel.fn, inputs[i], outputs[i], params)
+
+    try:
+        call(0)
+        mismatch = compare(outputs[0], expected, task.tolerance).mismatch
+    except Exception as exc:
+        return {"error": f"fails: {_error(exc)}"}
+    if mismatch is not None:
+        return {"error": f"incorrect: {mismatch.describe()}"}
+    return bench.time(call, copies, bench.seconds(lambda: call(0)))
+
+
 def measure(request: dict[str, Any]) -> dict[str, Any]:
     """Every tuning shape of the request's task: eager, compile (when asked), anchors."""
     import torch
@@ -214,6 +262,8 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     task = load_task(request["task"], device.split(":")[0])
     bench = Bench(device, request["timing"])
     anchors, skipped = _anchor_functions(task.module, device)
+    start = _start_kernel(task, request)
+    starts: dict[str, dict[str, Any]] = {}
     if not request["compile"]:
         skipped["compile"] = request.get("compile_reason", "not measured")
     shapes: dict[str, dict[str, Any]] = {}
@@ -232,6 +282,8 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         for name, fn in anchors.items():
             copies, inputs = bench.inputs(task.module, params)
             row[name] = _timed_fn(bench, task, fn, inputs, copies, expected)
+        if start[0] is not None:
+            starts[shape.label] = _timed_start(bench, task, params, start, expected)
         shapes[shape.label] = row
         print(f"{shape.label}: " + ", ".join(
             f"{k} {v['median_us']:.2f} us" if "median_us" in v else f"{k} {v['error']}"
@@ -239,7 +291,8 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         del inputs, expected
         if bench.on_gpu:
             torch.cuda.empty_cache()
-    return {"task": task.name, "shapes": _finite(shapes), "skipped": skipped}
+    return {"task": task.name, "shapes": _finite(shapes), "skipped": skipped,
+            "start": _finite(starts)}
 
 
 def _finite(value: Any) -> Any:

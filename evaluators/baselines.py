@@ -5,10 +5,20 @@ for the shape, and the library kernels (anchors) a task names, each checked agai
 (evaluators/baseline_worker.py: no candidate code there, nothing shared with the evaluator's
 process) with the candidates' timers and timing settings, or reads them from the cache:
 ``<cache_dir>/baselines/<key>.json``, the key hashing the task folder's content, the device, the
-torch and library versions, the timing settings and whether compile was measured; so ``run``,
-``eval`` and ``tune`` of one task on one machine measure them once. ``with_baselines`` fills a
-candidate's ``ShapeResult`` with the baseline times, the best baseline's name and the speedups,
-each with the half-width of its 95% confidence interval.
+torch and library versions, the timing settings, the language and whether compile was
+measured; so ``run``, ``eval`` and ``tune`` of one task on one machine measure them once.
+
+``with_baselines`` fills a candidate's ``ShapeResult`` with the baseline times, the best
+baseline's name and the speedups, each with the half-width of its 95% confidence interval. The
+baselines are measured once, the candidate later, perhaps on a machine busier or quieter than
+then: so the worker also times the task's starting kernel with the baselines, and since every
+candidate is timed interleaved with that same starting kernel, a baseline's time is carried over
+to the candidate's evaluation by the starting kernel's ratio (``baseline_us * start_now_us /
+start_then_us``). On a quiet machine the ratio is about 1. On the loaded 2-core development
+machine, a run and an eval of one kernel gave speedups over the start of 3.345x and 3.374x but,
+as a plain ratio of times to the cached baseline, 0.935x and 1.355x over it; carried over, the
+speedup over the best baseline moved with the speedup over the start (a run and four evals:
+their ratio 0.314-0.315). The confidence interval includes the four medians' errors.
 
 Anchors: a task's ``ANCHORS = {name: {"module": "liger_kernel.ops.swiglu", "call": "anchor_liger",
 "package": "liger-kernel", "devices": ["cuda"]}}``; ``call`` names a function of task.py that
@@ -40,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..search.evaluation import ShapeResult, speedup_ci
+from ..search.evaluation import Z95, ShapeResult, median_rel_se, speedup_ci
 from ..search.task import Task, load_task
 from .environment import scrubbed_environment
 from .machine import describe_device
@@ -103,6 +113,8 @@ class BaselineTable:
     shapes: Mapping[str, Mapping[str, BaselineTime]] = field(default_factory=dict)
     skipped: Mapping[str, str] = field(default_factory=dict)
     cached: bool = False
+    language: str = ""  # the starting kernel timed with the baselines ("" for none)
+    start: Mapping[str, BaselineTime] = field(default_factory=dict)  # per shape
 
     def get(self, shape: str, name: str) -> BaselineTime:
         return self.shapes.get(shape, {}).get(name, BaselineTime(error="not measured"))
@@ -130,7 +142,8 @@ class BaselineTable:
             "timing": self.timing.as_dict(), "versions": dict(self.versions),
             "shapes": {s: {n: t.__dict__ for n, t in row.items()}
                        for s, row in self.shapes.items()},
-            "skipped": dict(self.skipped)})
+            "skipped": dict(self.skipped), "language": self.language,
+            "start": {s: t.__dict__ for s, t in self.start.items()}})
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], cached: bool = False) -> BaselineTable:
@@ -138,7 +151,10 @@ class BaselineTable:
                    timing=TimingSettings.from_dict(doc["timing"]), versions=doc["versions"],
                    shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
                            for s, row in doc["shapes"].items()},
-                   skipped=dict(doc["skipped"]), cached=cached)
+                   skipped=dict(doc["skipped"]), cached=cached,
+                   language=str(doc.get("language", "")),
+                   start={s: BaselineTime.from_json(t)
+                          for s, t in dict(doc.get("start", {})).items()})
 
 
 def task_content_hash(task: Task) -> str:
@@ -196,9 +212,11 @@ def compile_wanted(device: str, compile: bool | None = None) -> tuple[bool, str]
 
 def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
                       compile: bool | None = None, timeout_s: float = 1800.0,
-                      refresh: bool = False) -> BaselineTable:
+                      refresh: bool = False, language: str | None = None) -> BaselineTable:
     """The task's baselines on ``settings.device`` under ``settings``' timing: from the cache,
-    else measured in the worker process (and cached). ``BaselineError`` if the worker fails."""
+    else measured in the worker process (and cached). ``language``: time the task's starting
+    kernel in it too, which carries the baselines over to each evaluation (``with_baselines``).
+    ``BaselineError`` if the worker fails."""
     if not isinstance(task, Task):
         task = load_task(task, settings.device.split(":")[0])
     timing = TimingSettings.of(settings)
@@ -206,7 +224,7 @@ def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
     device = device_name(settings.device)
     versions = baseline_versions(task)
     key = hashlib.sha256(json.dumps(
-        [task_content_hash(task), device, versions, timing.as_dict(), wanted],
+        [task_content_hash(task), device, versions, timing.as_dict(), wanted, language or ""],
         sort_keys=True).encode()).hexdigest()[:24]
     path = Path(settings.cache_dir) / "baselines" / f"{task.name}-{key}.json"
     if path.is_file() and not refresh:
@@ -215,13 +233,15 @@ def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
         except (ValueError, KeyError, TypeError):
             pass  # a damaged entry is measured again
     request = {"task": str(task.path), "device": settings.device, "timing": timing.as_dict(),
-               "compile": wanted, "compile_reason": why_not}
+               "compile": wanted, "compile_reason": why_not, "language": language or "",
+               "cache_dir": str(settings.cache_dir)}
     reply = _run_worker(request, settings.device, timeout_s)
     table = BaselineTable(
         task=task.name, device=device, key=key, timing=timing, versions=versions,
         shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
                 for s, row in reply["shapes"].items()},
-        skipped=dict(reply["skipped"]))
+        skipped=dict(reply["skipped"]), language=language or "",
+        start={s: BaselineTime.from_json(t) for s, t in reply.get("start", {}).items()})
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(table.as_json(), indent=1))
@@ -250,26 +270,41 @@ def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[
 
 def with_baselines(result: ShapeResult, table: BaselineTable | None) -> ShapeResult:
     """``result`` with the baselines of its shape: eager and compile times, the best baseline's
-    name and time, and the speedups over each with their 95% confidence half-widths. A shape
-    that was not timed, or a missing table, leaves the fields NaN."""
+    name and time, and the speedups over each with their 95% confidence half-widths. Where the
+    table timed the starting kernel and ``result`` has its interleaved time, the baselines' times
+    are carried over by the starting kernel's ratio (module docstring). A shape that was not
+    timed, or a missing table, leaves the fields NaN."""
     if table is None or not result.time_us > 0:
         return result
     mine = (result.time_us, result.time_spread_us, result.samples)
-    eager, compiled = table.get(result.shape, EAGER), table.get(result.shape, COMPILE)
-    best = table.best(result.shape)
+    then = table.start.get(result.shape)
+    scale, extra = 1.0, 0.0
+    if then is not None and then.ok and result.start_time_us > 0:
+        scale = result.start_time_us / then.median_us
+        # the ratio's own error: both starting-kernel medians
+        extra = math.hypot(median_rel_se(then.median_us, then.iqr_us, then.samples),
+                           median_rel_se(result.start_time_us, result.start_spread_us,
+                                         result.samples))
+
+    def figures(timed: BaselineTime) -> tuple[float, float, float, float]:
+        us, spread = timed.median_us * scale, timed.iqr_us * scale
+        ci = speedup_ci((us, spread, timed.samples), mine)
+        if math.isfinite(ci) and extra > 0:
+            ci = math.hypot(ci, Z95 * (us / result.time_us) * extra)
+        elif math.isnan(extra):
+            ci = math.nan
+        return us, spread, us / result.time_us, ci
+
     values: dict[str, Any] = {}
-    for prefix, timed in (("eager", eager), ("compile", compiled)):
+    for prefix, name in (("eager", EAGER), ("compile", COMPILE)):
+        timed = table.get(result.shape, name)
         if timed.ok:
-            values[f"{prefix}_time_us"] = timed.median_us
-            values[f"{prefix}_spread_us"] = timed.iqr_us
-            values[f"speedup_vs_{prefix}"] = timed.median_us / result.time_us
-            values[f"speedup_vs_{prefix}_ci"] = speedup_ci(
-                (timed.median_us, timed.iqr_us, timed.samples), mine)
+            us, spread, speedup, ci = figures(timed)
+            values.update({f"{prefix}_time_us": us, f"{prefix}_spread_us": spread,
+                           f"speedup_vs_{prefix}": speedup, f"speedup_vs_{prefix}_ci": ci})
+    best = table.best(result.shape)
     if best is not None:
-        name, timed = best
-        values.update(best_baseline=name, best_baseline_us=timed.median_us,
-                      best_baseline_spread_us=timed.iqr_us,
-                      speedup_vs_best=timed.median_us / result.time_us,
-                      speedup_vs_best_ci=speedup_ci(
-                          (timed.median_us, timed.iqr_us, timed.samples), mine))
+        us, spread, speedup, ci = figures(best[1])
+        values.update(best_baseline=best[0], best_baseline_us=us, best_baseline_spread_us=spread,
+                      speedup_vs_best=speedup, speedup_vs_best_ci=ci)
     return replace(result, **values)

@@ -84,7 +84,8 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
     try:
         ready = runner.wait_ready(evaluator.startup_s())
         trial = Trial(runner, evaluator.startup_s(), trusted=True)
-        machine, baselines = acquire_baselines(trial, task, settings)
+        machine, baselines = acquire_baselines(trial, task, settings,
+                                               evaluator.language.name)
         target = {**prepare_message(evaluator, start)["start"],
                   "artifact": runner.stage(start.artifact)}
         trial.call_problem(trial.ask({"type": "load", **target}, "loaded"), "loading", "")

@@ -77,17 +77,19 @@ def _machine(raw: Any) -> MachineFigures:
     return figures
 
 
-def acquire_baselines(calibration_trial: Trial, task: Task, settings: EvaluatorSettings
-                      ) -> tuple[MachineFigures, Baselines]:
+def acquire_baselines(calibration_trial: Trial, task: Task, settings: EvaluatorSettings,
+                      language: str) -> tuple[MachineFigures, Baselines]:
     """BASELINES CALL POINT: the machine (from the calibration runner, which never holds
     candidate code) and the baselines every speedup is taken against: eager PyTorch,
     ``torch.compile`` per shape and the task's library kernels, measured by
     ``measure_baselines`` in a process of their own with this evaluator's timing settings (or
-    read from its cache). One call per evaluator; a failure leaves NaN and the reason."""
+    read from its cache), with the starting kernel in ``language`` timed alongside them (it
+    carries them over to each evaluation). One call per evaluator; a failure leaves NaN and the
+    reason."""
     reply = calibration_trial.ask({"type": "calibrate"}, "calibrated")
     machine = _machine(reply.get("machine"))
     try:
-        table = measure_baselines(task, settings)
+        table = measure_baselines(task, settings, language=language)
     except BaselineError as exc:
         nan = {s.label: math.nan for s in task.tuning_shapes}
         return machine, Baselines(eager_us=nan, compile_us=nan, error=str(exc)[-2000:])

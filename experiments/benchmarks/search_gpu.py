@@ -95,7 +95,7 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any) -> dict[str
 
     bench = BaselineBench(settings)
     measured = bench.task(task_path, kernels={"best": best})
-    table = measure_baselines(task_path, settings)
+    table = measure_baselines(task_path, settings, language="cuda")  # the search's cache
     in_search = {r.shape: r for r in best_eval.shapes}
     shapes = []
     for s in measured.shapes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,8 +65,10 @@ def _settings(cache: Path, flush: bool = False) -> EvaluatorSettings:
 
 def test_anchors_are_checked_and_missing_ones_skipped_never_failed(tmp_path):
     task = _task(tmp_path / "axpy", (4096,))
-    table = measure_baselines(task, _settings(tmp_path / "cache"))
+    table = measure_baselines(task, _settings(tmp_path / "cache"), language="cpp")
     label = "dtype=float32,n=4096"
+    # the starting cpp kernel, timed alongside, is the carrier, never a baseline
+    assert table.start[label].ok and table.language == "cpp" and "start" not in table.names
     assert table.skipped["missing"] == "not installed (no-such-library)"
     assert table.skipped["gpu_only"] == "runs on cuda only"
     assert table.skipped["compile"].startswith("not measured on cpu")
@@ -155,3 +158,20 @@ def test_with_baselines_names_the_best_and_gives_spreads():
     # 95% half-width from both medians' standard errors: small, but there
     assert 0 < filled.speedup_vs_best_ci < 0.1 and 0 < filled.speedup_vs_eager_ci < 0.3
     assert math.isnan(with_baselines(ShapeResult(shape="s"), table).speedup_vs_best)
+
+
+def test_baselines_are_carried_over_by_the_starting_kernel():
+    """Measured when the starting kernel took 10 us; the candidate's evaluation, on a machine
+    now twice as slow, times the starting kernel at 20 us: the baselines count double."""
+    table = BaselineTable(task="t", device="cpu", key="k", timing=TimingSettings(),
+                          language="cpp", start={"s": BaselineTime(10.0, 0.5, 100)},
+                          shapes={"s": {"eager": BaselineTime(30.0, 1.5, 100)}})
+    result = ShapeResult(shape="s", correct=True, time_us=20.0, time_spread_us=1.0, samples=100,
+                         start_time_us=20.0, start_spread_us=1.0)
+    filled = with_baselines(result, table)
+    assert filled.eager_time_us == pytest.approx(60.0)
+    assert filled.speedup_vs_eager == pytest.approx(3.0) == filled.speedup_vs_best
+    direct = with_baselines(result, replace(table, start={}))  # nothing to carry it: as timed
+    assert direct.speedup_vs_eager == pytest.approx(1.5)
+    # four medians' errors in the interval, not two
+    assert filled.speedup_vs_eager_ci / 3.0 > direct.speedup_vs_eager_ci / 1.5
