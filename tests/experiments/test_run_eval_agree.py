@@ -45,8 +45,9 @@ def test_eval_of_a_runs_best_file_reproduces_its_speedup(tmp_path, compile_cache
     # work one measurement may be off by a few percent, so their median is compared.
     docs = [_eval(args, compile_cache, tmp_path) for args in (
         [str(outcome.best_path)], ["--run", str(outcome.run_dir)], [str(outcome.best_path)])]
-    speedups = sorted(doc["speedup_vs_start"] for doc in docs)
-    assert speedups[1] == pytest.approx(recorded["speedup_vs_start"], rel=0.05), speedups
+    for figure in ("speedup_vs_start", "speedup_vs_best"):
+        speedups = sorted(doc[figure] for doc in docs)
+        assert speedups[1] == pytest.approx(recorded[figure], rel=0.05), (figure, speedups)
     for doc in docs:
         assert doc["status"] == "OK" and doc["file"] == str(outcome.best_path)
         assert {k: v for k, v in doc["timing"].items() if k != "regime"} == timing
