@@ -60,11 +60,12 @@ class LoadError(Exception):
 class KernelLanguage(ABC):
     """One kernel language: how its sources are screened, built, loaded and called.
 
-    A subclass sets ``spec``, the language's ``LanguageSpec`` (``SPECS[name]``); ``name`` and
-    ``devices`` are read from it.
+    A subclass sets ``language_spec``, the language's ``LanguageSpec`` (``SPECS[name]``);
+    ``name`` and ``devices`` are read from it. (A task's kernel entry, which ``check_spec`` and
+    ``load`` receive as ``spec``, is another thing: argtypes and such of one task.)
     """
 
-    spec: ClassVar[LanguageSpec]
+    language_spec: ClassVar[LanguageSpec]
     name: ClassVar[str]
     devices: ClassVar[tuple[str, ...]]  # device kinds it runs on: "cpu", "cuda"
     artifact_suffix: ClassVar[str]
@@ -75,8 +76,8 @@ class KernelLanguage(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "spec" in cls.__dict__:
-            cls.name, cls.devices = cls.spec.name, cls.spec.devices
+        if "language_spec" in cls.__dict__:
+            cls.name, cls.devices = cls.language_spec.name, cls.language_spec.devices
 
     @classmethod
     def from_settings(cls, settings: Any) -> KernelLanguage:
@@ -86,11 +87,11 @@ class KernelLanguage(ABC):
     @property
     def launcher(self) -> str:
         """Name of the task's launch function for this language (``launch_cpp``, ...)."""
-        return self.spec.launcher
+        return self.language_spec.launcher
 
     def check_spec(self, entry: str, spec: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` naming the key when a task's kernel spec cannot be used."""
-        self.spec.check_kernel_entry(spec)
+        self.language_spec.check_kernel_entry(spec)
 
     @abstractmethod
     def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:

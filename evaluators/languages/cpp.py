@@ -200,7 +200,7 @@ def _exports(artifact: Path, symbol: str) -> bool:
 class CppLanguage(KernelLanguage):
     """C++ built into a shared library and called through ctypes, on the CPU."""
 
-    spec = SPECS["cpp"]
+    language_spec = SPECS["cpp"]
     artifact_suffix = ".so"
     screen_rules = CPP_SCREEN_RULES
 

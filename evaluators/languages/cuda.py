@@ -132,7 +132,7 @@ def _defines(knobs: Mapping[str, Any]) -> list[tuple[str, str]]:
 class CudaLanguage(KernelLanguage):
     """CUDA C++ device code built by NVRTC and launched through the CUDA driver."""
 
-    spec = SPECS["cuda"]
+    language_spec = SPECS["cuda"]
     artifact_suffix = ".kscubin"
     screen_rules = CUDA_SCREEN_RULES
 

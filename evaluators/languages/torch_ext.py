@@ -126,7 +126,7 @@ def module_name(artifact: Path) -> str:
 class TorchExtLanguage(KernelLanguage):
     """A PyTorch C++/CUDA extension built with load_inline; runs on CPU or CUDA."""
 
-    spec = SPECS["torch-ext"]
+    language_spec = SPECS["torch-ext"]
     artifact_suffix = ".so"
     screen_rules = TORCH_EXT_SCREEN_RULES
     host_code = True

@@ -91,7 +91,7 @@ def read_knobs(text: str) -> dict[str, Any]:
 class TritonLanguage(KernelLanguage):
     """Triton kernels in a Python module; interpreted on CPU, JIT-compiled on CUDA."""
 
-    spec = SPECS["triton"]
+    language_spec = SPECS["triton"]
     artifact_suffix = ".py"
     screen_rules = TRITON_SCREEN_RULES
     host_code = True

@@ -99,7 +99,7 @@ def test_every_language_has_a_case():
 @pytest.mark.parametrize("name", list(SPECS))
 def test_each_implementation_is_described_by_its_spec(name):
     implementation = get_language(name)
-    assert implementation.spec is SPECS[name]
+    assert implementation.language_spec is SPECS[name]
     assert (implementation.name, implementation.devices) == (name, SPECS[name].devices)
     assert implementation.launcher == SPECS[name].launcher
 
