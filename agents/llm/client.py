@@ -239,8 +239,8 @@ class ChatClient:
                 outcome, retry_after = _classify(exc)
                 cut = timeout_s < self.model.timeout_s
                 error = _describe_error(outcome, exc, self.model, timeout_s, cut)
-                left = self.ledger.time_left()
-                out_of_time = left is not None and left <= 0
+                wait, left = self._backoff(retries, retry_after), self.ledger.time_left()
+                out_of_time = left is not None and left <= wait  # no time for another attempt
                 last = outcome == REFUSED or retries >= self.model.max_retries or out_of_time
                 self.ledger.record(LLMCall(
                     self.ledger.lineage, self.role, request, self.model.model, attempt, outcome,
@@ -251,9 +251,6 @@ class ChatClient:
                     raise LLMError("deadline" if out_of_time and outcome != REFUSED else outcome,
                                    f"{self.role} ({self.model.model}): {outcome} after {tries}: "
                                    f"{error}") from None
-                wait = self._backoff(retries, retry_after)
-                if left is not None:
-                    wait = min(wait, max(0.0, left))
                 self._sleep(wait)
                 retries += 1
                 continue
