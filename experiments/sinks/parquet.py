@@ -14,63 +14,63 @@ renamed), so a reader never sees half a record and a crash loses at most the rec
 
 Columns (``SCHEMA``):
 
-=====================  =================  ===============================================
-column                 type               meaning
-=====================  =================  ===============================================
-run_id                 string             ``RunInfo.run_id``
-seq                    int64              the record's place in the run's total order
-lineage                int64              the lineage that recorded it
-step                   int64              the lineage's step number
-candidate_id           string             content hash of (language, source, knobs)
-parent_ids             list<string>       the candidates it was derived from
-language               string             cpp | cuda | torch-ext | triton
-knobs                  string             JSON object of knob values, keys sorted
-knob_space             string             JSON object: each knob's allowed values
-origin_role            string             seed | coder | tuner | migrant
-origin_move            string             the plan's move, e.g. ``tune``
-origin_rationale       string             why the planner chose that move
-origin_model           string             the model that proposed it (``builtin`` for rules)
-tokens                 int64              LLM tokens spent proposing it
-cost_usd               float64            LLM cost of proposing it
-status                 string             OK, COMPILE_ERROR, REJECTED, RUNTIME_ERROR, ...
-message                string             what went wrong, for a person to act on
-candidate_speedup      float64            geometric-mean speedup vs the start; 0 unless OK
-lineage_best           float64            the lineage's best speedup after this record
-global_best            float64            the run's best speedup after this record
-compile_s              float64            seconds spent compiling
-eval_s                 float64            seconds spent checking and timing
-device                 string             where it was timed
-wall_s                 float64            seconds since the run started
-timestamp              float64            Unix time (seconds) when it was recorded
-diversity              float64            the archive's diversity after this record
-resources              string             JSON: registers, shared memory, binary hash, ...
-metrics                string             JSON: profiler metrics (torch.profiler, Nsight
-                                          Compute when on), machine figures, timing settings
-shape                  string             the shape's label, e.g. ``d=4096,n=64``; ``""``
-correct                bool               correct on this shape
-max_abs_err            float64            largest absolute error vs the reference
-max_rel_err            float64            largest relative error vs the reference
-time_us                float64            median time (microseconds); NaN if not timed
-time_spread_us         float64            interquartile range of the time
-samples                int64              timed calls behind the median
-start_time_us          float64            the starting kernel, timed interleaved
-eager_time_us          float64            the PyTorch reference (eager)
-speedup_vs_start       float64
-speedup_vs_eager       float64
-speedup_vs_compile     float64            NaN where torch.compile was not measured
-roofline_fraction      float64            ideal time / measured time
-start_spread_us        float64            IQR of the starting kernel's time
-eager_spread_us        float64            IQR of eager's time
-compile_time_us        float64            torch.compile(dynamic=False) for this shape, its
-                                          fastest mode
-compile_spread_us      float64            IQR of compile's time
-best_baseline          string             the fastest baseline on this shape: ``eager``,
-                                          ``compile`` or a library (e.g. ``liger``)
-best_baseline_us       float64            its time
-best_baseline_spread_us float64           its IQR
-speedup_vs_best        float64            best_baseline_us / time_us
-speedup_vs_*_ci        float64            half-width of the speedup's 95% confidence interval
-=====================  =================  ===============================================
+=========================  =================  ===============================================
+column                     type               meaning
+=========================  =================  ===============================================
+run_id                     string             ``RunInfo.run_id``
+seq                        int64              the record's place in the run's total order
+lineage                    int64              the lineage that recorded it
+step                       int64              the lineage's step number
+candidate_id               string             content hash of (language, source, knobs)
+parent_ids                 list<string>       the candidates it was derived from
+language                   string             cpp | cuda | torch-ext | triton
+knobs                      string             JSON object of knob values, keys sorted
+knob_space                 string             JSON object: each knob's allowed values
+origin_role                string             seed | coder | tuner | migrant
+origin_move                string             the plan's move, e.g. ``tune``
+origin_rationale           string             why the planner chose that move
+origin_model               string             the model that proposed it (``builtin`` for rules)
+tokens                     int64              LLM tokens spent proposing it
+cost_usd                   float64            LLM cost of proposing it
+status                     string             OK, COMPILE_ERROR, REJECTED, RUNTIME_ERROR, ...
+message                    string             what went wrong, for a person to act on
+candidate_speedup          float64            geometric-mean speedup vs the start; 0 unless OK
+lineage_best               float64            the lineage's best speedup after this record
+global_best                float64            the run's best speedup after this record
+compile_s                  float64            seconds spent compiling
+eval_s                     float64            seconds spent checking and timing
+device                     string             where it was timed
+wall_s                     float64            seconds since the run started
+timestamp                  float64            Unix time (seconds) when it was recorded
+diversity                  float64            the archive's diversity after this record
+resources                  string             JSON: registers, shared memory, binary hash, ...
+metrics                    string             JSON: profiler metrics (torch.profiler, Nsight
+                                              Compute when on), machine figures, timing settings
+shape                      string             the shape's label, e.g. ``d=4096,n=64``; ``""``
+correct                    bool               correct on this shape
+max_abs_err                float64            largest absolute error vs the reference
+max_rel_err                float64            largest relative error vs the reference
+time_us                    float64            median time (microseconds); NaN if not timed
+time_spread_us             float64            interquartile range of the time
+samples                    int64              timed calls behind the median
+start_time_us              float64            the starting kernel, timed interleaved
+eager_time_us              float64            the PyTorch reference (eager)
+speedup_vs_start           float64
+speedup_vs_eager           float64
+speedup_vs_compile         float64            NaN where torch.compile was not measured
+roofline_fraction          float64            ideal time / measured time
+start_spread_us            float64            IQR of the starting kernel's time
+eager_spread_us            float64            IQR of eager's time
+compile_time_us            float64            torch.compile(dynamic=False) for this shape, its
+                                              fastest mode
+compile_spread_us          float64            IQR of compile's time
+best_baseline              string             the fastest baseline on this shape: ``eager``,
+                                              ``compile`` or a library (e.g. ``liger``)
+best_baseline_us           float64            its time
+best_baseline_spread_us    float64            its IQR
+speedup_vs_best            float64            best_baseline_us / time_us
+speedup_vs_*_ci            float64            half-width of the speedup's 95% confidence interval
+=========================  =================  ===============================================
 
 Files written before a column existed read it as null (``read_evaluations`` fills it).
 """
