@@ -20,6 +20,7 @@ import pytest
 
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.evaluators.isolation import launcher
+from kernelswarm.evaluators.landlock import LandlockUnavailable, abi_version
 from kernelswarm.evaluators.languages import cpp
 from kernelswarm.search import Status, load_task
 from tests.conftest import SILU_TASK
@@ -83,6 +84,11 @@ def unscreened(tmp_path_factory) -> Iterator[SandboxEvaluator]:
 def test_the_os_refuses_what_the_screens_would_have(unscreened, escape, tmp_path):
     if escape == "read the judge's environment" and "pid" not in launcher().namespaces:
         pytest.skip(f"without a PID namespace /proc is shared: {launcher().note}")
+    if escape == "write outside scratch" and "mount" not in launcher().namespaces:
+        try:
+            abi_version()
+        except LandlockUnavailable as exc:
+            pytest.skip(f"neither a mount namespace ({launcher().note}) nor Landlock ({exc})")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
