@@ -55,6 +55,10 @@ GPU_PROBE = textwrap.dedent("""
     except Exception as exc:  # a compiler cannot start once the window is closed
         out["new_compile_after"] = type(exc).__name__
     out["matmul"] = bool(torch.allclose((x[:64, None] @ x[None, :64]).sum(), x[:64].sum() ** 2))
+    from torch.profiler import ProfilerActivity, profile  # CUPTI, as the runner's profile uses
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run(256)
+    out["profiled"] = [e.name for e in prof.events() if "double" in e.name][:1]
     print(json.dumps(out))
 """)
 
@@ -74,6 +78,7 @@ def test_cuda_and_a_triton_compile_window_work_under_isolation(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["compiled_in_window"] and out["cached_after"] and out["matmul"]
+    assert out["profiled"], "torch.profiler saw no kernel under the seccomp filter"
     assert out["strays"] == []
     assert out["new_compile_after"] != True  # noqa: E712 - a bool True would mean a compiler ran
 
