@@ -66,7 +66,10 @@ def test_a_run_with_llm_lineages_records_tokens_cost_failures_and_the_best(tmp_p
             f'agent.llm={{model="{MODEL}", base_url="{server.url}", api_key_env="{KEY_ENV}", '
             f'timeout_s=20}}',
             f'agent.prices={{"{MODEL}"={{prompt=3.0, completion=15.0}}}}'])
-        outcome = run(config, Console(file=io.StringIO(), width=160))
+        console = Console(file=io.StringIO(), width=160)
+        outcome = run(config, console)
+        printed = console.file.getvalue()
+        start_id = outcome.result.start.candidate_id
     result = outcome.result
     assert all(not r.error for r in result.lineages), [r.error for r in result.lineages]
     assert not result.sink_errors
@@ -92,20 +95,37 @@ def test_a_run_with_llm_lineages_records_tokens_cost_failures_and_the_best(tmp_p
 
     traces = {n: [json.loads(line) for line in
                   (outcome.run_dir / "llm_calls" / f"lineage-{n}.jsonl").read_text().splitlines()]
-              for n in (0, 1)}
-    assert traces[0][0]["outcome"] == "rate_limited"  # the driver's tester call, retried
+              for n in (-1, 0, 1)}
+    # the tester's start-up request, retried, on the run's own ledger (not lineage 0's)
+    assert [c["outcome"] for c in traces[-1]] == ["rate_limited", "ok"]
+    assert {c["role"] for c in traces[-1]} == {"tester"}
+    assert "tester" not in {c["role"] for c in traces[0] + traces[1]}
+    # the starting kernel is analysed once for the run, its answer shared by both lineages
+    about_start = [r for r in server.received("analyst") if f"Candidate {start_id} " in r.prompt]
+    assert len(about_start) == 1
+    # spending per role in summary.json and on the console, as the traces have it
+    summary = json.loads((outcome.run_dir / "summary.json").read_text())
+    for role in ("planner", "coder", "analyst", "tester"):
+        calls = [c for calls in traces.values() for c in calls if c["role"] == role]
+        assert summary["llm"]["roles"][role]["cost_usd"] == pytest.approx(
+            sum(c["cost_usd"] for c in calls))
+        assert summary["llm"]["roles"][role]["tokens"] == sum(
+            c["prompt_tokens"] + c["completion_tokens"] for c in calls)
+    assert "LLM spending per role" in printed and "planner" in printed
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     parent_id = next(loc for loc in result.locations if "MLflow" in loc).split(", run ")[1][:32]
     logged = read_mlflow_run(uri, parent_id)
-    for n in (0, 1):
+    for n in (-1, 0, 1):
         child = logged.lineages[n]
         assert len(child.metrics["llm_latency_s"]) == len(traces[n])
-        assert sum(v for _, v in child.metrics["tokens"]) > 0
+        if n >= 0:
+            assert sum(v for _, v in child.metrics["tokens"]) > 0
         assert any(a.startswith("llm_calls/00000-") for a in child.artifacts)
-        coder_tokens = sum(c["prompt_tokens"] + c["completion_tokens"]
-                           for c in traces[n] if c["role"] == "coder")
-        assert child.metrics["llm.coder.prompt_tokens"][0][1] + \
-            child.metrics["llm.coder.completion_tokens"][0][1] == coder_tokens
+        role = "coder" if n >= 0 else "tester"  # the start run holds the tester's request
+        role_tokens = sum(c["prompt_tokens"] + c["completion_tokens"]
+                          for c in traces[n] if c["role"] == role)
+        assert child.metrics[f"llm.{role}.prompt_tokens"][0][1] + \
+            child.metrics[f"llm.{role}.completion_tokens"][0][1] == role_tokens
     total_cost = sum(c["cost_usd"] for calls in traces.values() for c in calls)
     assert logged.parent.metrics["llm.cost_usd"][0][1] == pytest.approx(total_cost)
     assert logged.parent.params["agent.llm"].count(KEY_ENV) == 1
