@@ -352,3 +352,43 @@ def _processes_with(marker: str) -> list[int]:
         if marker.encode() in cmdline and "State:\tZ" not in status:
             found.append(int(entry.name))
     return found
+
+
+JUDGE = textwrap.dedent("""
+    import importlib, json, subprocess, sys, types
+    package = types.ModuleType("isolation_under_test")
+    package.__path__ = [sys.argv[1]]
+    sys.modules["isolation_under_test"] = package
+    isolation = importlib.import_module("isolation_under_test.isolation")
+    isolation._drop_capabilities()  # a judge without privileges, as a user's would run
+    runner = (
+        "import importlib, json, os, sys, types\\n"
+        "package = types.ModuleType('isolation_under_test')\\n"
+        "package.__path__ = [sys.argv[1]]\\n"
+        "sys.modules['isolation_under_test'] = package\\n"
+        "isolation = importlib.import_module('isolation_under_test.isolation')\\n"
+        "before = len(open(f'/proc/{os.getppid()}/environ', 'rb').read()) > 0\\n"
+        "report = isolation.enter_isolation(sys.argv[2])\\n"
+        "try:\\n"
+        "    read = len(open(f'/proc/{os.getppid()}/environ', 'rb').read()) > 0\\n"
+        "except OSError as exc:\\n"
+        "    read = type(exc).__name__\\n"
+        "print(json.dumps({'report': report, 'before': before, 'read': read}))\\n")
+    done = subprocess.run([sys.executable, "-c", runner, sys.argv[1], sys.argv[2]],
+                          capture_output=True, text=True, cwd=sys.argv[2])
+    print(done.stdout.strip() or json.dumps({"err": done.stderr}))
+""")
+
+
+def test_a_runner_without_namespaces_cannot_read_the_judges_process_files(tmp_path):
+    """Without a PID namespace the judge's /proc entries are visible; Landlock keeps a confined
+    runner from the ones that need ptrace access (environment, memory, descriptors), even when
+    judge and runner are the same unprivileged user."""
+    require_seccomp()
+    done = subprocess.run([sys.executable, "-c", JUDGE, str(EVALUATORS), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "report" in out, out
+    if "landlock ABI" not in out["report"]["isolation_writes"]:
+        pytest.skip(f"no Landlock here: {out['report']['isolation_writes']}")
+    assert out["before"] is True and out["read"] == "PermissionError"
