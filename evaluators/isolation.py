@@ -33,8 +33,8 @@ Linux, unprivileged user namespaces       the same through ``unshare --user --ma
                                           "root" only inside its own user namespace.
 Linux without either                      its own session and the seccomp filter: no fork, exec,
                                           sockets, ptrace, or signals to other processes; writes
-                                          only beneath scratch (Landlock, Linux 5.13+); the file
-                                          system and /proc are readable as the user's.
+                                          only beneath scratch and no ptrace-level /proc access to
+                                          the judge (Landlock, Linux 5.13+); files stay readable.
 other systems                             its own session only; the report says so.
 ========================================  ==========================================================
 

@@ -2,7 +2,9 @@
 
 Where the runner has no mount namespace (a container that forbids ``unshare``), the file system is
 the judge's; Landlock still lets it write only beneath its scratch folder (and to device files
-under /dev, which the GPU driver and /dev/null need). Reading is not restricted. The rules bind
+under /dev, which the GPU driver and /dev/null need). Reading is not restricted, except that a
+confined process gets no ptrace-level access to unconfined ones (the judge's environment and
+memory under /proc). The rules bind
 the calling thread and every thread it starts afterwards; threads started before (torch's and
 the driver's pools) keep their access, which candidate code does not run on.
 """
