@@ -8,6 +8,7 @@ import pytest
 
 from kernelswarm.agents.llm import LLMRoleFactory, Reply
 from kernelswarm.search import REPAIR, Budget, Candidate, KnobTuner, Lineage, Status
+from kernelswarm.search.evaluation import clearly_faster
 from tests.agents.llm import answers
 from tests.agents.llm.conftest import MODEL, settings_for
 from tests.conftest import SILU_TASK
@@ -57,7 +58,9 @@ def test_a_correct_kernel_from_the_coder_is_faster_and_carries_its_cost(server, 
                                     budget=Budget(candidates=1))
     (candidate, evaluation), = verdicts
     assert evaluation.status is Status.OK and evaluation.speedup > 1.1
-    assert lineage.best[0].id == candidate.id
+    # the lineage builds on it when it is faster beyond the timing noise (a loaded machine's
+    # noise can hide a 1.1x gain)
+    assert (lineage.best[0].id == candidate.id) == clearly_faster(evaluation, start_eval)
     origin = candidate.origin
     assert (origin.role, origin.move, origin.model) == ("coder", "llm:fast-exp", MODEL)
     # the start's analysis, the plan and the code: every token spent to propose it
@@ -81,7 +84,7 @@ def test_a_kernel_that_does_not_compile_goes_back_to_the_coder_with_the_log(
     request, = server.received("repair")
     assert "Status: COMPILE_ERROR" in request.prompt
     assert "error: expected" in request.prompt and "float g = gate[i]\n" in request.prompt
-    assert lineage.best[0].id == repaired.id
+    assert (lineage.best[0].id == repaired.id) == clearly_faster(verdicts[1][1], start_eval)
 
 
 def test_a_wrong_kernel_goes_back_with_its_failing_shape_until_the_repair_limit(
