@@ -29,6 +29,9 @@ PYAPI = ("a library that imports the Python C API is refused before it loads (RE
          "comparison, and its zeros are INCORRECT")
 ESCAPE = ("refused before it runs (REJECTED: screen or imported symbols), or denied by the OS "
           "at run time, where the kernel aborts (RUNTIME_ERROR); OK would mean it got out")
+OS_ONLY = ("the library names and imports nothing but memcpy and strcmp, so no screen or imports "
+           "check sees it: the OS denies the call at run time and the kernel traps "
+           "(RUNTIME_ERROR); REJECTED if something sees it anyway; OK would mean it got out")
 SLOW_HONEST = ("the cheat is detected (INCORRECT for a skipped or stale timed output), or it "
                "never pays off and the kernel is judged at its honest, four-fold cost")
 
@@ -75,6 +78,10 @@ CASES = [
     Case("read_outside_file", "cpp", DENIED, ESCAPE),
     Case("read_parent_proc", "cpp", DENIED,
          ESCAPE + "; in a PID namespace the parent is not visible at all"),
+    Case("libc_walk_fork", "cpp", DENIED, OS_ONLY),
+    Case("libc_walk_socket", "cpp", DENIED, OS_ONLY),
+    Case("libc_walk_write_outside", "cpp", DENIED, OS_ONLY),
+    Case("libc_walk_read_parent", "cpp", DENIED, OS_ONLY),
     Case("skips_rows_past_64", "cpp", INCORRECT,
          "a held-out shape has more than 64 rows (above the largest power of two the tuning "
          "shapes reach)", phrase={Status.INCORRECT: "held-out"}),
@@ -92,6 +99,7 @@ def test_cpp_case(case, cpp_evaluator, cpp_start, probes, record_property):
 
 def test_every_cpp_kernel_is_judged_somewhere():
     kernels = {p.stem for p in CASES[0].path.parent.glob("*.cpp")}
-    elsewhere = {"kills_parent", "crash_with_child_holding_pipes", "plainly_wrong",  # survives
+    elsewhere = {"kills_parent", "libc_walk_kills_parent", "crash_with_child_holding_pipes",
+                 "plainly_wrong",  # test_judge_survives.py
                  "wrong_for_large_magnitudes"}  # test_coverage.py, through `kernelswarm eval`
     assert kernels - elsewhere == {c.name for c in CASES if c.source is None}

@@ -97,10 +97,12 @@ def _processes_in(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("language", ["cpp", "triton"])
-def test_a_kernel_that_kills_its_parent_gets_a_verdict(language, tmp_path, compile_cache,
+@pytest.mark.parametrize("language, name", [("cpp", "kills_parent"),
+                                            ("cpp", "libc_walk_kills_parent"),
+                                            ("triton", "kills_parent")])
+def test_a_kernel_that_kills_its_parent_gets_a_verdict(language, name, tmp_path, compile_cache,
                                                        tiny_silu_task, probes):
-    case = _kernel(language, "kills_parent")
+    case = _kernel(language, name)
     kernel = tmp_path / f"kernel{case.path.suffix}"
     kernel.write_text(probes.render(case))
     own_tmp = tmp_path / "tmp"
@@ -126,7 +128,7 @@ def test_a_kernel_that_kills_its_parent_gets_a_verdict(language, tmp_path, compi
                             f"{doc['message'][:300]}")
         if doc["honest"] != "OK":
             problems.append(f"the next honest kernel was judged {doc['honest']}")
-    assert not problems, f"{language}/kills_parent: " + "\n".join(problems)
+    assert not problems, f"{language}/{name}: " + "\n".join(problems)
 
 
 @pytest.mark.parametrize("language", ["cpp", "triton"])

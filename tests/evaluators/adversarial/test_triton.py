@@ -79,8 +79,8 @@ CASES = [
          ESCAPE + "; in a PID namespace the parent is not visible at all"),
     Case("honest_start", "triton", OK, "the task's own starting kernel",
          source=SILU_TASK / "silu_and_mul_triton.py"),
-    Case("honest_whole_rows", "triton", OK, "one program per column block covers every row: "
-         "legitimately faster under the interpreter", min_speedup=1.1),
+    Case("honest_whole_rows", "triton", OK, "one program per column block covers every row: a "
+         "legitimate alternative to the starting kernel"),
 ]
 
 

@@ -1,4 +1,4 @@
-# Honest control: a legitimately faster kernel under the interpreter. One program covers a block
+# Honest control: a legitimate alternative to the starting kernel. One program covers a block
 # of columns of every row at once (a [ROWS, BLOCK] tile), so a launch runs far fewer programs.
 import triton
 import triton.language as tl
