@@ -55,8 +55,34 @@ class ScreenFinding:
                 f"{self.rule.reason}")
 
 
+_RAW_STRING_PREFIXES = ("R", "LR", "uR", "UR", "u8R")
+
+
+def _token_before(source: str, i: int) -> str:
+    """The identifier or number characters right before position ``i``."""
+    start = i
+    while start > 0 and (source[start - 1].isalnum() or source[start - 1] == "_"):
+        start -= 1
+    return source[start:i]
+
+
+def _raw_string_end(source: str, i: int) -> int:
+    """Where the raw string literal whose quote is at ``i`` ends (past its closing quote)."""
+    open_paren = source.find("(", i + 1, i + 18)  # a delimiter has at most 16 characters
+    if open_paren < 0:
+        return i + 1
+    closing = ")" + source[i + 1:open_paren] + '"'
+    end = source.find(closing, open_paren + 1)
+    return len(source) if end < 0 else end + len(closing)
+
+
 def blank_comments(source: str) -> str:
-    """``source`` with ``//`` and ``/* */`` comments replaced by spaces, newlines kept."""
+    """``source`` with ``//`` and ``/* */`` comments replaced by spaces, newlines kept.
+
+    Literals are followed as the compiler reads them, so that none can make code look like a
+    comment: raw strings (``R"x( ... )x"``, which may hold quotes and ``/*``) are kept whole,
+    and a quote inside a number (``1'000'000``) separates digits rather than opening a literal.
+    """
     out: list[str] = []
     i, n = 0, len(source)
     quote = ""
@@ -70,6 +96,13 @@ def blank_comments(source: str) -> str:
                 continue
             if c == quote or c == "\n":
                 quote = ""
+            i += 1
+        elif c == '"' and _token_before(source, i) in _RAW_STRING_PREFIXES:
+            end = _raw_string_end(source, i)
+            out.append(source[i:end])
+            i = end
+        elif c == "'" and _token_before(source, i)[:1].isdigit():
+            out.append(c)  # a digit separator
             i += 1
         elif c in "\"'":
             quote = c

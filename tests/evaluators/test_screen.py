@@ -105,3 +105,16 @@ def test_variables_named_like_functions_pass():
               "    out[0] += clock_rate;\n"
               "    Reader r; r.read(out, n); r.close(); Chan* c = &chan; c->send(x[0]);\n}\n")
     assert screen(source, CPP_SCREEN_RULES) is None
+
+
+def test_a_raw_string_cannot_make_code_look_like_a_comment():
+    source = 'const char* s = R"(" /* )"; int p = fork(); /* */\n'
+    finding = screen(source, CPP_SCREEN_RULES)
+    assert finding is not None and finding.rule.name == "processes"
+    delimited = 'const char* s = R"x(a)" /* )x"; int p = fork(); /* */\n'
+    assert screen(delimited, CPP_SCREEN_RULES) is not None
+
+
+def test_digit_separators_are_not_quotes():
+    source = "int64_t n = 1'000; // it's never fork()ed here\nint64_t m = 0xFF'FF'FF;\n"
+    assert screen(source, CPP_SCREEN_RULES) is None
