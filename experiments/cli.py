@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
                     "to MLflow.")
     run.add_argument("config", nargs="?", help="a TOML configuration (default: the quickstart)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a setting, e.g. --set search.lineages=8 (repeatable)")
+                     help="override a setting, e.g. --set search.lineages=8 or --set "
+                          "agent.llm.base_url=http://localhost:8000/v1 (repeatable)")
     run.add_argument("--address", help="the Ray cluster to join (default: $RAY_ADDRESS, else a "
                                        "local instance)")
     run.add_argument("--task", help="a built-in task name or a task folder (sets task.name)")
