@@ -6,8 +6,24 @@ sandbox process (load, launch, time). The modules directly in this folder are sh
 used at build time. Only this package (and task files) import torch.
 """
 
-from .judge.evaluator import SandboxEvaluator
-from .judge.runner_process import SandboxError
+from __future__ import annotations
+
+from typing import Any
+
 from .settings import CACHE_ENV, EvaluatorSettings
 
 __all__ = ["CACHE_ENV", "EvaluatorSettings", "SandboxError", "SandboxEvaluator"]
+
+
+def __getattr__(name: str) -> Any:
+    # The judge is imported on first use, not with the package: every runner process imports
+    # this package first, and must not load (or pay ~0.6 s of CPU for) the judge's side.
+    if name == "SandboxEvaluator":
+        from .judge.evaluator import SandboxEvaluator
+
+        return SandboxEvaluator
+    if name == "SandboxError":
+        from .judge.runner_process import SandboxError
+
+        return SandboxError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

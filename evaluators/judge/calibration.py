@@ -11,6 +11,7 @@ killed; the arena's size is fixed here for the evaluator's lifetime.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from .checks import Checker, arena_bytes
 from .figures import Calibration, acquire_baselines
 from .references import References
 from .runner_process import RunnerProcess, SandboxError
+from .spares import Spares
 from .timing import CleanFigures, ShapeTimer, returned_copies
 from .trial import CandidateFault, Stopped, Trial
 
@@ -67,9 +69,11 @@ def _extra_shapes(evaluator: SandboxEvaluator, references: References
     return usable, dropped
 
 
-def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
-              ) -> tuple[Calibration, int]:
-    """The evaluator's ``Calibration`` and the arena size its runners get."""
+def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
+              spares: Callable[[int], Spares]) -> tuple[Calibration, Spares]:
+    """The evaluator's ``Calibration``, and its ``Spares`` made by ``spares(arena size)`` as soon
+    as the size is known (the first spare prepares while the calibration runs, and is ready
+    before the calibration times anything)."""
     task, settings = evaluator.task, evaluator.settings
     if start.artifact is None:
         raise TaskError(f"task {task.name!r}: the starting {evaluator.language.name} kernel "
@@ -79,6 +83,7 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
     shapes = [*task.tuning_shapes, *task.heldout_shapes, *(c["shape"] for c, _ in extra)]
     copies = returned_copies(settings)
     size = arena_bytes(references, shapes, seeds, [(s, copies) for s in task.tuning_shapes])
+    made = spares(size)
     runner = RunnerProcess(Arena.create(size), prepare_message(evaluator, start),
                            settings.memory_limit_mb)
     try:
@@ -92,22 +97,28 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References
         checker = Checker(trial, runner.arena, references, task)
         kept = _check_start(evaluator, checker, extra, dropped)
         timer = ShapeTimer(trial, runner.arena, references, task, settings)
+        made.settle()
         clean = {}
         for shape in task.tuning_shapes:
             timed = timer.time(shape, None)
             clean[shape.label] = CleanFigures(timed.start.median_us, timed.burst_us,
                                               timed.null_burst_s)
     except CandidateFault as fault:
+        made.close()
         raise SandboxError(f"calibrating with the starting kernel failed: {fault.message}") \
             from None
     except Stopped as stop:
+        made.close()
         raise SandboxError(f"the calibration runner stopped {stop.where}; its log ends "
                            f"with:\n{stop.outcome.log_tail}") from None
+    except BaseException:
+        made.close()
+        raise
     finally:
         runner.close()
     flush_bytes = ready.get("flush_bytes", 0)
     return Calibration(machine, baselines, clean, tuple(kept), dropped,
-                       flush_bytes if isinstance(flush_bytes, int) else 0), size
+                       flush_bytes if isinstance(flush_bytes, int) else 0), made
 
 
 def _check_start(evaluator: SandboxEvaluator, checker: Checker,

@@ -135,10 +135,11 @@ class SandboxEvaluator(Evaluator):
         if self._calibration is None or self._references is None or self._spares is None:
             start = self._build(self.start_candidate)
             references = References(self.task, self.settings.device)
-            self._calibration, arena_bytes = calibrate(self, start, references)
+            self._calibration, self._spares = calibrate(
+                self, start, references,
+                lambda size: Spares(size, prepare_message(self, start),
+                                    self.settings.memory_limit_mb, self.startup_s()))
             self._references = references
-            self._spares = Spares(arena_bytes, prepare_message(self, start),
-                                  self.settings.memory_limit_mb, self.startup_s())
             # an evaluator dropped without close() still stops its spare
             weakref.finalize(self, self._spares.close)
             self._device = self._calibration.machine.device

@@ -4,16 +4,19 @@ A runner is worth a candidate only before that candidate's code ran in it, so ea
 single candidate and is killed after it. Its start-up (interpreter, torch, CUDA, the task and
 the starting kernel: about 2 s of CPU) is hidden by a spare: ``take`` hands over the prepared
 spare and at once starts the next one, which prepares while the candidate is checked;
-``settle`` waits for it to be ready before timing starts, so that no start-up shares the
-machine with a timed call.
+``settle`` waits for it to be ready before timing starts on a machine of fewer than
+``OWN_CORES`` CPUs, so that no start-up shares a core with a timed call.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..shared_memory import Arena
 from .runner_process import RunnerProcess, SandboxError
+
+OWN_CORES = 4
 
 
 class Spares:
@@ -52,6 +55,12 @@ class Spares:
         return runner
 
     def settle(self) -> None:
+        """Before timing: ``wait``, unless the machine has ``OWN_CORES`` CPUs or more for this
+        process, where the spare's start-up runs on a core the timed calls do not use."""
+        if len(os.sched_getaffinity(0)) < OWN_CORES:
+            self.wait()
+
+    def wait(self) -> None:
         """Wait until the spare is ready (or gone: the next ``take`` starts another)."""
         if self.spare is None:
             return

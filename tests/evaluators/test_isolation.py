@@ -81,7 +81,7 @@ def runner_pid(group: int) -> int:
 
 def test_the_spare_runner_runs_in_its_own_session_and_scratch_folder(
         evaluator_started_with_secrets):
-    evaluator_started_with_secrets._spares.settle()  # the spare is prepared in the background
+    evaluator_started_with_secrets._spares.wait()  # the spare is prepared in the background
     spare = evaluator_started_with_secrets._spares.spare
     assert spare is not None and spare.alive and spare.ready is not None
     assert os.getpgid(spare.process.pid) == spare.process.pid != os.getpgid(0)
@@ -91,7 +91,7 @@ def test_the_spare_runner_runs_in_its_own_session_and_scratch_folder(
 
 def test_the_runner_has_no_core_dumps_bounded_files_and_the_memory_limit(
         evaluator_started_with_secrets):
-    evaluator_started_with_secrets._spares.settle()
+    evaluator_started_with_secrets._spares.wait()
     pid = runner_pid(evaluator_started_with_secrets._spares.spare.process.pid)
     limits = {line[:26].strip(): line[26:].split() for line in
               Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
