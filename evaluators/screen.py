@@ -4,9 +4,10 @@ The screen is a first line of defence and a fast, actionable message for the cod
 process is the real boundary. Each language declares its rules as data, of two kinds:
 
 - ``ScreenRule`` (C-like sources): a regular expression matched against each logical source line
-  after comments are blanked out (so that a comment mentioning ``fork`` is harmless) and
-  backslash-continued lines are joined (so that splitting a name over two lines does not hide
-  it). String literals are kept, so that a quoted ``#include "..."`` is still seen.
+  after backslash-continued lines are joined (so that splitting a name over two lines does not
+  hide it) and then comments are blanked out (so that a comment mentioning ``fork`` is harmless),
+  in the compiler's order. String literals are kept, so that a quoted ``#include "..."`` is still
+  seen.
 - ``SyntaxRule`` (Python sources): a function that finds forbidden nodes in the module's syntax
   tree, which sees through comments, strings, line breaks and spacing alike. A source that does
   not parse passes the screen; the build reports its syntax error.
@@ -125,15 +126,17 @@ def blank_comments(source: str) -> str:
 
 
 def logical_lines(source: str) -> list[tuple[int, str]]:
-    """(first physical line number, text) with backslash-newline continuations joined."""
+    """(first physical line number, text) with backslash-newline continuations joined (also
+    where spaces separate the backslash from the newline, as GCC accepts)."""
     lines: list[tuple[int, str]] = []
     pending: list[str] = []
     start = 1
     for number, line in enumerate(source.split("\n"), start=1):
         if not pending:
             start = number
-        if line.endswith("\\"):
-            pending.append(line[:-1])
+        spliced = line.rstrip(" \t\f\v\r")  # GCC splices a backslash followed by spaces too
+        if spliced.endswith("\\"):
+            pending.append(spliced[:-1])
             continue
         pending.append(line)
         lines.append((start, "".join(pending)))
@@ -156,7 +159,11 @@ def _screen_lines(source: str, rules: list[ScreenRule]) -> ScreenFinding | None:
     compiled = [(rule, re.compile(rule.pattern)) for rule in rules]
     if not compiled:
         return None
-    for number, text in logical_lines(blank_comments(source)):
+    # Lines are spliced before comments are found, as the compiler does: a comment's end may be
+    # spliced together from two lines (`*\` then `/`).
+    spliced = logical_lines(source)
+    blanked = blank_comments("\n".join(text for _, text in spliced)).split("\n")
+    for (number, _), text in zip(spliced, blanked, strict=True):
         for rule, pattern in compiled:
             if pattern.search(text):
                 shown = " ".join(text.split())

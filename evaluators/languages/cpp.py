@@ -81,6 +81,9 @@ _GENERIC_PROCESS_NAMES = r"clone|system|kill|wait|waitpid"
 # What a CPU kernel may not use, and why. Kernels run single-threaded, side-effect free and
 # untimed-by-themselves; anything that could reach outside the call or the measurement is refused.
 CPP_SCREEN_RULES = (
+    ScreenRule("digraphs", r"%:",
+               "`%:` is `#` spelled as a digraph, which hides includes, macros and token pasting "
+               "from this screen; write `#`"),
     ScreenRule("system interfaces",
                r"#\s*include\s*<\s*(?:bits|sys|linux|asm|asm-generic|x86_64-linux-gnu|"
                r"aarch64-linux-gnu|ext)/|#\s*include\s*<\s*(?:unistd|spawn|sched|fcntl|poll|"

@@ -42,6 +42,9 @@ _CALL = r"\s*(?:\)\s*)*\("  # also through parentheses around the name: (clock)(
 # memory and geometry; the kernel reads its inputs and writes its outputs. The compiler process
 # checks the PTX as well (nvrtc.PTX_RULES), which no macro or string pasting can hide from.
 CUDA_SCREEN_RULES = (
+    ScreenRule("digraphs", r"%:",
+               "`%:` is `#` spelled as a digraph, which hides includes, macros and token pasting "
+               "from this screen; write `#`"),
     ScreenRule("the CUDA runtime API",
                r"\bcuda(?!GridDependencySynchronize|TriggerProgrammaticLaunchCompletion)"
                r"[A-Z]\w*" + _CALL,

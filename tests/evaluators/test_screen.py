@@ -118,3 +118,13 @@ def test_a_raw_string_cannot_make_code_look_like_a_comment():
 def test_digit_separators_are_not_quotes():
     source = "int64_t n = 1'000; // it's never fork()ed here\nint64_t m = 0xFF'FF'FF;\n"
     assert screen(source, CPP_SCREEN_RULES) is None
+
+
+@pytest.mark.parametrize("source", [
+    "int p = fo\\  \nrk();\n",  # a backslash, spaces, then the newline: GCC splices it
+    "/* a comment *\\\n/ int p = fork(); /* */\n",  # the comment ends at the spliced `*/`
+    "%:include <unistd.h>\n",  # a digraph for `#`
+    "%:define J(a, b) a%:%:b\n",  # a digraph for `##`
+])
+def test_what_the_compiler_splices_or_spells_differently_is_still_seen(source):
+    assert screen(source, CPP_SCREEN_RULES) is not None
