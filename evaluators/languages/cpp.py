@@ -127,6 +127,9 @@ CPP_SCREEN_RULES = (
                + "|" + _as_value("alarm|time|clock|sleep")
                + r"|\bstd\s*::\s*chrono\b|#\s*include\s*<\s*(chrono|sys/time\.h|ctime|time\.h)\s*>",
                "a kernel may not read or change clocks: it could tell when it is being timed"),
+    ScreenRule("the call stack", r"__builtin_(?:frame|return)_address|__builtin_extract_return_addr"
+               r"|\bbacktrace\w*|\b_Unwind_\w+|#\s*include\s*<\s*(?:execinfo|unwind)\.h",
+               "a kernel may not inspect who called it: it could tell checking from timing"),
     ScreenRule("signal handlers", r"\b(?:sigaction|sigprocmask|sigsetjmp|siglongjmp|sigaltstack|"
                r"bsd_signal|sysv_signal)\b|" + _called("signal|raise")
                + "|" + _as_value("signal|raise")

@@ -80,6 +80,9 @@ CPP_SYMBOL_RULES = (
           "clock_getres timer_create timer_settime setitimer getitimer alarm ualarm sleep "
           "usleep nanosleep clock_nanosleep", ("_ZNSt6chrono", "_ZNSt11this_thread"),
           "a kernel may not read clocks or sleep: it could tell when it is being timed"),
+    _rule("the call stack", "backtrace backtrace_symbols backtrace_symbols_fd _Unwind_Backtrace "
+          "_Unwind_GetIP _Unwind_GetIPInfo _Unwind_FindEnclosingFunction __libc_stack_end", (),
+          "a kernel may not inspect who called it: it could tell checking from timing"),
     _rule("signal handlers", "signal sigaction bsd_signal sysv_signal __sysv_signal sigset "
           "sigprocmask pthread_sigmask __sigsetjmp siglongjmp sigaltstack", (),
           "a kernel may not handle signals: crashes must reach the evaluator"),

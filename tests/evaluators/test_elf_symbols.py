@@ -64,6 +64,8 @@ FORBIDDEN = {
                "clocks"),
     "sigaction": ('#include <signal.h>', "sigaction(11, nullptr, nullptr)", "sigaction",
                   "signal handlers"),
+    "backtrace": ('#include <execinfo.h>', "void* f[4]; backtrace(f, 4)", "backtrace",
+                  "the call stack"),
 }
 
 

@@ -87,6 +87,8 @@ def test_vector_intrinsics_pass():
     ("thread worker(compute, out, x);", "threads"),
     ("uint64_t now = __builtin_ia32_rdtsc();", "timers"),
     ("time_t now = (time)(nullptr);", "timers"),
+    ("void* caller = __builtin_return_address(0);", "the call stack"),
+    ("int depth = backtrace(frames, 16);", "the call stack"),
     ('__attribute__((used, section(".init_array"))) static void (*early)() = setup;',
      "load-time code"),
 ])
