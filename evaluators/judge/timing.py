@@ -20,14 +20,13 @@ Checks, each on data the judge holds:
   timing");
 - wall time: the bursts' time per call by the judge's clock (the runner group's CPU time as
   the OS accounts it on the CPU, wall time on a GPU), ``(min burst - min null burst) / calls``
-  (minimums: a preempted burst only takes longer; the null burst counts at most ``NULL_CAP``
-  times its time in the clean calibration runner, so that it cannot be slowed to hide the
-  calls), times the starting kernel's own ratio of reported median to burst time in the clean
-  runner (bursts run on cache-cold copies, a batch without flushing does not), times
-  ``1 - WALL_TOLERANCE``, less a slack (a constant, and half of what a burst spends per call
-  besides the calls, which bounds the noise of the difference): the candidate's reported
-  median must be at least that (REJECTED "reported times disagree with the batch's wall
-  time"). On shapes whose calls are short against that overhead the check has little force;
+  for the candidate and for the starting kernel (minimums: a preempted burst only takes
+  longer; the null burst counts at most ``NULL_CAP`` times its time in the clean calibration
+  runner, so that it cannot be slowed to hide the calls). The speedup the batch reports must
+  agree with the speedup the bursts show: the candidate's median must be at least the starting
+  kernel's reported median times the ratio of their bursts, times ``1 - WALL_TOLERANCE``, less
+  a slack (REJECTED "reported times disagree with the batch's wall time"). On shapes whose
+  calls are short against what a burst does besides them the check has little force;
 - canary: the starting kernel is burst too; its time per call by the judge's clock in the
   candidate's runner must be within ``CANARY_FACTOR`` of the same in the clean calibration
   runner, and on a GPU its reported median too (REJECTED "timing disturbed").
@@ -82,17 +81,11 @@ _MODES = ("cpu", "events", "graph")
 class CleanFigures:
     """The starting kernel timed in a runner that never held a candidate, on one shape: its
     reported median (us), its bursts' time per call by the judge's clock (us), and the fastest
-    null burst (s)."""
+    null burst (s): what the canary and the null cap compare with."""
 
     start_us: float
     burst_us: float
     null_burst_s: float
-
-    @property
-    def ratio(self) -> float:
-        """Reported median per burst time per call, as an honest kernel of this task shows it
-        (bursts run on freshly staged, cache-cold copies; the batch may not)."""
-        return min(max(self.start_us / self.burst_us, 0.1), 2.0) if self.burst_us > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -185,7 +178,7 @@ class ShapeTimer:
         noise_us = null_burst / len(slots) * 1e6
         if clean is not None:
             self._canary(shape, start, start_burst_us, clean, noise_us)
-            self._cross_check(shape, burst_us, mine, clean, noise_us)
+            self._cross_check(shape, burst_us, start_burst_us, mine, start, noise_us)
         detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
                   "rounds": rounds, "burst_us_per_call": burst_us,
                   "start_burst_us_per_call": start_burst_us, "null_burst_s": null_burst,
@@ -291,15 +284,25 @@ class ShapeTimer:
                     f"{then:.2f} us in a runner without candidate code)",
                     [ShapeResult(shape=shape.label)])
 
-    def _cross_check(self, shape: Shape, burst_us: float, mine: TimingStats,
-                     clean: CleanFigures, noise_us: float) -> None:
+    def _cross_check(self, shape: Shape, burst_us: float, start_burst_us: float,
+                     mine: TimingStats, start: TimingStats, noise_us: float) -> None:
+        """The speedup the runner reports must agree with the one the judge's clock saw.
+
+        The floor of the candidate's median is the starting kernel's reported median scaled by
+        the ratio of the two kernels' bursts (the candidate's lowered and the starting kernel's
+        raised by half the bursts' noise), times ``1 - WALL_TOLERANCE``. Whatever the runner
+        reports for either kernel, the speedup it can claim is then at most the bursts' speedup
+        over ``1 - WALL_TOLERANCE``; the starting kernel's bursts are held to their clean time
+        by the canary.
+        """
         slack = GPU_SLACK_US if self.settings.device.startswith("cuda") else CPU_SLACK_US
-        floor_us = burst_us * clean.ratio * (1 - WALL_TOLERANCE) - slack - noise_us / 2
+        seen = max(burst_us - noise_us / 2, 0.0) / max(start_burst_us + noise_us / 2, 1e-3)
+        floor_us = start.median_us * seen * (1 - WALL_TOLERANCE) - slack
         if mine.median_us < floor_us:
             raise CandidateFault(
                 Status.REJECTED,
                 f"reported times disagree with the batch's wall time on shape {shape.label}: "
-                f"{mine.median_us:.2f} us per call reported, while its calls back to back took "
-                f"{burst_us:.2f} us each by the judge's clock (at least {floor_us:.2f} us "
-                f"expected, the starting kernel's ratio of the two being {clean.ratio:.2f})",
-                [ShapeResult(shape=shape.label)])
+                f"{mine.median_us:.2f} us per call reported against {start.median_us:.2f} us "
+                f"for the starting kernel, while by the judge's clock their calls back to back "
+                f"took {burst_us:.2f} and {start_burst_us:.2f} us each (at least "
+                f"{floor_us:.2f} us expected)", [ShapeResult(shape=shape.label)])

@@ -98,3 +98,15 @@ def test_patching_pytorch_in_the_runner_is_rejected_and_never_outlives_it(
     assert evaluation.status is Status.REJECTED
     assert "replaced torch.Tensor.isnan in the runner's process" in evaluation.message
     assert screen_off.evaluate(triton_start).status is Status.OK
+
+
+def test_times_forged_inside_the_runner_disagree_with_the_judges_clock(screen_off,
+                                                                      triton_variant,
+                                                                      triton_start):
+    evaluation = screen_off.evaluate(triton_variant("forges_its_times"))
+    assert evaluation.status is Status.REJECTED, evaluation.message
+    assert "reported times disagree with the batch's wall time" in evaluation.message
+    # the rewritten sampling code died with its runner
+    honest = screen_off.evaluate(triton_start)
+    assert honest.status is Status.OK, honest.message
+    assert 0.5 < honest.speedup < 2.0
