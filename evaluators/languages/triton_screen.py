@@ -221,6 +221,26 @@ def _find_host_data_access(tree: ast.Module) -> Iterator[ast.AST]:
             yield node
 
 
+# Attributes of generators, coroutines, frames, tracebacks and code objects: from a running
+# generator, ``gi_frame.f_back`` walks up to the caller (telling checking from timing) and
+# ``f_globals`` reaches the runner's own objects.
+FRAME_ATTRIBUTES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code",
+    "cr_await", "cr_origin", "cr_running", "cr_suspended", "ag_frame", "ag_code", "ag_await",
+    "ag_running", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_lasti",
+    "f_lineno", "f_trace", "f_trace_lines", "f_trace_opcodes", "tb_frame", "tb_next",
+    "tb_lasti", "tb_lineno", "co_code", "co_consts", "co_names", "co_varnames", "co_name",
+    "co_qualname", "co_filename", "co_firstlineno", "co_lines", "co_positions",
+    "with_traceback",
+})
+
+
+def _find_frame_access(tree: ast.Module) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRIBUTES:
+            yield node
+
+
 def _find_attribute_writes(tree: ast.Module) -> Iterator[ast.AST]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -260,6 +280,9 @@ TRITON_SCREEN_RULES = (
     SyntaxRule("host access to tensor data", "the work belongs in the Triton kernels: a NumPy "
                "view or a list of a tensor lets the host compute out of the sandbox's sight",
                _find_host_data_access),
+    SyntaxRule("frames and code objects", "generator, frame, traceback and code attributes "
+               "(gi_frame, f_back, f_globals, tb_frame, ...) walk up to the caller and its "
+               "globals: a kernel may not inspect who called it", _find_frame_access),
     SyntaxRule("classes", "a kernel module defines functions only: a class could subclass "
                "torch.Tensor (a lazy or fake output) or hook __torch_function__",
                _find_classes),

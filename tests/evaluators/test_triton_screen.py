@@ -77,6 +77,9 @@ HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
     ("from torch import os as o", "modules reached through attributes"),
     ("v = torch.cuda.os.environ", "modules reached through attributes"),
     ("torch.cuda.random.manual_seed(0)", "global PyTorch state"),
+    ("caller = gen.gi_frame.f_back", "frames and code objects"),
+    ("name = frame.f_code.co_name", "frames and code objects"),
+    ("g = err.with_traceback(None)", "frames and code objects"),
 ])
 def test_forbidden_constructs_are_refused_with_their_line(line, rule):
     finding = screen(f"{HEADER}\n{line}\n", TRITON_SCREEN_RULES)
