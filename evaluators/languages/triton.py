@@ -20,8 +20,8 @@ on the first call, in the sandbox.
 Load (only in the sandbox): the module is executed there under a private name. On a CPU device
 the sandbox runs Triton's interpreter (``TRITON_INTERPRET=1``, set in the sandbox's environment
 only); on CUDA, ``synchronize`` waits for the whole device, so work on any stream is timed.
-Every call runs under the sandbox's integrity checks (evaluators/integrity.py): PyTorch may only
-allocate and view tensors, and outputs stay the tensors passed in.
+Every call runs under the runner's integrity checks (evaluators/runner/integrity.py): PyTorch may
+only allocate and view tensors, and outputs stay the tensors passed in.
 """
 
 from __future__ import annotations

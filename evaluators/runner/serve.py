@@ -4,8 +4,8 @@ Requests (JSON frames, evaluators/channel.py), in the order the judge sends them
 
 - ``prepare`` {task, language, settings, start}: torch, the task and the starting kernel;
   ``ready`` {cache_bytes, flush_bytes}. A spare runner stops here until it is needed.
-- ``calibrate`` (only in a runner that never loads a candidate): the machine's figures and the
-  eager reference's time per tuning shape; ``calibrated`` {machine, eager_us}.
+- ``calibrate`` (only in a runner that never loads a candidate): the machine's figures;
+  ``calibrated`` {machine}.
 - ``load`` {artifact, entry, spec}: the OS isolation, then the candidate; ``loaded``
   {isolation}, or ``called`` with the load error.
 - ``seal``: after the checks, the compile window of a JIT closes; ``sealed`` {leftover}.
@@ -34,7 +34,6 @@ from ..languages import LoadError
 from ..machine import measure_machine
 from ..profiling import kernel_profile
 from ..shared_memory import Arena
-from ..timing import measure
 from .session import CallFailed, Session, error_report, guarded
 from .timed import ShapeTiming
 
@@ -100,17 +99,11 @@ class Runner:
         return {"type": "observed", "kernels": found}
 
     def calibrate(self) -> dict[str, Any]:
-        """Machine figures and eager PyTorch per tuning shape, timed by this runner, which has
-        not loaded (and never will load) a candidate."""
+        """The machine's figures (copy bandwidth, matmul flops), measured by this runner, which
+        has not loaded (and never will load) a candidate. Baselines are measured elsewhere
+        (evaluators/baselines.py), never in a runner."""
         s = self.session
-        machine = measure_machine(s.device, s.cache_bytes)
-        eager = {}
-        for shape in s.task.tuning_shapes:
-            inputs = tuple(s.task.module.make_inputs(dict(shape), 0, s.device))
-            (stats,) = measure([lambda i=inputs: s.task.module.reference(*i)], s.plan,
-                               s.flusher, s.synchronize)
-            eager[shape.label] = stats.median_us
-        return {"type": "calibrated", "machine": asdict(machine), "eager_us": eager}
+        return {"type": "calibrated", "machine": asdict(measure_machine(s.device, s.cache_bytes))}
 
 
 def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:

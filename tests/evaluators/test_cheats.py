@@ -1,4 +1,4 @@
-"""Cheating cpp kernels, each caught with its status (the protocol in evaluators/integrity.py).
+"""Cheating cpp kernels, each caught with its status (the protocol in docs/architecture.md).
 
 Kept elsewhere: a kernel that modifies its input (test_verdicts), one right only on power-of-two
 widths (held-out shapes, test_verdicts), one that starts a thread (screen, test_build); Triton's
