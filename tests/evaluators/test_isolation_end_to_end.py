@@ -9,6 +9,7 @@ FAILS (it writes zeros when it succeeds): OK means the OS refused it, INCORRECT 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import time
@@ -122,3 +123,80 @@ def _cmdline(process: Path) -> bytes:
         return (process / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+TRITON_ESCAPES = '''
+import torch
+
+_ESCAPED = []
+
+
+def _attempts():
+    tries = {
+        "fork": lambda: torch.os.fork(),
+        "signal the judge": lambda: torch.os.kill(@JUDGE@, 0),
+        "connect": lambda: torch.importlib.import_module("socket").create_connection(
+            ("127.0.0.1", @PORT@), 1),
+        "run a shell": lambda: torch.importlib.import_module("subprocess").run(["true"]),
+        "write outside": lambda: torch.builtins.open("@OUTSIDE@", "w").write("cached"),
+        "read the judge's environment": lambda: torch.builtins.open(
+            "/proc/@JUDGE@/environ", "rb").read(1),
+    }
+    got = []
+    for name, attempt in tries.items():
+        try:
+            if attempt() == 0 and name == "fork":
+                torch.os._exit(0)  # the child of a fork that was let through
+            got.append(name)
+        except BaseException:
+            pass
+    return got
+'''
+
+
+@pytest.fixture(scope="module")
+def unscreened_triton(tmp_path_factory) -> Iterator[SandboxEvaluator]:
+    """A triton evaluator (interpreter, tiny shapes) whose judge does not screen sources."""
+    from tests.evaluators.conftest import TINY_SHAPES
+
+    task = tmp_path_factory.mktemp("tasks") / "silu_and_mul_tiny"
+    shutil.copytree(SILU_TASK, task)
+    with open(task / "task.py", "a") as module:
+        module.write(TINY_SHAPES)
+    evaluator = SandboxEvaluator(task, "triton", quick_settings(
+        tmp_path_factory.mktemp("cache"), run_timeout_s=60.0))
+    patch = pytest.MonkeyPatch()
+    patch.setattr(evaluator.language, "screen_rules", ())
+    yield evaluator
+    evaluator.close()
+    patch.undo()
+
+
+def test_a_python_kernel_gets_no_further_than_a_cpp_one(unscreened_triton, tmp_path):
+    """fork, signals, sockets, a shell, files outside scratch and the judge's /proc, through
+    torch.os, torch.importlib and torch.builtins: the escapes the triton screen refuses."""
+    if "pid" not in launcher().namespaces:
+        pytest.skip(f"without a PID namespace /proc is shared: {launcher().note}")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.2)
+    outside = tmp_path / "escaped.txt"
+    start = load_task(unscreened_triton.task.path).starting_candidate("triton")
+    entry = "def silu_and_mul(out, x, tokens, d, BLOCK=1024):\n"
+    assert entry in start.source
+    source = start.source.replace(entry, TRITON_ESCAPES + "\n\n" + entry
+                                  + "    if not _ESCAPED:\n        _ESCAPED.append(_attempts())\n"
+                                  + "    if _ESCAPED[0]:\n        return\n")
+    for key, value in (("@JUDGE@", os.getpid()), ("@PORT@", listener.getsockname()[1]),
+                       ("@OUTSIDE@", outside)):
+        source = source.replace(key, str(value))
+    try:
+        evaluation = unscreened_triton.evaluate(start.derive(source=source))
+        assert evaluation.status in (Status.OK, Status.REJECTED), evaluation.message
+        assert "correct" in evaluation.message or "tim" in evaluation.message
+        with pytest.raises(TimeoutError):
+            listener.accept()
+        assert not outside.exists()
+    finally:
+        listener.close()
