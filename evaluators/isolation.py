@@ -74,10 +74,12 @@ FILE_SIZE_LIMIT = 1 << 30  # RLIMIT_FSIZE: the largest file the runner may write
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
 _MS_REC, _MS_PRIVATE, _MS_RELATIME = 16384, 1 << 18, 1 << 21
-# statvfs f_flag bits that a remount must keep (a user namespace may not clear them)
-_KEPT_FLAGS = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
-               (os.ST_NOATIME, _MS_NOATIME), (os.ST_NODIRATIME, _MS_NODIRATIME),
-               (os.ST_RELATIME, _MS_RELATIME))
+# statvfs f_flag bits that a remount must keep (a user namespace may not clear them); Linux's
+# names, absent elsewhere (where nothing is remounted)
+_KEPT_FLAGS = tuple((getattr(os, name, 0), flag) for name, flag in (
+    ("ST_NOSUID", _MS_NOSUID), ("ST_NODEV", _MS_NODEV), ("ST_NOEXEC", _MS_NOEXEC),
+    ("ST_NOATIME", _MS_NOATIME), ("ST_NODIRATIME", _MS_NODIRATIME),
+    ("ST_RELATIME", _MS_RELATIME)))
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
 
