@@ -205,9 +205,14 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         console.print(verdict_text(evaluation), highlight=False)
         if recorded is not None and evaluation.ok:
             change = evaluation.speedup / recorded["speedup_vs_start"] - 1
-            console.print(f"the run recorded {recorded['speedup_vs_start']:.3f}x vs the starting "
-                          f"kernel for this kernel (record {recorded['seq']}); this evaluation: "
-                          f"{evaluation.speedup:.3f}x ({change:+.1%})", highlight=False)
+            text = (f"the run recorded {recorded['speedup_vs_start']:.3f}x vs the starting "
+                    f"kernel for this kernel (record {recorded['seq']}); this evaluation: "
+                    f"{evaluation.speedup:.3f}x ({change:+.1%})")
+            then, now = recorded["speedup_vs_best"], evaluation.speedup_vs_best
+            if then > 0 and now > 0:
+                text += (f"; vs the best baseline {then:.3f}x then, {now:.3f}x now "
+                         f"({now / then - 1:+.1%})")
+            console.print(text, highlight=False)
     return 0 if evaluation.ok else 1
 
 
