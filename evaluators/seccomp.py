@@ -24,8 +24,10 @@ instead of a dead process), on x86_64 and aarch64:
 ``perf_event_open`` is refused although a profiler could use it: torch.profiler's CUDA activity
 comes from CUPTI through the driver's ioctls, not from perf events. The filter is installed with
 ``SECCOMP_FILTER_FLAG_TSYNC`` on every thread of the process at once, and stays for its life: no
-system call can remove it. An unknown architecture raises ``SeccompUnavailable``; nothing is
-installed then.
+system call can remove it. With ``allow_processes`` (a compile window for a JIT that runs
+``ptxas``), fork, exec and non-thread clones pass; installing the full filter over it closes the
+window for good. An unknown architecture raises ``SeccompUnavailable``; nothing is installed
+then.
 """
 
 from __future__ import annotations
