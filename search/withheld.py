@@ -10,8 +10,8 @@ A held-out failure is recognised from the evaluation's data, not from its wordin
 whose label is a held-out shape's, or a message naming a held-out shape (its label, or every one
 of its sizes as ``key=value`` in any order and spacing), or a failed evaluation whose message
 mentions a held-out check. The agents are told that a held-out check failed and the class of the
-shape ("a d that is not a multiple of 8", "a tokens above every tuning shape's"), derived by
-comparing it with the tuning shapes, never its values.
+shape ("d not a multiple of 8 and above every tuning shape's; tokens not a power of two"),
+derived by comparing it with the tuning shapes, never its values.
 """
 
 from __future__ import annotations
@@ -61,24 +61,28 @@ class Withheld:
         return frozenset(_label(s) for s in self.heldout)
 
     def classify(self, shape: Mapping[str, Any]) -> str:
-        """What sets a held-out shape apart from the tuning shapes, without its values."""
-        traits = []
+        """What sets a held-out shape apart from the tuning shapes, without its values, e.g.
+        "d not a multiple of 8 and above every tuning shape's; tokens not a power of two"."""
+        parts = []
         for key, value in sorted(_sizes(shape).items()):
             tuned = [s[key] for s in self.tuning if isinstance(s.get(key), int)]
             if not tuned:
                 continue
+            traits = []
             if value % 8 and all(t % 8 == 0 for t in tuned):
-                traits.append(f"a {key} that is not a multiple of 8")
+                traits.append("not a multiple of 8")
             elif not _power_of_two(value) and all(_power_of_two(t) for t in tuned):
-                traits.append(f"a {key} that is not a power of two")
+                traits.append("not a power of two")
             if value > max(tuned):
-                traits.append(f"a {key} above every tuning shape's")
+                traits.append("above every tuning shape's")
             elif value < min(tuned):
-                traits.append(f"a {key} below every tuning shape's")
+                traits.append("below every tuning shape's")
+            if traits:
+                parts.append(f"{key} {' and '.join(traits)}")
         dtypes = {s.get("dtype") for s in self.tuning}
         if "dtype" in shape and shape["dtype"] not in dtypes:
-            traits.append("a dtype no tuning shape has")
-        return " and ".join(traits) if traits else "sizes unlike the tuning shapes'"
+            parts.append("a dtype no tuning shape has")
+        return "; ".join(parts) if parts else "sizes unlike the tuning shapes'"
 
     def _named(self, text: str) -> Mapping[str, Any] | None:
         """The held-out shape ``text`` names, by label or by all of its sizes; else None."""

@@ -57,7 +57,7 @@ def test_no_prompt_holds_a_held_out_shape(server, evaluator, start, start_eval, 
     for request, prompt in zip(server.requests, prompts, strict=True):
         assert not _leaks(prompt, withheld), (request.request, _leaks(prompt, withheld))
     repair, = server.received("repair")
-    assert "Wrong results on a held-out check on a shape with a d that is not a multiple of 8" \
+    assert "Wrong results on a held-out check on a shape with d not a multiple of 8" \
         in repair.prompt
     assert "held-out check" in server.received("planner")[-1].prompt  # the history says so
     assert lineage.history[0].failed_shape == ""  # nothing held-out kept for the roles either
@@ -80,6 +80,7 @@ def test_a_held_out_failure_is_screened_whatever_its_wording(silu_task, message,
     assert seen.status is Status.INCORRECT and seen.shapes == (tuning,) and not seen.metrics
     assert "4099" not in seen.message and "held-out check" in seen.message
     if "4099" in message:
-        assert "a d that is not a multiple of 8 and a d above every tuning shape's" in seen.message
+        assert "d not a multiple of 8 and above every tuning shape's; tokens not a power of " \
+            "two" in seen.message
     ok = Evaluation("c", Status.OK, "correct on 3 tuning shapes, 3 held-out shapes", (tuning,))
     assert withheld.screen(ok) == ok  # a pass says nothing about them: unchanged
