@@ -14,7 +14,8 @@ import pytest
 from kernelswarm.agents.llm import LoopbackServer, Reply, always
 from kernelswarm.cluster import Swarm
 from kernelswarm.experiments.cli import main
-from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL
+from tests.agents.llm import answers
+from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL, PRICE
 
 pytestmark = pytest.mark.slow
 # Starting a run's tracker, worker and lineage actors and closing them, on this project's loaded
@@ -123,3 +124,32 @@ def test_a_run_whose_agents_produce_nothing_exits_non_zero_saying_why(
     summary = _summary(run_dir)
     assert all(lineage["steps"] == 0 for lineage in summary["lineages"])
     assert summary["llm"]["total"]["failures"] >= 3  # the tester's, and each lineage's planner
+
+
+def test_a_server_answering_far_beyond_max_tokens_cannot_overshoot_the_money_cap(
+        tmp_path, compile_cache, ray_session, capsys):
+    """Every answer 50 times max_tokens (800 kB), cost_usd 0.5 per lineage: each endpoint's
+    first huge answer is refused and charged its request's worst case, no further request goes
+    to it, and the run's charges stay within lineages x cost_usd."""
+    cap, lineages = 0.5, 2
+    with LoopbackServer(always(Reply(answers.plan("llm:big"), beyond_max_tokens=50)),
+                        api_key=API_KEY) as server:
+        code, out, run_dir, _ = _run(tmp_path, capsys, lambda out_dir: _command(
+            out_dir, compile_cache, server.url, f"search.cost_usd={cap}",
+            f'agent.prices."{MODEL}"={{prompt=3.0, completion=15.0}}'))
+        claimed = list(server.requests)
+    summary = _summary(run_dir)
+    charged = summary["llm"]["total"]["cost_usd"]
+    traces = [json.loads(line) for path in (run_dir / "llm_calls").glob("*.jsonl")
+              for line in path.read_text().splitlines()]
+    claims = sum(PRICE.cost(c["prompt_tokens"], c["reported_completion_tokens"])
+                 for c in traces if c["outcome"] == "oversized")
+    worst = max(c["cost_usd"] for c in traces)
+    print(f"\nhuge answers: {len(claimed)} requests, charged ${charged:.4f} for a cap of "
+          f"${cap} x {lineages} lineages (one call's reserved worst case ${worst:.4f}); the "
+          f"server claimed ${claims:.2f}")
+    assert code == 1 and "more than the request allowed" in out.strip().splitlines()[-1]
+    assert all(c["outcome"] == "oversized" for c in traces)
+    assert charged <= cap * lineages and claims > cap * lineages
+    assert len(claimed) <= 1 + lineages * 2  # the tester's, then per lineage an analyst's and a
+    # planner's at most (the starting kernel's analysis is shared)
