@@ -125,7 +125,9 @@ def render_header(report: dict[str, Any]) -> str:
     """The measuring machine, the software, the command and the method."""
     machine, timing = report["machine"], report["timing"]
     software = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
-    lines = [f"Measured {report['measured_at']} on {report['device']}; {software}.", "",
+    driver = machine.get("gpu", {}).get("driver") if machine else None
+    lines = [f"Measured {report['measured_at']} on {report['device']}"
+             + (f", driver {driver}" if driver else "") + f"; {software}.", "",
              f"Command: `{report['command']}`", ""]
     if machine:
         lines += [f"Roofline: copy bandwidth {machine['copy_bandwidth_gbs']:,.0f} GB/s, matmul "
