@@ -7,6 +7,8 @@ knob values, so that building that file alone, with no knobs, gives the kernel t
 - Macro languages (cpp, cuda, torch-ext): ``#define NAME VALUE`` per knob, each under
   ``#ifndef NAME`` so that a ``-DNAME=...`` on a command line still overrides it. The compiler
   sees the same preprocessed code as with the evaluator's ``-DNAME=VALUE``, hence the same binary.
+  A task's launcher may read knobs as well (cuda: the launch geometry, from ``fn.knobs``), so
+  the values are also on the header's first line, where ``kernelswarm eval`` reads them back.
 - Keyword languages (triton): the knobs reach the entry point as keyword arguments, so the
   defaults of the entry's knob parameters are set to the judged values.
 
@@ -93,10 +95,12 @@ def self_contained_source(candidate: Candidate) -> str:
         return candidate.source
     if style is KnobStyle.MACROS:
         lines = [f"// {MARKER}{json.dumps(knobs, sort_keys=True)}",
-                 "// The values this kernel was judged with: built alone, this file gives the same "
-                 "kernel;",
-                 "// a -DNAME=VALUE on the command line overrides one. kernelswarm eval reads them "
-                 "back."]
+                 "// The values this kernel was judged with: built alone, this file compiles to "
+                 "the same code",
+                 "// (a -DNAME=VALUE on the command line overrides one). A task's launcher may "
+                 "read them too",
+                 "// (e.g. the block size it launches with): kernelswarm eval of this file passes "
+                 "them."]
         for name, value in sorted(knobs.items()):
             lines += [f"#ifndef {name}", f"#define {name} {_macro(value)}", "#endif"]
         return "\n".join(lines + [f"// {END}", candidate.source])
