@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -39,7 +40,27 @@ def _parser() -> argparse.ArgumentParser:
     add_tasks_parser(commands)
     add_eval_parser(commands)
     add_tune_parser(commands)
+    report = commands.add_parser(
+        "report", help="write an HTML and a markdown report of a run or a sweep folder",
+        description="Write RUN_DIR/report/report.html (self-contained: opens with no server) and "
+                    "report.md with plots; for a folder of run folders, a sweep report.")
+    report.add_argument("folder", metavar="RUN_DIR|SWEEP_DIR")
     return parser
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from .report import ReportError, write_report  # imports matplotlib: only when asked
+
+    try:
+        report = write_report(args.folder)
+    except (ReportError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return 2
+    # Paths whole, each on its own line: a terminal may wrap them, never cut them.
+    console.print("report:", highlight=False)
+    console.print(str(report.html), highlight=False, soft_wrap=True)
+    console.print(str(report.markdown), highlight=False, soft_wrap=True)
+    return 0
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -48,6 +69,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         overrides.append(f'cluster.address="{args.address}"')
     if args.task:
         overrides.append(f"task.name={json.dumps(args.task)}")  # a TOML string, quotes escaped
+        if not args.config and not any(o.split("=", 1)[0].strip() == "run.name"
+                                       for o in overrides):
+            # The quickstart's settings, the user's task: the run folder and the MLflow
+            # experiment are named after the task, not "quickstart".
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(args.task.rstrip("/")).name) or "run"
+            overrides.append(f"run.name={json.dumps(name)}")
     if args.resume and args.config:
         raise ConfigError("--resume takes the configuration from the run folder; drop CONFIG "
                           "(use --set to change settings)")
@@ -74,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_eval_command(args, console)
         if args.command == "tune":
             return run_tune_command(args, console)
+        if args.command == "report":
+            return _report(args, console)
     except (ConfigError, TaskError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return 2

@@ -79,3 +79,15 @@ def _artifact_files(client: MlflowClient, run_id: str, folder: str | None) -> li
         else:
             files.append(entry.path)
     return files
+
+
+def find_parent_run(tracking_uri: str, experiment: str, run_id: str) -> tuple[str, str] | None:
+    """(MLflow run id, experiment id) of the parent run ``MLflowSink`` made for the kernelswarm
+    run ``run_id`` (its folder's name) in ``experiment``; None when there is none."""
+    client = mlflow_client(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    runs = client.search_runs([found.experiment_id], filter_string=f"tags.run_id = '{run_id}'")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return (parents[0].info.run_id, found.experiment_id) if parents else None

@@ -1,0 +1,238 @@
+"""``kernelswarm report``: one self-contained HTML file (and a markdown twin) for a run folder or
+a sweep folder (a folder of run folders), written into that folder under ``report/``.
+
+The HTML opens with no server and no network: plots are inline SVG, styles are inline, and the
+best kernel's source and its diff against the starting kernel are in the page. ``report/`` also
+keeps each plot as an ``.svg`` file, which ``report.md`` links to.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import report_plots as plots
+from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
+
+REPORT_FOLDER = "report"
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:90%}th,td{border:1px solid #ccc;
+padding:3px 8px;text-align:right}th:first-child,td:first-child{text-align:left}
+pre{background:#f6f8fa;padding:1em;overflow-x:auto;font-size:85%}figure{margin:1.5em 0}
+.add{color:#1b5e20;background:#e8f5e9}.del{color:#b71c1c;background:#ffebee}.muted{color:#777}"""
+
+
+@dataclass(frozen=True)
+class Report:
+    """The files one report wrote: ``html``, ``markdown`` and the plots (name -> .svg path)."""
+
+    html: Path
+    markdown: Path
+    plots: dict[str, Path]
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.html, self.markdown, *self.plots.values()]
+
+
+def _x(value: float, ci: float | None = None) -> str:
+    if value is None or not math.isfinite(value) or value <= 0:
+        return "-"
+    return f"{value:.3f}x" + (f" ±{ci:.3f}" if ci is not None and math.isfinite(ci) else "")
+
+
+def _us(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) and value > 0 else "-"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> tuple[str, str]:
+    """The same table as HTML and as markdown."""
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return f"<table><tr>{cells}</tr>{body}</table>", "\n".join(md)
+
+
+def _diff(start: str, best: str) -> list[str]:
+    return list(difflib.unified_diff(start.splitlines(), best.splitlines(), "starting kernel",
+                                     "best kernel", lineterm=""))
+
+
+def _diff_html(lines: list[str]) -> str:
+    out = []
+    for line in lines:
+        cls = ("add" if line.startswith("+") and not line.startswith("+++") else
+               "del" if line.startswith("-") and not line.startswith("---") else "")
+        text = html.escape(line)
+        out.append(f'<span class="{cls}">{text}</span>' if cls else text)
+    return "<pre>" + "\n".join(out) + "</pre>"
+
+
+class _Page:
+    """Builds the HTML and the markdown side by side."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.html: list[str] = [f"<h1>{html.escape(title)}</h1>"]
+        self.md: list[str] = [f"# {title}", ""]
+        self.plots: dict[str, str] = {}
+
+    def heading(self, text: str) -> None:
+        self.html.append(f"<h2>{html.escape(text)}</h2>")
+        self.md += [f"## {text}", ""]
+
+    def text(self, text: str) -> None:
+        self.html.append(f"<p>{html.escape(text)}</p>")
+        self.md += [text, ""]
+
+    def table(self, header: list[str], rows: list[list[str]]) -> None:
+        as_html, as_md = _table(header, rows)
+        self.html.append(as_html)
+        self.md += [as_md, ""]
+
+    def plot(self, name: str, svg: str, caption: str) -> None:
+        self.plots[name] = svg
+        self.html.append(f'<figure id="{name}">{svg}<figcaption class="muted">'
+                         f"{html.escape(caption)}</figcaption></figure>")
+        self.md += [f"![{caption}]({name}.svg)", ""]
+
+    def code(self, source: str, language: str, as_html: str | None = None) -> None:
+        self.html.append(as_html or f"<pre>{html.escape(source)}</pre>")
+        self.md += [f"```{language}", source.rstrip("\n"), "```", ""]
+
+    def write(self, folder: Path) -> Report:
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for name, svg in self.plots.items():
+            paths[name] = folder / f"{name}.svg"
+            paths[name].write_text(svg)
+        document = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+                    f"{html.escape(self.title)}</title><style>{STYLE}</style></head><body>"
+                    + "\n".join(self.html) + "</body></html>\n")
+        (folder / "report.html").write_text(document)
+        (folder / "report.md").write_text("\n".join(self.md).rstrip() + "\n")
+        return Report(folder / "report.html", folder / "report.md", paths)
+
+
+def _run_page(run: RunData) -> _Page:
+    summary, best = run.summary, run.summary.get("best") or {}
+    page = _Page(f"kernelswarm report: {run.name}")
+    search = run.config.get("search", {})
+    page.text(f"Task {run.task} ({run.language}) on {summary.get('baselines', {}).get('device', '?')}"
+              f" · {search.get('lineages', '?')} lineages · {len(run.records)} evaluations in "
+              f"{summary.get('wall_s', math.nan):.0f} s · stopped: {summary.get('stop_reason', '?')}"
+              f" · timed with a {summary.get('timing', {}).get('regime', '?')}.")
+    page.heading("Best kernel")
+    page.table(["kernel", "vs start", "vs best baseline", "vs eager", "vs compile"], [[
+        run.best_id or "none", _x(best.get("speedup_vs_start", math.nan),
+                                  best.get("speedup_vs_start_ci")),
+        _x(best.get("speedup_vs_best", math.nan), best.get("speedup_vs_best_ci")),
+        _x(best.get("speedup_vs_eager", math.nan)), _x(best.get("speedup_vs_compile", math.nan))]])
+    if best.get("file"):
+        page.text(f"File: {best['file']}")
+    page.heading("Lineages")
+    page.table(["lineage", "steps", "best vs start", "best kernel", "stopped"], [
+        [str(x["lineage"]), str(x["steps"]), _x(x.get("best_speedup", math.nan)),
+         x.get("best_candidate") or "-", (x.get("stop_reason") or "").splitlines()[0][:120]
+         if x.get("stop_reason") else ""] for x in summary.get("lineages", [])])
+    page.plot("best_over_time", plots.best_over_time(run),
+              "Each lineage's best speedup over the starting kernel; triangles: a migrant "
+              "from another lineage arrived.")
+    page.heading("Baselines")
+    rows = []
+    for name in run.baseline_names:
+        if name in run.skipped:
+            rows.append([name, "skipped: " + run.skipped[name]])
+        elif name in run.anchors or name in ("eager", "compile"):
+            rows.append([name, "measured"])
+    page.table(["baseline", "status"], rows)
+    header = ["shape", "best kernel µs", "start µs", "eager µs", "compile µs",
+              *[f"{n} µs" for n in sorted(run.anchors)], "best baseline", "× best", "roofline"]
+    page.table(header, [[s.shape, _us(s.time_us), _us(s.start_us), _us(s.eager_us),
+                         _us(s.compile_us), *[_us(run.anchors[n].get(s.shape, math.nan))
+                                              for n in sorted(run.anchors)],
+                         s.best_baseline or "-", _x(s.speedup_vs_best),
+                         f"{s.roofline_fraction:.2f}" if math.isfinite(s.roofline_fraction)
+                         else "-"] for s in run.best_shapes])
+    page.plot("shape_times", plots.shape_times(run),
+              "Per shape: the best kernel, the starting kernel and every measured baseline.")
+    page.plot("roofline", plots.roofline(run), "Roofline fraction per shape.")
+    page.heading("Verdicts")
+    counts = {v: sum(r.status == v for r in run.records) for v in VERDICTS}
+    page.table(list(counts), [[str(c) for c in counts.values()]])
+    page.plot("verdicts", plots.verdicts_over_time(run), "Verdicts over the run's wall time.")
+    page.heading(f"Best kernel source ({run.best_id or 'none'})")
+    page.code(run.best_source, run.language)
+    page.heading(f"Diff against the starting kernel ({run.start_id or 'none'})")
+    diff = _diff(run.start_source, run.best_source)
+    page.code("\n".join(diff) or "(identical)", "diff", _diff_html(diff) if diff else None)
+    return page
+
+
+def _sweep_page(folder: Path, runs: list[RunData]) -> _Page:
+    page = _Page(f"kernelswarm sweep report: {folder.name}")
+    page.text(f"{len(runs)} run folders in {folder}.")
+    header = ["cell", "task", "language", "lineages", "evaluations", "correct", "best vs start",
+              "vs best baseline", "wall s"]
+    rows, vs_start, vs_best = [], [], []
+    for run in runs:
+        best = run.summary.get("best") or {}
+        ok = sum(r.status == "OK" for r in run.records)
+        rows.append([run.name, run.task, run.language,
+                     str(run.config.get("search", {}).get("lineages", "?")),
+                     str(len(run.records)), f"{ok}/{len(run.records)}",
+                     _x(best.get("speedup_vs_start", math.nan)),
+                     _x(best.get("speedup_vs_best", math.nan)),
+                     f"{run.summary.get('wall_s', math.nan):.0f}"])
+        vs_start.append(float(best.get("speedup_vs_start") or math.nan))
+        vs_best.append(float(best.get("speedup_vs_best") or math.nan))
+    page.heading("Cells")
+    page.table(header, rows)
+    page.plot("sweep", plots.sweep_plot([r.name for r in runs],
+                                        {"vs start": vs_start, "vs best baseline": vs_best}),
+              "Best kernel per cell, over the starting kernel and over the best baseline.")
+    return page
+
+
+def write_report(folder: str | Path) -> Report:
+    """Write the report of a run folder or of a sweep folder into ``<folder>/report/``."""
+    root = Path(folder).resolve()
+    if not root.is_dir():
+        raise ReportError(f"{root} is not a folder")
+    if is_run_folder(root):
+        return _run_page(load_run(root)).write(root / REPORT_FOLDER)
+    cells = run_folders(root)
+    if not cells:
+        raise ReportError(f"{root} is neither a kernelswarm run folder nor a folder of run "
+                          f"folders (none of its subfolders has evaluations/ and config.json)")
+    return _sweep_page(root, [load_run(c) for c in cells]).write(root / REPORT_FOLDER)
+
+
+def log_report(report: Report, run_dir: Path,
+               find_run: Callable[[str, str, str], tuple[str, str] | None] | None = None) -> str:
+    """Log the report's files to the run's MLflow parent run (under ``report/``); returns the
+    parent run's id, or "" when the run logged nothing to MLflow."""
+    from .sinks.mlflow_runs import find_parent_run
+    from .sinks.mlflow_sink import absolute_uri, mlflow_client
+
+    config = json.loads((run_dir / "config.json").read_text())
+    tracking = config.get("tracking", {})
+    if not tracking.get("mlflow"):
+        return ""
+    uri = absolute_uri(tracking["mlflow_uri"])
+    experiment = tracking.get("experiment") or config["run"]["name"]
+    found = (find_run or find_parent_run)(uri, experiment, run_dir.name)
+    if found is None:
+        return ""
+    run_id, _ = found
+    client = mlflow_client(uri)
+    for path in report.files:
+        client.log_artifact(run_id, str(path), REPORT_FOLDER)
+    return run_id

@@ -1,0 +1,182 @@
+"""What a report shows, read back from a run folder: its Parquet evaluations, summary.json,
+config.json, the kernels' sources and the baselines the run was compared with.
+
+Nothing here measures anything: a report states what the run recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelswarm.evaluators.settings import default_cache_dir
+
+from .sinks import read_evaluations
+
+# The verdicts a run can record, in the order the report lists them.
+VERDICTS = ("OK", "INCORRECT", "COMPILE_ERROR", "RUNTIME_ERROR", "TIMEOUT", "REJECTED")
+
+
+class ReportError(ValueError):
+    """The folder is not a run folder (nor a folder of run folders) a report can be built from."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One evaluation as the report uses it (the per-record columns of the Parquet table)."""
+
+    seq: int
+    lineage: int
+    step: int
+    candidate_id: str
+    status: str
+    role: str
+    move: str
+    speedup: float
+    lineage_best: float
+    wall_s: float
+    eval_s: float
+    compile_s: float
+
+
+@dataclass(frozen=True)
+class ShapeFigures:
+    """One shape of a kernel: its time and every baseline's, in microseconds (NaN: not
+    measured), and its roofline fraction (ideal time / measured time)."""
+
+    shape: str
+    time_us: float
+    start_us: float
+    eager_us: float
+    compile_us: float
+    best_baseline: str
+    best_baseline_us: float
+    roofline_fraction: float
+    speedup_vs_best: float
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run folder as a report reads it."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    config: dict[str, Any]
+    records: tuple[Record, ...]
+    best_shapes: tuple[ShapeFigures, ...]
+    best_id: str
+    best_source: str
+    start_id: str
+    start_source: str
+    language: str
+    # Per baseline name: per shape its time (µs) as the baseline worker measured it, or why not.
+    anchors: dict[str, dict[str, float]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def task(self) -> str:
+        return str(self.config.get("task", {}).get("name", "?"))
+
+    @property
+    def baseline_names(self) -> list[str]:
+        """Every baseline the run knows of: measured ones, then skipped ones."""
+        names = ["eager", "compile", *sorted(self.anchors)]
+        return list(dict.fromkeys([*names, *sorted(self.skipped)]))
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def is_run_folder(folder: Path) -> bool:
+    return (folder / "evaluations").is_dir() and (folder / "config.json").is_file()
+
+
+def _source(run_dir: Path, candidate_id: str) -> str:
+    for folder in ("best", "candidates"):
+        found = sorted((run_dir / folder).glob(f"{candidate_id}.*"))
+        if found:
+            return found[0].read_text()
+    return ""
+
+
+def _anchor_table(config: dict[str, Any], summary: dict[str, Any],
+                  task: str) -> dict[str, dict[str, float]]:
+    """Library anchors (Liger, FlashInfer, ...) per shape from the baseline cache the run used;
+    empty when the cache entry is gone. Eager and compile are in the Parquet table already."""
+    key = (summary.get("baselines") or {}).get("key")
+    if not key:
+        return {}
+    cache = config.get("evaluator", {}).get("cache_dir")
+    folder = Path(cache).expanduser() if cache else default_cache_dir()
+    path = folder / "baselines" / f"{task}-{key}.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    anchors: dict[str, dict[str, float]] = {}
+    for shape, row in dict(doc.get("shapes", {})).items():
+        for name, timed in dict(row).items():
+            if name in ("eager", "compile") or timed.get("error"):
+                continue
+            anchors.setdefault(name, {})[shape] = _number(timed.get("median_us"))
+    return anchors
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Everything a report of ``run_dir`` shows; ``ReportError`` if it is not a run folder."""
+    folder = Path(run_dir).resolve()
+    if not is_run_folder(folder):
+        raise ReportError(f"{folder} is not a kernelswarm run folder (no evaluations/ and "
+                          f"config.json in it)")
+    config = json.loads((folder / "config.json").read_text())
+    summary_path = folder / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    rows = read_evaluations(folder).to_pylist()
+    records: dict[int, Record] = {}
+    for row in rows:
+        if row["seq"] not in records:
+            records[row["seq"]] = Record(
+                seq=row["seq"], lineage=row["lineage"], step=row["step"],
+                candidate_id=row["candidate_id"], status=row["status"],
+                role=row["origin_role"], move=row["origin_move"],
+                speedup=_number(row["candidate_speedup"]),
+                lineage_best=_number(row["lineage_best"]), wall_s=_number(row["wall_s"]),
+                eval_s=_number(row["eval_s"]), compile_s=_number(row["compile_s"]))
+    ordered = tuple(records[seq] for seq in sorted(records))
+    start = next((r for r in ordered if r.lineage < 0), None)
+    best = (summary.get("best") or {}).get("candidate_id")
+    if best is None:  # no summary yet (a run still going): the fastest correct record so far
+        ok = [r for r in ordered if r.status == "OK"]
+        best = max(ok, key=lambda r: r.speedup).candidate_id if ok else ""
+    best_seq = max((r.seq for r in ordered if r.candidate_id == best), default=-1)
+    shapes = tuple(ShapeFigures(
+        shape=row["shape"], time_us=_number(row["time_us"]),
+        start_us=_number(row["start_time_us"]), eager_us=_number(row["eager_time_us"]),
+        compile_us=_number(row["compile_time_us"]), best_baseline=row["best_baseline"] or "",
+        best_baseline_us=_number(row["best_baseline_us"]),
+        roofline_fraction=_number(row["roofline_fraction"]),
+        speedup_vs_best=_number(row["speedup_vs_best"]))
+        for row in rows if row["seq"] == best_seq and row["shape"])
+    language = str(config.get("task", {}).get("language", ""))
+    task = str(config.get("task", {}).get("name", ""))
+    skipped = dict((summary.get("baselines") or {}).get("skipped", {}))
+    return RunData(run_dir=folder, summary=summary, config=config, records=ordered,
+                   best_shapes=shapes, best_id=best or "", best_source=_source(folder, best or ""),
+                   start_id=start.candidate_id if start else "",
+                   start_source=_source(folder, start.candidate_id) if start else "",
+                   language=language, anchors=_anchor_table(config, summary, Path(task).name),
+                   skipped=skipped)
+
+
+def run_folders(folder: str | Path) -> list[Path]:
+    """The run folders directly inside ``folder`` (a sweep), sorted by name."""
+    root = Path(folder).resolve()
+    return sorted(p for p in root.iterdir() if p.is_dir() and is_run_folder(p))
