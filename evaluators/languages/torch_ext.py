@@ -21,7 +21,9 @@ the judge's process. A build takes ~30 s on CPU and ~60 s with CUDA: raise
 
 Load (only in the sandbox): the library is imported as a Python extension module. C++ that calls
 ATen compute (``at::mul``, ``x.sum()``) is seen by the sandbox's compute guard through the
-dispatcher and REJECTED; the screen refuses the ways around the dispatcher.
+dispatcher and REJECTED; the screen refuses the ways around the dispatcher. The imported-symbol
+check of ``cpp`` libraries does not apply: an extension imports the Python C API by design. It is
+judged by what it runs, in a runner under the same OS isolation (evaluators/isolation.py).
 """
 
 from __future__ import annotations
