@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -29,17 +31,39 @@ def _status_line(stats: dict[str, Any], elapsed: float) -> str:
     return line + (f"  {waits}" if waits else "") + (f"\n{spending_line(llm)}" if llm else "")
 
 
+BAR_WIDTH = 10
+
+
+def budget_bar(steps: int, elapsed: float, budget: Mapping[str, Any]) -> str:
+    """How much of a lineage's budget is spent: candidates or wall time, whichever is nearer
+    its limit, as a bar and the figure it stands for (``███░░░░░░░ 3/10``)."""
+    candidates, wall_s = budget.get("candidates"), budget.get("wall_s")
+    shares = []
+    if candidates:
+        shares.append((steps / candidates, f"{steps}/{candidates}"))
+    if wall_s:
+        shares.append((elapsed / wall_s, f"{elapsed:.0f}/{wall_s:.0f}s"))
+    if not shares:
+        return ""
+    share, figure = max(shares)
+    filled = round(min(1.0, max(0.0, share)) * BAR_WIDTH)
+    return "█" * filled + "░" * (BAR_WIDTH - filled) + " " + figure
+
+
 def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
     table = Table(box=None, pad_edge=False)
-    for column in ("lineage", "steps", "best", "last move", "last verdict", "model"):
-        table.add_column(column, justify="right" if column in ("steps", "best") else "left")
+    for column in ("lineage", "budget", "best", "last move", "last verdict", "model"):
+        table.add_column(column, justify="right" if column == "best" else "left",
+                         no_wrap=column != "model")
     rows, waiting = stats.get("lineages", {}), (stats.get("llm") or {}).get("waiting", {})
+    budget = stats.get("budget") or {}
     for lineage in sorted(set(rows) | set(waiting)):
         if lineage < 0:
             continue
         row = rows.get(lineage, {"steps": 0, "best": 0.0, "last_move": "", "last_status": ""})
-        table.add_row(str(lineage), str(row["steps"]), f"{row['best']:.3f}x", row["last_move"],
-                      row["last_status"], waiting.get(lineage, ""))
+        table.add_row(str(lineage), budget_bar(row["steps"], elapsed, budget) or str(row["steps"]),
+                      f"{row['best']:.3f}x", row["last_move"], row["last_status"],
+                      waiting.get(lineage, ""))
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)
 
 
@@ -85,17 +109,36 @@ def search_view(console: Console, every_s: float = 10.0) -> LiveView:
     return LiveView(console, progress_table, _status_line, every_s)
 
 
-def closing_table(result: SwarmResult, regime: str = "") -> Group:
+def fit(build: Callable[[tuple[str, ...]], Table], columns: tuple[str, ...],
+        droppable: tuple[str, ...], width: int | None) -> Table:
+    """The table ``build(columns)`` makes, with columns of ``droppable`` left out, in that
+    order, until it fits ``width`` characters: a narrow console loses columns, never the
+    letters of a name or a figure."""
+    table = build(columns)
+    if width is None:
+        return table
+    measure = Console(width=10_000, file=io.StringIO())
+    for column in droppable:
+        if Measurement.get(measure, measure.options, table).maximum <= width:
+            break
+        columns = tuple(c for c in columns if c != column)
+        table = build(columns)
+    return table
+
+
+LINEAGE_COLUMNS = ("lineage", "steps", "best vs start", "vs best baseline", "candidate",
+                   "stopped")
+SHAPE_COLUMNS = ("shape", "µs", "best baseline", "baseline µs", "× best", "× eager", "× compile")
+
+
+def closing_table(result: SwarmResult, regime: str = "", width: int | None = None) -> Group:
     """Best speedup per lineage vs the starting kernel and vs the best baseline (``≈``: inside
     the timing noise), then the overall best kernel shape by shape; ``regime`` (the cache regime
-    of the timing, e.g. "warm cache (not flushed)") goes in the title."""
+    of the timing, e.g. "warm cache (not flushed)") goes in the title. ``width``: the tables
+    drop columns (stop reasons first; they are printed below the table too) to fit it."""
     title = "kernelswarm: best kernel per lineage" + (f" · timed with a {regime}" if regime else "")
-    table = Table(title=title)
-    for column in ("lineage", "steps", "best vs start", "vs best baseline", "candidate"):
-        table.add_column(column, no_wrap=True)
-    # One line per lineage; the full stop reasons are in summary.json and printed below.
-    table.add_column("stopped", no_wrap=True, overflow="ellipsis", max_width=40)
     best = dict(result.summary.lineage_best)
+    rows: list[tuple[dict[str, str], str | None]] = []
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         entry = best.get(lineage.lineage)
         speed, baseline, cid = ("-", "-", "-")
@@ -104,34 +147,61 @@ def closing_table(result: SwarmResult, regime: str = "") -> Group:
             speed = speedup_text(evaluation.speedup, evaluation.geomean_ci())
             baseline, cid = best_text(evaluation), candidate.id
         reason = one_line(lineage.stop_reason or "") if not lineage.error else "crashed (see log)"
-        table.add_row(str(lineage.lineage), str(lineage.steps), speed, baseline, cid, reason)
+        rows.append((dict(zip(LINEAGE_COLUMNS, (str(lineage.lineage), str(lineage.steps), speed,
+                                                baseline, cid, reason), strict=True)), None))
     if result.start is not None:
-        table.add_row("start", "", "1.000x", best_text(result.start), result.start.candidate_id,
-                      "", style="dim")
+        rows.append(({"lineage": "start", "best vs start": "1.000x",
+                      "vs best baseline": best_text(result.start),
+                      "candidate": result.start.candidate_id}, "dim"))
+    if result.summary.best is not None:
+        candidate, evaluation = result.summary.best
+        rows.append(({"lineage": "overall",
+                      "best vs start": speedup_text(evaluation.speedup, evaluation.geomean_ci()),
+                      "vs best baseline": best_text(evaluation), "candidate": candidate.id},
+                     "bold green"))
+
+    def build(columns: tuple[str, ...]) -> Table:
+        table = Table(title=title)
+        for column in columns:
+            # One line per lineage; the full stop reasons are in summary.json and printed below.
+            table.add_column(column, no_wrap=True, overflow="ellipsis",
+                             max_width=40 if column == "stopped" else None)
+        for values, style in rows:
+            table.add_row(*(values.get(c, "") for c in columns), style=style)
+        return table
+
+    table = fit(build, LINEAGE_COLUMNS, ("stopped", "steps"), width)
     if result.summary.best is None:
         return Group(table)
     candidate, evaluation = result.summary.best
-    table.add_row("overall", "", speedup_text(evaluation.speedup, evaluation.geomean_ci()),
-                  best_text(evaluation), candidate.id, "", style="bold green")
-    return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape"))
+    return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape", width))
 
 
-def shape_table(evaluation: Evaluation, title: str) -> Table:
+def shape_table(evaluation: Evaluation, title: str, width: int | None = None) -> Table:
     """Per shape: the kernel's median (± IQR), the best baseline by name and its time, the
-    speedup over it (``≈`` inside the noise), over eager and over compile."""
+    speedup over it (``≈`` inside the noise), over eager and over compile. Columns with no
+    figure on any shape are left out; ``width``: more are dropped to fit it."""
     labels, common = compact_labels([s.shape for s in evaluation.shapes])
-    table = Table(title=f"{title} ({common})" if common else title)
-    for column in ("shape", "µs", "best baseline", "baseline µs", "× best", "× eager",
-                   "× compile"):
-        table.add_column(column, no_wrap=column != "shape",
-                         justify="left" if column in ("shape", "best baseline") else "right")
+    rows = []
     for s in evaluation.shapes:
         mine = f"{s.time_us:.2f} ±{s.time_spread_us:.2f}" if s.time_us > 0 else "-"
         base = (f"{s.best_baseline_us:.2f} ±{s.best_baseline_spread_us:.2f}"
                 if s.best_baseline_us > 0 else "-")
-        table.add_row(labels[s.shape], mine, s.best_baseline or "-", base,
-                      speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
-                      speedup_text(s.speedup_vs_eager, s.speedup_vs_eager_ci, mark_noise=True),
-                      speedup_text(s.speedup_vs_compile, s.speedup_vs_compile_ci,
-                                   mark_noise=True))
-    return table
+        rows.append(dict(zip(SHAPE_COLUMNS, (
+            labels[s.shape], mine, s.best_baseline or "-", base,
+            speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
+            speedup_text(s.speedup_vs_eager, s.speedup_vs_eager_ci, mark_noise=True),
+            speedup_text(s.speedup_vs_compile, s.speedup_vs_compile_ci, mark_noise=True)),
+            strict=True)))
+    shown = tuple(c for c in SHAPE_COLUMNS if any(r[c] != "-" for r in rows) or c == "shape")
+
+    def build(columns: tuple[str, ...]) -> Table:
+        table = Table(title=f"{title} ({common})" if common else title)
+        for column in columns:
+            table.add_column(column, no_wrap=column != "shape",
+                             justify="left" if column in ("shape", "best baseline") else "right")
+        for row in rows:
+            table.add_row(*(row[c] for c in columns))
+        return table
+
+    return fit(build, shown, ("× compile", "× eager", "baseline µs", "µs"), width)

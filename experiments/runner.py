@@ -32,6 +32,7 @@ from .llm_agent import StartUp, ask_tester, configured_roles
 from .llm_view import LLMWatch, one_line, spending_table
 from .progress import closing_table, search_view
 from .resume import restore_records
+from .run_log import LOG_NAME, stderr_to
 from .sinks import MLflowSink, ParquetSink
 from .sinks.sources import self_contained_source, source_file_name
 from .speedups import finite, kernel_figures
@@ -186,6 +187,24 @@ def run(config: Config, console: Console | None = None,
     start_up = tester_checks(config, task, make_roles, console)
     checks, make_roles = start_up.checks, start_up.make_roles
     watch = LLMWatch(run_dir)
+    with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
+        result = _search(config, console, task, start, run_id, run_dir, seeds, checks,
+                         make_roles, history, watch)
+    llm = watch.summary()
+    best_path = _write_outputs(run_dir, result, timing, llm)
+    console.print(closing_table(result, timing.regime, console.width))
+    if (spent := spending_table(llm)) is not None:
+        console.print(spent)
+    outcome = RunOutcome(run_dir, result, best_path)
+    _print_locations(console, outcome)
+    _report(console, run_dir, config)
+    return outcome
+
+
+def _search(config: Config, console: Console, task: Task, start: Candidate, run_id: str,
+            run_dir: Path, seeds: list[int], checks: tuple[Check, ...],
+            make_roles: Callable[[int], Roles], history: list, watch: LLMWatch) -> SwarmResult:
+    language = config.task.language
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = worker_pool(config, cluster.gpus)
@@ -205,21 +224,38 @@ def run(config: Config, console: Console | None = None,
             max_repairs=config.search.max_repairs)
         console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
                       f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
-                      f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}")
-        result = _drive(Swarm(spec), console, watch)
+                      f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)")
+        _print_path(console, "run folder (log: run.log):", run_dir)
+        budget = {"candidates": config.search.candidates_per_lineage,
+                  "wall_s": config.search.wall_time_s}
+        return _drive(Swarm(spec), console, watch, budget)
     finally:
         disconnect(cluster)
-    llm = watch.summary()
-    best_path = _write_outputs(run_dir, result, timing, llm)
-    console.print(closing_table(result, timing.regime))
-    if (spent := spending_table(llm)) is not None:
-        console.print(spent)
-    outcome = RunOutcome(run_dir, result, best_path)
-    _print_locations(console, outcome)
-    return outcome
 
 
-def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None) -> SwarmResult:
+def _print_path(console: Console, label: str, path: object) -> None:
+    """A label, then the path whole on its own line (never wrapped or cut by the console)."""
+    console.print(label, highlight=False)
+    console.print(str(path), highlight=False, soft_wrap=True, markup=False)
+
+
+def _report(console: Console, run_dir: Path, config: Config) -> None:
+    """Write the run's report and log it to the MLflow parent run; a failure is printed, the
+    run's results stand without it."""
+    try:
+        from .report import log_report, write_report
+
+        report = write_report(run_dir)
+        if config.tracking.mlflow:
+            log_report(report, run_dir)
+    except Exception as exc:  # the report reads what is on disk: the run itself succeeded
+        console.print(f"[yellow]report not written:[/] {one_line(str(exc))}", highlight=False)
+        return
+    _print_path(console, "report:", report.html)
+
+
+def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
+           budget: dict[str, float | None] | None = None) -> SwarmResult:
     """Start the swarm, show progress until every lineage stops; Ctrl-C stops it cleanly.
     ``watch``: the LLM roles' waits and spending for the view, their failures printed."""
     stop_reason = None
@@ -228,6 +264,7 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None) -> Swa
         with search_view(console) as view:
             while not swarm.done(timeout=0.5):
                 stats = swarm.stats()
+                stats["budget"] = budget or {}
                 if watch is not None:
                     stats["llm"] = watch.stats()
                     watch.echo(console)
@@ -267,6 +304,6 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
     for error in result.sink_errors:
         console.print(f"[red]{error}[/]")
     for location in result.locations:
-        console.print(f"results: {location}", highlight=False)
+        _print_path(console, "results:", location)
     if outcome.best_path:
-        console.print(f"best kernel: {outcome.best_path}")
+        _print_path(console, "best kernel:", outcome.best_path)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink, Usage
 
 from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
+from .mlflow_layout import SteadyMetrics, parent_run_name, previewable, run_tags, shape_table
 from .sources import source_file_name
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ class MLflowSink(Sink):
         self._tally: dict[int, tuple[int, int]] = {}  # lineage -> (correct, total)
         self._llm: TraceFollower | None = None  # the LLM roles' call traces, if any
         self._llm_totals: dict[int, dict[str, Usage]] = {}  # lineage -> role -> usage
+        self._steady: dict[int, SteadyMetrics] = {}  # lineage -> profile figures held back
 
     def __getstate__(self) -> dict[str, Any]:
         # A client holds connections; the receiving process makes its own in open().
@@ -189,10 +191,10 @@ class MLflowSink(Sink):
         self._run = run
         self._llm = TraceFollower(run.run_dir / TRACE_FOLDER)
         self.experiment_id = self._experiment_id(client)
-        tags = {"task": run.task, "language": run.language, "run_id": run.run_id,
-                "run_dir": str(run.run_dir), "lineages": str(run.lineages)}
+        tags = {**run_tags(run), "run_id": run.run_id, "run_dir": str(run.run_dir),
+                "lineages": str(run.lineages)}
         self.parent_run_id = client.create_run(self.experiment_id, tags=tags,
-                                               run_name=run.name).info.run_id
+                                               run_name=parent_run_name(run)).info.run_id
         params = {param_key(str(k)): param_value(v) for k, v in run.params.items()}
         entries = [Param(key, value) for key, value in params.items()]
         for start in range(0, len(entries), PARAMS_PER_BATCH):
@@ -235,7 +237,7 @@ class MLflowSink(Sink):
         from mlflow.entities import Param
 
         client, run = self._opened()
-        tags = {"mlflow.parentRunId": self.parent_run_id, "run_id": run.run_id,
+        tags = {**run_tags(run), "mlflow.parentRunId": self.parent_run_id, "run_id": run.run_id,
                 "lineage": str(lineage)}
         run_id = client.create_run(self.experiment_id, tags=tags,
                                    run_name=run_name(lineage)).info.run_id
@@ -274,14 +276,16 @@ class MLflowSink(Sink):
             "cost_usd": record.candidate.origin.cost_usd,
             **profile_metrics(evaluation),
         }
-        client.log_batch(child, metrics=[Metric(key, float(value), millis, record.step)
-                                         for key, value in values.items()])
+        # Figures that stay the same on every evaluation wait; they end up as params (close).
+        points = self._steady.setdefault(record.lineage, SteadyMetrics()).observe(
+            {key: float(value) for key, value in values.items()}, millis, record.step)
+        client.log_batch(child, metrics=[Metric(*point) for point in points])
         client.log_batch(self.parent_run_id,
                          metrics=[Metric("global_best", record.global_best, millis, record.seq),
                                   Metric("diversity", record.diversity, millis, record.seq)])
         if self.candidate_sources:
             client.log_text(child, record.candidate.source,
-                            f"candidates/{source_file_name(record.candidate)}")
+                            previewable(f"candidates/{source_file_name(record.candidate)}"))
         self._log_llm_calls(record.lineage)
 
     def _log_llm_calls(self, lineage: int) -> None:
@@ -332,6 +336,7 @@ class MLflowSink(Sink):
             self._log_best(self.parent_run_id, *summary.best)
         for lineage, best in sorted(summary.lineage_best.items()):
             self._log_best(self._lineage_run(lineage), *best)
+        self._log_constants()
         millis = int(time.time() * 1000)
         best_speedup = summary.best[1].speedup if summary.best is not None else 0.0
         vs_baseline = summary.best[1].speedup_vs_best if summary.best is not None else 0.0
@@ -348,8 +353,23 @@ class MLflowSink(Sink):
 
     def _log_best(self, run_id: str, candidate: Candidate, evaluation: Evaluation) -> None:
         client, _ = self._opened()
-        client.log_text(run_id, candidate.source, f"best/{source_file_name(candidate)}")
+        client.log_text(run_id, candidate.source,
+                        previewable(f"best/{source_file_name(candidate)}"))
         client.log_text(run_id, best_json(candidate, evaluation), "best.json")
+        if evaluation.shapes:  # the UI's table view of the best kernel, shape by shape
+            client.log_table(run_id, shape_table(evaluation), "best_shapes.json")
+
+    def _log_constants(self) -> None:
+        """Each lineage's profile figures that never changed, as params of its run."""
+        from mlflow.entities import Param
+
+        client, _ = self._opened()
+        for lineage, steady in sorted(self._steady.items()):
+            entries = [Param(param_key(k), param_value(v))
+                       for k, v in steady.constants().items()]
+            for start in range(0, len(entries), PARAMS_PER_BATCH):
+                client.log_batch(self._lineage_run(lineage),
+                                 params=entries[start:start + PARAMS_PER_BATCH])
 
     def _terminate(self, status: str) -> None:
         if self._client is None:

@@ -70,7 +70,7 @@ def test_a_run_records_the_same_evaluations_in_parquet_and_mlflow(tmp_path, comp
     logged_search = read_mlflow_run(uri, parent.info.run_id)
     assert parent.info.status == "FINISHED"
     best_artifacts = [a for a in logged_search.parent.artifacts if a.startswith("best/")]
-    assert best_artifacts == [f"best/{best_candidate.id}.cpp"]
+    assert best_artifacts == [f"best/{best_candidate.id}.cpp.txt"]  # MLflow previews .txt
     for lineage in (0, 1):
         mine = sorted((r for r in records.values() if r["lineage"] == lineage),
                       key=lambda r: r["step"])

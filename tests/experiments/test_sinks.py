@@ -315,7 +315,8 @@ def test_a_failing_sink_is_disabled_while_parquet_keeps_every_record(tmp_path: P
 
 def test_mlflow_has_a_parent_run_and_one_finished_child_per_lineage(logged: Logged) -> None:
     sink, search = logged.mlflow, logged.search
-    assert search.parent.name == "sinks" and search.parent.status == "FINISHED"
+    assert search.parent.name == "silu_and_mul cpp · 2 lineages"  # task and configuration
+    assert search.parent.status == "FINISHED"
     assert sorted(search.lineages) == [0, 1]
     for lineage, run in search.lineages.items():
         assert run.name == f"lineage-{lineage}" and run.status == "FINISHED"
@@ -359,15 +360,15 @@ def test_mlflow_best_kernel_artifacts_are_the_best_sources(logged: Logged) -> No
     uri, parent = logged.mlflow.tracking_uri, logged.mlflow.parent_run_id
     best, evaluation = logged.summary.best or (None, None)
     assert best is not None and evaluation is not None
-    assert read_artifact_text(uri, parent, f"best/{best.id}.cpp") == best.source
+    assert read_artifact_text(uri, parent, f"best/{best.id}.cpp.txt") == best.source
     described = json.loads(read_artifact_text(uri, parent, "best.json"))
     assert described["candidate_id"] == best.id and described["knobs"] == {"BLOCK": 128}
     assert [s["speedup_vs_start"] for s in described["shapes"]] == [2.0, 3.0]
     assert described["shapes"][0]["speedup_vs_compile"] is None
     for lineage, (candidate, _) in logged.summary.lineage_best.items():
         run = logged.search.lineages[lineage]
-        assert read_artifact_text(uri, run.run_id, f"best/{candidate.id}.cpp") == candidate.source
-        tried = {f"candidates/{r.candidate.id}.cpp" for r in logged.records if r.lineage == lineage}
+        assert read_artifact_text(uri, run.run_id, f"best/{candidate.id}.cpp.txt") == candidate.source
+        tried = {f"candidates/{r.candidate.id}.cpp.txt" for r in logged.records if r.lineage == lineage}
         assert tried <= set(run.artifacts)
 
 
@@ -381,7 +382,7 @@ def test_mlflow_sqlite_artifacts_sit_next_to_the_database(sqlite_logged: Logged)
     best = sqlite_logged.summary.best
     assert best is not None
     stored = database.parent / "mlartifacts" / "kernelswarm-tests" / sink.parent_run_id
-    assert (stored / "artifacts" / "best" / f"{best[0].id}.cpp").read_text() == best[0].source
+    assert (stored / "artifacts" / "best" / f"{best[0].id}.cpp.txt").read_text() == best[0].source
     assert f"mlflow ui --backend-store-uri {sink.tracking_uri}" in sink.location()
     assert sink.parent_run_id in sink.location()
 
