@@ -198,7 +198,7 @@ class RunnerProcess:
     def stage(self, artifact: Path) -> str:
         """A copy of ``artifact`` in the runner's scratch folder, the one folder it still sees
         once isolated (its /tmp is private, where a compile cache may live); the path to load."""
-        copy = self.scratch / f"candidate{''.join(artifact.suffixes)}"
+        copy = self.scratch / artifact.name  # a Python extension must keep its module name
         shutil.copyfile(artifact, copy)
         return str(copy)
 

@@ -4,8 +4,8 @@ A runner is worth a candidate only before that candidate's code ran in it, so ea
 single candidate and is killed after it. Its start-up (interpreter, torch, CUDA, the task and
 the starting kernel: about 2 s of CPU) is hidden by a spare: ``take`` hands over the prepared
 spare and at once starts the next one, which prepares while the candidate is checked;
-``settle`` waits for it to be ready before timing starts on a machine of fewer than
-``OWN_CORES`` CPUs, so that no start-up shares a core with a timed call.
+``settle`` waits for it to be ready before timing starts on a GPU, and on a machine of fewer
+than ``OWN_CORES`` CPUs, so that no start-up disturbs a timed call.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class Spares:
         self.prepare = prepare
         self.memory_limit_mb = memory_limit_mb
         self.startup_s = startup_s
+        self.on_gpu = str(prepare["settings"]["device"]).startswith("cuda")
         self.spare: RunnerProcess | None = self._spawn()
 
     def _spawn(self) -> RunnerProcess:
@@ -55,9 +56,11 @@ class Spares:
         return runner
 
     def settle(self) -> None:
-        """Before timing: ``wait``, unless the machine has ``OWN_CORES`` CPUs or more for this
-        process, where the spare's start-up runs on a core the timed calls do not use."""
-        if len(os.sched_getaffinity(0)) < OWN_CORES:
+        """Before timing: ``wait``, unless the kernels run on the CPU and the machine has
+        ``OWN_CORES`` CPUs or more for this process, where the spare's start-up runs on a core
+        the timed calls do not use. On a GPU always: a spare creating its CUDA context on the
+        device being timed would disturb the timing."""
+        if self.on_gpu or len(os.sched_getaffinity(0)) < OWN_CORES:
             self.wait()
 
     def wait(self) -> None:

@@ -80,7 +80,7 @@ def test_a_source_that_binds_nothing_is_a_compile_error_before_any_compiler_runs
     ("cudaStreamCreate(&stream);", "streams, events and graphs"),
     ("cudaEventRecord(start);", "streams, events and graphs"),
     ("py::module_::import(\"os\");", "Python from C++"),
-    ("PyRun_SimpleString(\"import os\");", "Python from C++"),
+    ("PyRun_SimpleString(\"import os\");", "the Python C API"),
     ("std::thread t(work);", "threads"),
     ("FILE* f = fopen(\"/etc/passwd\", \"r\");", "files"),
 ])
