@@ -89,6 +89,23 @@ def test_triton_case(case, triton_evaluator, triton_start, probes, record_proper
     run_case(case, triton_evaluator, triton_start, probes, record_property)
 
 
+# The screen is a first filter only: these kernels are judged again with it switched off in this
+# process, so that the layers behind it (the compute guard, the verdict out of the candidate's
+# reach, the timing cross-check, the OS) are shown to stop them too.
+PAST_THE_SCREEN = [c for c in CASES if c.name in {
+    "host_numpy_via_sys_modules", "exec_string", "compute_in_thread", "patch_compare_code_swap",
+    "patch_timer_code_swap", "stack_copy_reference", "forge_result_frame", "memo_sample_hash",
+    "phase_by_frames", "thread_finishes_later", "fork_orphan", "socket_loopback",
+    "write_outside_file", "read_parent_proc"}]
+
+
+@pytest.mark.parametrize("case", PAST_THE_SCREEN, ids=str)
+def test_triton_case_past_the_screen(case, triton_evaluator, triton_start, probes,
+                                     record_property, monkeypatch):
+    monkeypatch.setattr(triton_evaluator.language, "screen_rules", ())
+    run_case(case, triton_evaluator, triton_start, probes, record_property)
+
+
 def test_every_triton_kernel_is_judged_somewhere():
     kernels = {p.stem for p in CASES[0].path.parent.glob("*.py")}
     elsewhere = {"kills_parent", "crash_with_child_holding_pipes", "plainly_wrong",  # survives
