@@ -37,10 +37,12 @@ def private_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def cpp_evaluator_for(compile_cache: Path) -> SandboxEvaluator:
+    """silu_and_mul's CPU shapes, quick timing, a 3 s run limit."""
     return SandboxEvaluator(SILU_TASK, "cpp", quick_settings(compile_cache))
 
 
 def triton_evaluator_for(task: Path, compile_cache: Path) -> SandboxEvaluator:
+    """Triton's interpreter on ``task`` (the tiny shapes), quick timing, a 30 s run limit."""
     return SandboxEvaluator(task, "triton", quick_settings(compile_cache, run_timeout_s=30.0))
 
 
