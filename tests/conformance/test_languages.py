@@ -5,13 +5,14 @@ For each language, on the built-in task's starting kernel and with the real comp
 NVRTC, load_inline, Triton): it builds; it loads and launches through the task's launcher and is
 correct on every shape; knob values change the built binary; a file with its knob values baked
 in (``self_contained_source``, what ``candidates/`` and ``best/`` hold) builds alone; a cheat is
-rejected; a compile error comes back with the compiler's message. Steps that need a GPU skip
-with the reason on a machine without one; NVRTC builds run on a CPU-only machine.
+rejected before it builds; a compile error comes back with the compiler's message; a kernel
+that writes nothing is INCORRECT. Steps that need a GPU skip with the reason on a machine
+without one; NVRTC builds run on a CPU-only machine.
 
 A language joins by adding a ``Case`` to ``CASES``; ``test_every_language_has_a_case`` fails
-until it does. The torch-ext cases build several extensions (load_inline, ~30 s each on a CPU):
-they are marked slow, and the starting extension's build is shared with the other torch-ext
-tests of the session through the session's compile cache.
+until it does. A torch-ext build takes about 30 s on a CPU (load_inline): the steps that build
+variants of their own are marked slow for it, and the starting extension's build is shared with
+the session's other torch-ext tests through the session's compile cache.
 """
 
 from __future__ import annotations
