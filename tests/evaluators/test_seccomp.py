@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -123,3 +124,23 @@ def test_the_filter_program_keeps_its_jumps_short():
         assert len(program) < 4096
         assert all(jt < 256 and jf < 256 for _, jt, jf, _ in program)
         assert program[-1] == (0x06, 0, 0, 0x7FFF0000)  # what is not named is allowed
+
+
+HEADERS = {  # where Linux's headers list each ABI's system-call numbers, when installed
+    "x86_64": ([Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+                Path("/usr/include/asm/unistd_64.h")], r"#define __NR_(\w+)\s+(\d+)"),
+    "aarch64": ([Path("/usr/include/asm-generic/unistd.h")],
+                r"#define __NR(?:3264)?_(\w+)\s+(\d+)"),
+}
+
+
+@pytest.mark.parametrize("arch", [seccomp.X86_64, seccomp.AARCH64], ids=lambda a: a.name)
+def test_the_system_call_numbers_match_the_kernel_headers(arch):
+    paths, pattern = HEADERS[arch.name]
+    found = [p for p in paths if p.is_file()]
+    if not found:
+        pytest.skip(f"no {arch.name} kernel headers here ({', '.join(map(str, paths))})")
+    numbers = {m.group(1): int(m.group(2)) for m in re.finditer(pattern, found[0].read_text())}
+    wrong = {name: (number, numbers.get(name)) for name, number in arch.numbers.items()
+             if numbers.get(name) != number}
+    assert wrong == {}
