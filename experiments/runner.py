@@ -87,9 +87,10 @@ def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles]
         console.print(f"[yellow]tester failed, no extra checks:[/] {start_up.failure}",
                       highlight=False)
     if start_up.checks:
-        console.print("extra checks: " + "; ".join(f"{c.label} ({c.reason})" if c.reason
-                                                   else c.label for c in start_up.checks),
-                      highlight=False)
+        console.print("the tester's extra checks:", highlight=False)
+        for c in start_up.checks:  # one per line: a label never wraps into the next
+            console.print(f"  {c.label}" + (f" ({c.reason})" if c.reason else ""),
+                          highlight=False)
     return start_up
 
 

@@ -37,6 +37,8 @@ PARAM_VALUE_LIMIT = 6000
 KEY_LIMIT = 250
 PARAMS_PER_BATCH = 100
 METRICS_PER_BATCH = 1000
+# MLflow 3's UI shows an experiment of this kind as a table of runs and their metrics.
+EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
 
 
 def mlflow_client(tracking_uri: str) -> MlflowClient:
@@ -205,9 +207,9 @@ class MLflowSink(Sink):
 
         found = client.get_experiment_by_name(self.experiment)
         if found is None:
-            try:
-                return client.create_experiment(self.experiment,
-                                                artifact_location=self._artifact_location())
+            try:  # the UI opens it on its runs table, not on the GenAI traces overview
+                return client.create_experiment(self.experiment, tags={
+                    EXPERIMENT_KIND: TRAINING_KIND}, artifact_location=self._artifact_location())
             except MlflowException:
                 found = client.get_experiment_by_name(self.experiment)  # created concurrently
                 if found is None:
@@ -217,6 +219,8 @@ class MLflowSink(Sink):
                 f"MLflow experiment {self.experiment!r} at {self.tracking_uri} is deleted: restore "
                 f"it (mlflow experiments restore --experiment-id {found.experiment_id}) or choose "
                 f"another experiment name")
+        if found.tags.get(EXPERIMENT_KIND) is None:
+            client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND, TRAINING_KIND)
         return found.experiment_id
 
     def _artifact_location(self) -> str | None:
@@ -390,7 +394,7 @@ class MLflowSink(Sink):
         if self.parent_run_id:
             text += f", run {self.parent_run_id}"
         if sqlite_path(self.tracking_uri) is not None:
-            text += f" (browse: mlflow ui --backend-store-uri {self.tracking_uri})"
+            text += f"\nbrowse: mlflow ui --backend-store-uri {self.tracking_uri}"
         elif self.tracking_uri.startswith(("http://", "https://")) and self.parent_run_id:
             text += (f" ({self.tracking_uri.rstrip('/')}/#/experiments/{self.experiment_id}"
                      f"/runs/{self.parent_run_id})")

@@ -1,0 +1,50 @@
+"""What a user sees of a run fits 80 columns in a plain log: no cut names or figures, paths
+whole on their own line, no Ray or MLflow start-up noise (that goes to run.log)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from kernelswarm.experiments.progress import budget_bar, closing_table, progress_table
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_run_printed_at_80_columns_cuts_nothing_and_keeps_the_noise_in_its_log(small_run):
+    outcome, text, _ = small_run
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "…" not in text  # rich's ellipsis: a column was cut instead of dropped
+    best = outcome.result.summary.best[0]
+    assert best.id in text
+    for path in (outcome.run_dir, outcome.best_path, outcome.run_dir / "report" / "report.html"):
+        assert str(path) in lines  # whole, on a line of its own
+    for noise in ("Creating initial MLflow database tables", "INFO worker.py", "(TrackerActor"):
+        assert noise not in text
+    assert (outcome.run_dir / "run.log").is_file()
+
+
+def test_the_closing_table_drops_columns_to_fit_and_keeps_them_when_there_is_room(small_run):
+    outcome, _, _ = small_run
+    for width, wanted in ((80, False), (200, True)):
+        console = Console(file=io.StringIO(), width=width)
+        console.print(closing_table(outcome.result, "warm cache", width))
+        text = console.file.getvalue()
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert ("stopped" in text) == wanted  # the widest column goes first
+
+
+def test_the_live_view_shows_a_budget_bar_per_lineage():
+    assert budget_bar(3, 5.0, {"candidates": 10, "wall_s": 120}) == "███░░░░░░░ 3/10"
+    assert budget_bar(1, 90.0, {"candidates": 10, "wall_s": 120}) == "████████░░ 90/120s"
+    stats = {"records": 4, "budget": {"candidates": 4},
+             "lineages": {0: {"steps": 2, "best": 1.5, "last_move": "tune", "last_status": "OK"},
+                          1: {"steps": 4, "best": 1.1, "last_move": "unroll",
+                              "last_status": "OK"}}}
+    console = Console(file=io.StringIO(), width=80)
+    console.print(progress_table(stats, 10.0))
+    text = console.file.getvalue()
+    assert "█████░░░░░ 2/4" in text and "██████████ 4/4" in text
