@@ -30,7 +30,8 @@ BASELINE_COLOURS = {"eager": "#90a4ae", "compile": "#546e7a", "start": "#ffb74d"
 
 def _svg(figure: plt.Figure) -> str:
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    # No date in the metadata: the same run gives the same file.
+    figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(figure)
     text = buffer.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog: the SVG goes inline in HTML

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -19,10 +20,12 @@ from kernelswarm.search import (
     Budget,
     Candidate,
     Check,
+    Evaluation,
     Migration,
     Roles,
     RunInfo,
     Sink,
+    StartingKernelFailed,
     Task,
     load_task,
 )
@@ -189,8 +192,11 @@ def run(config: Config, console: Console | None = None,
     checks, make_roles = start_up.checks, start_up.make_roles
     watch = LLMWatch(run_dir)
     with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
-        result = _search(config, console, task, start, run_id, run_dir, seeds, checks,
-                         make_roles, history, watch)
+        try:
+            result = _search(config, console, task, start, run_id, run_dir, seeds, checks,
+                             make_roles, history, watch)
+        except StartingKernelFailed as exc:
+            raise StartingKernelFailed(naming_the_users_file(exc.evaluation, task, start)) from None
     llm = watch.summary()
     best_path = _write_outputs(run_dir, result, timing, llm)
     console.print(closing_table(result, timing.regime, console.width))
@@ -232,6 +238,19 @@ def _search(config: Config, console: Console, task: Task, start: Candidate, run_
         return _drive(Swarm(spec), console, watch, budget)
     finally:
         disconnect(cluster)
+
+
+def naming_the_users_file(evaluation: Evaluation, task: Task, start: Candidate) -> Evaluation:
+    """The starting kernel's evaluation with the compiler's name for it (``kernel.cpp``, the
+    file the evaluator builds) replaced by the task folder's file holding that source, so that
+    ``kernel.cpp:12:5: error`` reads ``/home/me/tasks/my_op/my_op.cpp:12:5: error``. The
+    evaluator builds the source as it is, so line numbers agree."""
+    own = [f for f in sorted(task.path.iterdir()) if f.is_file() and f.suffix != ".pyc"
+           and f.stat().st_size == len(start.source.encode()) and f.read_text() == start.source]
+    if not own:
+        return evaluation
+    pattern = re.compile(r"(?<![\w/.])kernel\.(cpp|cu|py)\b")
+    return replace(evaluation, message=pattern.sub(str(own[0]), evaluation.message))
 
 
 def _print_path(console: Console, label: str, path: object) -> None:

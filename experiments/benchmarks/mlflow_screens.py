@@ -137,12 +137,17 @@ def take_screens(run_dir: Path, out: Path, browser: str) -> list[Path]:
     try:
         _wait_until_up(base, server)
         runs = f"{base}/#/experiments/{experiment_id}/runs"
-        pages = {"experiment_list": f"{base}/#/experiments/{experiment_id}",
+        pages = {"experiment_list": f"{base}/#/experiments/{experiment_id}/runs",
                  "parent_run": f"{runs}/{parent_id}",
                  "lineage_run": f"{runs}/{lineage.run_id}",
                  "best_kernel_artifact": f"{runs}/{parent_id}/artifacts/{best}",
                  "report_artifact": f"{runs}/{parent_id}/artifacts/report/report.html"}
-        return [screenshot(browser, url, out / f"{name}.png") for name, url in pages.items()]
+        # MLflow 3 opens in its GenAI view; kernelswarm's runs are a training-style table.
+        view = "?workflowType=machine_learning"
+        # The runs table loads last (a search over every run of the experiment): it waits longer.
+        return [screenshot(browser, url + view, out / f"{name}.png",
+                           40.0 if name == "experiment_list" else 12.0)
+                for name, url in pages.items()]
     finally:
         server.terminate()
         try:

@@ -48,3 +48,16 @@ def test_the_live_view_shows_a_budget_bar_per_lineage():
     console.print(progress_table(stats, 10.0))
     text = console.file.getvalue()
     assert "█████░░░░░ 2/4" in text and "██████████ 4/4" in text
+
+
+def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_copy):
+    from kernelswarm.experiments.runner import naming_the_users_file
+    from kernelswarm.search import Evaluation, Status, load_task
+
+    task = load_task(silu_task_copy, "cpu")
+    start = task.starting_candidate("cpp")
+    failed = Evaluation(candidate_id=start.id, status=Status.COMPILE_ERROR,
+                        message="kernel.cpp:3:1: error: expected ';' before '}' token")
+    named = naming_the_users_file(failed, task, start)
+    assert named.message == f"{silu_task_copy / 'silu_and_mul.cpp'}:3:1: error: expected ';' " \
+                            "before '}' token"
