@@ -12,6 +12,7 @@ import difflib
 import html
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,10 @@ from . import report_plots as plots
 from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
 
 REPORT_FOLDER = "report"
+_NUMBER = re.compile(r"[-+]?[\d.]+(x)?( ±[\d.]+)?( ≈)?|-")
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}th,td{border:1px solid #ccc;
-padding:3px 8px;text-align:right}th:first-child,td:first-child{text-align:left}
+padding:3px 8px;text-align:left}td.n{text-align:right}
 pre{background:#f6f8fa;padding:1em;overflow-x:auto;font-size:85%}figure{margin:1.5em 0}
 .add{color:#1b5e20;background:#e8f5e9}.del{color:#b71c1c;background:#ffebee}.muted{color:#777}"""
 
@@ -50,11 +52,15 @@ def _us(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) and value > 0 else "-"
 
 
+def _cell(text: str) -> str:
+    numeric = _NUMBER.fullmatch(text) is not None  # figures align right, words left
+    return f"<td{' class=n' if numeric else ''}>{html.escape(text)}</td>"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> tuple[str, str]:
     """The same table as HTML and as markdown."""
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in rows)
+    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     return f"<table><tr>{cells}</tr>{body}</table>", "\n".join(md)

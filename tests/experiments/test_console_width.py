@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slow
 def test_a_run_printed_at_80_columns_cuts_nothing_and_keeps_the_noise_in_its_log(small_run):
     outcome, text, _ = small_run
     lines = text.splitlines()
-    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    # Only a path (whole, alone on its line) or the MLflow store's URI may run past 80 columns.
+    wide = [line for line in lines if len(line) > 80]
+    assert all(" " not in line.strip() or "sqlite:///" in line for line in wide), wide
     assert "…" not in text  # rich's ellipsis: a column was cut instead of dropped
     best = outcome.result.summary.best[0]
     assert best.id in text
