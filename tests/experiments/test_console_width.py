@@ -63,3 +63,22 @@ def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_c
     named = naming_the_users_file(failed, task, start)
     assert named.message == f"{silu_task_copy / 'silu_and_mul.cpp'}:3:1: error: expected ';' " \
                             "before '}' token"
+
+
+def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
+        silu_task_copy, monkeypatch):
+    import kernelswarm.experiments.runner as runner
+    from kernelswarm.experiments.cli import main
+
+    seen = {}
+
+    def fake_run(config, console, resume=None):  # only the configuration the CLI built matters
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    with pytest.raises(SystemExit):
+        main(["run", "--task", str(silu_task_copy)])
+    config = seen["config"]
+    assert config.run.name == "silu_and_mul"  # the folder's name, not "quickstart"
+    assert (config.tracking.experiment or config.run.name) == "silu_and_mul"
