@@ -27,8 +27,9 @@ patching torch, the task or this runner     ``ProcessSnapshot`` (taken before th
 ==========================================  =====================================================
 
 Limits: an aten op issued from C++ inside a torch extension is seen only where it goes through
-the dispatcher; a kernel that computes with NumPy or plain Python on the host is not seen here
-at all (on a GPU the judge rejects a call that launches no kernel; on the CPU interpreter the
+the dispatcher; the guard watches the calling thread only, so PyTorch compute on a thread the
+call starts and joins is not seen; a kernel that computes with NumPy or plain Python on the host
+is not seen here at all (on a GPU the judge rejects a call that launches no kernel; on the CPU interpreter the
 timing cross-check and the re-checked outputs still hold it to its real speed and results).
 """
 
