@@ -6,6 +6,7 @@ import json
 import re
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -176,7 +177,14 @@ def run(config: Config, console: Console | None = None,
         run_dir = resume.resolve()
         history = restore_records(run_dir, task)
         run_id = run_dir.name
-        console.print(f"resuming {run_id}: {len(history)} evaluations already recorded")
+        console.print(f"resuming {run_id}: {len(history)} evaluations already recorded",
+                      highlight=False)
+        done = Counter(r.lineage for r in history if r.lineage >= 0)
+        limit = config.search.candidates_per_lineage
+        for lineage in range(config.search.lineages):  # what each lineage has left to do
+            left = max(0, limit - done[lineage])
+            console.print(f"  lineage {lineage}: {done[lineage]} of {limit} steps recorded, "
+                          + (f"{left} to go" if left else "nothing to do"), highlight=False)
     else:
         run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         run_dir = (config.run.out_dir / run_id).resolve()
