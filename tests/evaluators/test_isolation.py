@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,14 +111,25 @@ def test_no_runner_outlives_its_candidate(evaluator_started_with_secrets, varian
 
 
 _ORPHANING_SCRIPT = """
-import os, sys, threading
+import os, sys, threading, time
 from kernelswarm.evaluators import SandboxEvaluator
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import kernel_source, quick_settings
 ev = SandboxEvaluator(SILU_TASK, "cpp", quick_settings(sys.argv[1], run_timeout_s=120))
 ev.evaluate(ev.start_candidate)
-print(ev._spares.spare.process.pid, flush=True)  # the next candidate's runner
-threading.Timer(1.0, lambda: os._exit(0)).start()  # dies while the runner spins
+spare = ev._spares.spare  # the next candidate's runner
+print(spare.process.pid, spare.scratch, flush=True)
+
+
+def die() -> None:  # while the runner spins; the spare started meanwhile is reported too
+    while ev._spares.spare is None or ev._spares.spare is spare:
+        time.sleep(0.1)  # the candidate's runner is being taken
+    time.sleep(1.0)
+    print(ev._spares.spare.process.pid, ev._spares.spare.scratch, flush=True)
+    os._exit(0)
+
+
+threading.Thread(target=die, daemon=True).start()
 ev.evaluate(ev.start_candidate.derive(source=kernel_source("endless_loop")))
 """
 
@@ -126,14 +138,19 @@ def test_a_runner_stuck_in_a_kernel_exits_when_its_evaluator_dies(compile_cache)
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", _ORPHANING_SCRIPT, str(compile_cache)],
                           cwd=root, capture_output=True, text=True, timeout=120)
-    pid = int(done.stdout.split()[0])
+    (pid, scratch), (spare_pid, spare_scratch) = (line.split() for line in
+                                                  done.stdout.splitlines()[:2])
+    pid, spare_pid = int(pid), int(spare_pid)
     deadline = time.monotonic() + 5
-    while _running(pid) and time.monotonic() < deadline:
+    while (_running(pid) or _running(spare_pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    outlived = _running(pid)
-    if outlived:
-        os.killpg(pid, signal.SIGKILL)  # do not leave a spinning process behind
-    assert not outlived, f"runner {pid} outlived its evaluator"
+    outlived = [p for p in (pid, spare_pid) if _running(p)]
+    for group in outlived:
+        os.killpg(group, signal.SIGKILL)  # do not leave a spinning process behind
+    # a judge killed outright cannot delete its runners' scratch folders: the test does
+    for folder in (scratch, spare_scratch):
+        shutil.rmtree(folder, ignore_errors=True)
+    assert not outlived, f"runners {outlived} outlived their evaluator"
 
 
 def _running(pid: int) -> bool:
