@@ -82,16 +82,31 @@ class Arena:
                              f"{spec.dtype} {list(spec.shape)} was expected")
         if spec.nbytes == 0:
             return
-        flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        self._bytes(spec).copy_(flat.cpu() if flat.device.type != "cpu" else flat)
+        # One copy, straight from the tensor's device into the mapping (no host temporary).
+        self._bytes(spec).copy_(tensor.detach().contiguous().reshape(-1).view(torch.uint8))
 
     def read(self, spec: TensorSpec, device: str = "cpu") -> torch.Tensor:
         """A copy of the tensor at ``spec``'s place, on ``device``."""
         dtype = _dtype(spec.dtype)
         if spec.nbytes == 0:
             return torch.empty(spec.shape, dtype=dtype, device=device)
-        data = self._bytes(spec).clone().view(dtype).reshape(spec.shape)
-        return data.to(device) if device != "cpu" else data
+        if device == "cpu":
+            return self._bytes(spec).clone().view(dtype).reshape(spec.shape)
+        # One copy from the mapping to the device: the copy is the snapshot (a host clone first
+        # would move every byte twice, which on a GPU's largest shapes costs seconds).
+        data = torch.empty(spec.nbytes, dtype=torch.uint8, device=device)
+        data.copy_(self._bytes(spec))
+        return data.view(dtype).reshape(spec.shape)
+
+    def copy_into(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
+        """Copy the tensor at ``spec``'s place into ``tensor`` (any device; same dtype and
+        shape), with no intermediate copy."""
+        if str(tensor.dtype).removeprefix("torch.") != spec.dtype \
+                or tuple(tensor.shape) != spec.shape or not tensor.is_contiguous():
+            tensor.copy_(self.read(spec, str(tensor.device)))
+            return
+        if spec.nbytes:
+            tensor.view(-1).view(torch.uint8).copy_(self._bytes(spec))
 
     def close(self) -> None:
         try:

@@ -192,7 +192,7 @@ class Session:
         inputs, outputs = self._buffers
         if message.get("load", True):
             for spec, tensor in zip(inputs_at, inputs, strict=True):
-                tensor.copy_(self.arena.read(spec, self.device))
+                self.arena.copy_into(spec, tensor)
         poison(outputs, str(message["poison"]))
         self.synchronize()
         try:
