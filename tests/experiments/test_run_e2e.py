@@ -18,6 +18,7 @@ from kernelswarm.agents import builtin_roles
 from kernelswarm.experiments.config import load_config, load_run_config
 from kernelswarm.experiments.runner import run
 from kernelswarm.experiments.sinks import read_evaluations, read_mlflow_run
+from kernelswarm.experiments.sinks.sources import read_kernel_file
 from kernelswarm.search import Coder, Origin, Plan, Roles
 
 pytestmark = pytest.mark.slow
@@ -79,7 +80,10 @@ def test_a_run_records_the_same_evaluations_in_parquet_and_mlflow(tmp_path, comp
             (step, pytest.approx(value)) for step, value in logged]
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
     assert summary["best"]["candidate_id"] == best_candidate.id
-    assert Path(summary["best"]["file"]).read_text() == best_candidate.source
+    knobs, source = read_kernel_file(Path(summary["best"]["file"]).read_text(), "cpp",
+                                     best_candidate.entry)
+    assert source == best_candidate.source  # the file is the judged kernel, knob header aside
+    assert (knobs or {}) == best_candidate.knob_values
     text = console.file.getvalue()
     assert "best vs start" in text and str(outcome.run_dir) in text
 

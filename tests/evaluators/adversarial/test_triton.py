@@ -99,7 +99,21 @@ PAST_THE_SCREEN = [c for c in CASES if c.name in {
     "write_outside_file", "read_parent_proc"}]
 
 
-@pytest.mark.parametrize("case", PAST_THE_SCREEN, ids=str)
+# Host compute that only the static screen stops on the CPU interpreter: NumPy writing into a
+# view of the output after one honest launch, and PyTorch compute on a thread the entry point
+# starts and joins (the compute guard watches the calling thread only). Known open limits, kept
+# as strict expected failures so that closing either one shows here.
+_OPEN_LIMITS = {"host_numpy_via_sys_modules", "compute_in_thread"}
+
+
+def _past_the_screen_params() -> list:
+    return [pytest.param(case, id=str(case), marks=pytest.mark.xfail(
+        strict=True, reason="open limit: host compute that only the screen stops"))
+        if case.name in _OPEN_LIMITS else pytest.param(case, id=str(case))
+        for case in PAST_THE_SCREEN]
+
+
+@pytest.mark.parametrize("case", _past_the_screen_params())
 def test_triton_case_past_the_screen(case, triton_evaluator, triton_start, probes,
                                      record_property, monkeypatch):
     monkeypatch.setattr(triton_evaluator.language, "screen_rules", ())
