@@ -1,40 +1,94 @@
 """The search driver's ports over Ray actor handles: each call is forwarded, nothing is decided
-here (``search/driver.py`` holds the drive loop)."""
+here (``search/driver.py`` holds the drive loop). A tracker call whose actor died is retried
+once Ray has restarted the actor."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import ray
+from ray.exceptions import RayActorError
 
 from kernelswarm.search import CompileResult, Evaluation, Evaluator
 from kernelswarm.search.archive import Member
 from kernelswarm.search.candidate import Candidate
 
+# How long a caller waits for a restarted actor (Ray restarts it on a live node; a node lost
+# with it takes seconds to be noticed) before the call's error is raised.
+RESTART_WAIT_S = 120.0
+RETRY_PAUSE_S = 0.5
+
+
+def call(method: Any, *args: Any, wait_s: float = RESTART_WAIT_S,
+         on_retry: Any = None) -> Any:
+    """``ray.get(method.remote(*args))``, retried while its actor is being restarted.
+
+    A call that failed because the actor died may or may not have run: only idempotent calls
+    (every one the tracker and dispatcher serve) go through here. ``on_retry`` runs before each
+    retry (e.g. to renew claims the dead actor held).
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return ray.get(method.remote(*args))
+        except RayActorError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(RETRY_PAUSE_S)
+        if on_retry is not None:
+            try:
+                on_retry()
+            except RayActorError:
+                continue  # still restarting: the next retry renews again
+
 
 class ActorTracker:
-    """A ``search.TrackerPort`` over a ``TrackerActor`` handle (blocking calls)."""
+    """A ``search.TrackerPort`` over a ``TrackerActor`` handle (blocking calls).
 
-    def __init__(self, handle: ray.actor.ActorHandle) -> None:
+    ``owner``: the lineage driving through this port. Its claims are remembered until recorded
+    or released, and claimed again after the tracker restarted (a restarted tracker knows only
+    what was recorded), so other lineages keep waiting for its verdict instead of evaluating the
+    same kernel.
+    """
+
+    def __init__(self, handle: ray.actor.ActorHandle, owner: int | None = None) -> None:
         self._handle = handle
+        self._owner = owner
+        self._held: set[str] = set()
+
+    def _renew(self) -> None:
+        for candidate_id in list(self._held):
+            ray.get(self._handle.claim.remote(candidate_id, self._owner))
+
+    def _call(self, method: Any, *args: Any) -> Any:
+        return call(method, *args, on_retry=self._renew)
 
     def claim(self, candidate_id: str) -> tuple[Evaluation | None, bool]:
-        return ray.get(self._handle.claim.remote(candidate_id))
+        known, mine = self._call(self._handle.claim, candidate_id, self._owner)
+        if mine:
+            self._held.add(candidate_id)
+        return known, mine
 
     def release(self, candidate_id: str) -> None:
         # Not waited for: it is called while an error unwinds, and must not raise another.
+        self._held.discard(candidate_id)
         self._handle.release.remote(candidate_id)
 
     def lookup(self, candidate_id: str) -> Evaluation | None:
-        return ray.get(self._handle.lookup.remote(candidate_id))
+        return self._call(self._handle.lookup, candidate_id)
 
     def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
-        return ray.get(self._handle.lookup_binary.remote(candidate_id, binary))
+        return self._call(self._handle.lookup_binary, candidate_id, binary)
 
     def record(self, lineage: int, step: int, candidate: Candidate,
                evaluation: Evaluation) -> int:
-        return ray.get(self._handle.record.remote(lineage, step, candidate, evaluation))
+        seq = self._call(self._handle.record, lineage, step, candidate, evaluation)
+        self._held.discard(candidate.id)
+        return seq
 
     def migrants(self, lineage: int, step: int) -> list[Member]:
-        return ray.get(self._handle.migrants.remote(lineage, step))
+        return self._call(self._handle.migrants, lineage, step)
 
 
 class DispatchedEvaluator(Evaluator):
