@@ -33,6 +33,8 @@ class LineageResult:
     stop_reason: str
     best_speedup: float
     error: str = ""  # a traceback when the lineage itself crashed
+    restarts: int = 0  # times it was restarted from its records after a crash
+    crashes: tuple[str, ...] = ()  # what each of those crashes said
 
 
 @ray.remote(num_cpus=0, max_concurrency=2)
@@ -65,7 +67,7 @@ class LineageRunner:
 
     def run(self) -> LineageResult:
         lineage = self._lineage
-        driver = Driver(ActorTracker(self._tracker),
+        driver = Driver(ActorTracker(self._tracker, owner=lineage.lineage),
                         DispatchedEvaluator(self._compiler, self._dispatcher), stop=self._stop)
         try:
             reason = driver.run(lineage)

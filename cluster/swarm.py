@@ -24,8 +24,8 @@ from kernelswarm.search import (
     StartingKernelFailed,
 )
 
-from .eval_worker import EvalDispatcher, EvalWorker
 from .lineage_runner import LineageResult, LineageRunner
+from .pool import EvalPool
 from .tracker_actor import TrackerActor
 
 SEED_LINEAGE = -1  # the starting kernel's evaluation is recorded under this lineage
@@ -49,6 +49,7 @@ class SwarmSpec:
     history: tuple[Record, ...] = ()  # a resumed run's records, replayed, never re-evaluated
     migration: Migration = field(default_factory=Migration)
     max_repairs: int = 2
+    max_workers: int | None = None  # a cap on the pool's workers this search holds at once
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,14 @@ class Swarm:
     """Lifecycle: ``start`` (evaluates the starting kernel, launches lineages), ``stats`` while
     running, ``finish`` once ``done`` (or ``abort`` to stop early; recorded results are kept)."""
 
-    def __init__(self, spec: SwarmSpec) -> None:
+    def __init__(self, spec: SwarmSpec, pool: EvalPool | None = None) -> None:
         self.spec = spec
         self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites, list(spec.history),
                                            spec.migration)
-        self.workers = [EvalWorker.options(**spec.worker_resources).remote(spec.make_evaluator)
-                        for _ in range(spec.workers)]
-        self.dispatcher = EvalDispatcher.remote(self.workers)
+        # A pool given is shared (a sweep's): this search is one cell of it and leaves it open.
+        self._own_pool = pool is None
+        self.pool = EvalPool(spec.workers, spec.worker_resources) if pool is None else pool
+        self.lane = self.pool.open(spec.run.run_id, spec.make_evaluator, spec.max_workers)
         self.runners: list[Any] = []
         self._pending: list[ray.ObjectRef] = []
         self.start_eval: Evaluation | None = None
@@ -80,7 +82,7 @@ class Swarm:
         spec = self.spec
         start_eval = ray.get(self.tracker.lookup.remote(spec.start.id))
         if start_eval is None:
-            start_eval = ray.get(self.dispatcher.evaluate.remote(spec.start))
+            start_eval = self.lane.evaluate(spec.start)
             ray.get(self.tracker.record.remote(SEED_LINEAGE, 0, spec.start, start_eval))
         self.start_eval = start_eval
         if not start_eval.ok:
@@ -91,7 +93,7 @@ class Swarm:
                              key=lambda r: r.step)
             runner = LineageRunner.remote(lineage, seed, start, start_eval, spec.make_roles,
                                           spec.make_evaluator, spec.budget, self.tracker,
-                                          self.dispatcher, spec.tuner_journal,
+                                          self.lane, spec.tuner_journal,
                                           [(r.candidate, r.evaluation) for r in history],
                                           spec.max_repairs)
             self.runners.append(runner)
@@ -100,12 +102,20 @@ class Swarm:
 
     def stats(self) -> dict[str, Any]:
         stats = ray.get(self.tracker.stats.remote())
-        stats["utilisation"] = ray.get(self.dispatcher.utilisation.remote())
+        stats["utilisation"] = self.lane.utilisation()
         return stats
 
     def done(self, timeout: float = 0.0) -> bool:
         ready, _ = ray.wait(self._pending, num_returns=len(self._pending), timeout=timeout)
         return len(ready) == len(self._pending)
+
+    def _close_pool(self) -> None:
+        """Close the pool if it is this search's own; a shared pool only closes this search's
+        evaluators (its owner closes the rest)."""
+        if self._own_pool:
+            self.pool.close()
+        else:
+            self.pool.release(self.lane.cell)
 
     def abort(self) -> None:
         """Ask every lineage to stop after its current step."""
@@ -125,12 +135,12 @@ class Swarm:
 
     def finish(self, stop_reason: str | None = None) -> SwarmResult:
         lineages = self._lineage_results()
-        utilisation = ray.get(self.dispatcher.utilisation.remote())
+        utilisation = self.lane.utilisation()
         reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
         summary, sink_errors, locations = ray.get(self.tracker.close.remote(
             stop_reason or "; ".join(reasons) or "no lineage ran"))
-        ray.get(self.dispatcher.close.remote())
-        for actor in [*self.runners, *self.workers, self.dispatcher, self.tracker]:
+        self._close_pool()
+        for actor in [*self.runners, self.tracker]:
             ray.kill(actor)
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
                            utilisation)

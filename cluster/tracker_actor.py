@@ -1,8 +1,19 @@
-"""The Tracker as a Ray actor: the single writer of a run's results."""
+"""The Tracker as a Ray actor: the single writer of a run's results, restartable.
+
+A tracker whose process dies is restarted by Ray (``max_restarts``) and rebuilds itself from
+what was recorded: ``replay`` reads the run's records back (its Parquet files, written and synced
+before each record was acknowledged), so claims, lookups, bests and the archive migrants come
+from are as before. Records are keyed by (lineage, step): a ``record`` call retried after the
+actor died returns the record already written instead of writing a second one. Claims held by
+callers when it died are claimed again by the callers (``ports.ActorTracker``).
+"""
 
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
@@ -18,25 +29,71 @@ from kernelswarm.search import (
     Tracker,
 )
 
+TRACKER_RESTARTS = 20  # restarts of one run's tracker before Ray gives up on it
+RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run folder
 
-@ray.remote(num_cpus=0, max_concurrency=1)
+
+def _reconstructed() -> bool:
+    """Whether Ray is running this actor's constructor again after its process died."""
+    return ray.get_runtime_context().was_current_actor_reconstructed
+
+
+@ray.remote(num_cpus=0, max_concurrency=1, max_restarts=TRACKER_RESTARTS, max_task_retries=0)
 class TrackerActor:
-    """Wraps ``search.Tracker``; one call at a time, so records keep one total order."""
+    """Wraps ``search.Tracker``; one call at a time, so records keep one total order.
+
+    ``history``: a resumed run's records (already in the sinks). ``replay``: reads every record
+    of the run back from its durable sink; called at every start, so a restarted tracker goes on
+    from the last acknowledged record. Without ``replay`` a restart starts from ``history``.
+    """
 
     def __init__(self, run: RunInfo, sinks: list[Sink], elites: int,
-                 history: list[Record] | None = None, migration: Migration | None = None) -> None:
-        self._tracker = Tracker(run, sinks, elites=elites, history=history or (),
+                 history: list[Record] | None = None, migration: Migration | None = None,
+                 replay: Callable[[], Sequence[Record]] | None = None) -> None:
+        resumed = list(history or ())
+        records = list(replay()) if replay is not None else resumed
+        self._tracker = Tracker(run, sinks, elites=elites, history=records,
                                 migration=migration)
         self._status = Counter()
         self._lineages: dict[int, dict[str, Any]] = {}
-        for record in history or ():
+        self._keys: dict[tuple[int, int], Record] = {}
+        self._owners: dict[str, int] = {}  # claimed candidate id -> the lineage holding it
+        for record in records:
             self._count(record)
+        self._restarts = self._note_restart(run, len(records), len(resumed))
 
-    def claim(self, candidate_id: str) -> tuple[Evaluation | None, bool]:
-        return self._tracker.claim(candidate_id)
+    def _note_restart(self, run: RunInfo, replayed: int, resumed: int) -> int:
+        """On a restart: log it in the run folder, and give the background sinks (MLflow) the
+        records of this session again: they open a new run, which then holds all of them."""
+        log = run.run_dir / RESTARTS_LOG
+        if _reconstructed():
+            for record in self._tracker.records[resumed:replayed]:
+                self._tracker.rewrite_background(record)
+            with log.open("a") as out:
+                out.write(json.dumps({"time": time.time(), "records_replayed": replayed}) + "\n")
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def claim(self, candidate_id: str, owner: int | None = None) -> tuple[Evaluation | None, bool]:
+        """``Tracker.claim``; ``owner`` (a lineage) may claim an id it holds again (a call
+        retried after a restart, or its claims renewed) and have it granted again."""
+        if owner is not None and self._owners.get(candidate_id) == owner \
+                and self._tracker.lookup(candidate_id) is None:
+            return None, True
+        known, mine = self._tracker.claim(candidate_id)
+        if mine and owner is not None:
+            self._owners[candidate_id] = owner
+        return known, mine
 
     def release(self, candidate_id: str) -> None:
+        self._owners.pop(candidate_id, None)
         self._tracker.release(candidate_id)
+
+    def release_owner(self, owner: int) -> list[str]:
+        """Give up every claim ``owner`` holds (its actor died with them); the ids released."""
+        ids = [cid for cid, holder in self._owners.items() if holder == owner]
+        for candidate_id in ids:
+            self.release(candidate_id)
+        return ids
 
     def lookup(self, candidate_id: str) -> Evaluation | None:
         return self._tracker.lookup(candidate_id)
@@ -48,11 +105,30 @@ class TrackerActor:
         return self._tracker.migrants(lineage, step)
 
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> int:
+        """Record one verdict; its seq. The same (lineage, step) recorded again (a call retried
+        after the actor died) is not written twice: the first record's seq is returned."""
+        known = self._keys.get((lineage, step))
+        if known is not None:
+            if known.candidate.id != candidate.id:
+                raise ValueError(
+                    f"lineage {lineage} step {step} is recorded already with candidate "
+                    f"{known.candidate.id}; refusing a second record with {candidate.id}")
+            self._owners.pop(candidate.id, None)
+            self._tracker.release(candidate.id)
+            return known.seq
         record = self._tracker.record(lineage, step, candidate, evaluation)
+        self._owners.pop(candidate.id, None)
         self._count(record)
         return record.seq
 
+    def history(self, lineage: int) -> list[tuple[Candidate, Evaluation]]:
+        """What ``lineage`` recorded, in step order (to restart it from)."""
+        records = sorted((r for r in self._tracker.records if r.lineage == lineage),
+                         key=lambda r: r.step)
+        return [(r.candidate, r.evaluation) for r in records]
+
     def _count(self, record: Record) -> None:
+        self._keys[(record.lineage, record.step)] = record
         evaluation = record.evaluation
         self._status[evaluation.status.value] += 1
         self._lineages[record.lineage] = {
@@ -72,7 +148,8 @@ class TrackerActor:
         return {"records": len(self._tracker.records), "status": dict(self._status),
                 "lineages": dict(self._lineages), "best": best[1].speedup if best else 0.0,
                 "diversity": self._tracker.diversity(),
-                "sink_errors": list(self._tracker.sink_errors)}
+                "sink_errors": list(self._tracker.sink_errors),
+                "tracker_restarts": self._restarts}
 
     def close(self, stop_reason: str) -> tuple[RunSummary, list[str], list[str]]:
         """Flush and close the sinks: the summary, sink errors, and where each sink wrote."""

@@ -21,12 +21,13 @@ from kernelswarm.search import (
     ShapeResult,
     Status,
     Task,
+    load_task,
     source_suffix,
 )
 
 from .config import ConfigError
 from .sinks import read_evaluations
-from .sinks.parquet import CANDIDATES
+from .sinks.parquet import CANDIDATES, EVALUATIONS
 from .sinks.sources import read_kernel_file
 
 _SHAPE_COLUMNS = [f for f in ShapeResult.__dataclass_fields__ if f != "shape"]
@@ -103,3 +104,14 @@ def restore_records(run_dir: Path, task: Task) -> list[Record]:
                               wall_s=first["wall_s"], timestamp=first["timestamp"],
                               diversity=first.get("diversity") or 0.0))
     return records
+
+
+def replay_records(run_dir: Path, task_path: Path, device: str = "cpu") -> list[Record]:
+    """Every record the run folder holds so far; none before its first is written.
+
+    What a restarted tracker rebuilds itself from (cluster/tracker_actor.py): built from plain
+    paths, so it can be shipped to the tracker's process and called there at each start.
+    """
+    if not (Path(run_dir) / EVALUATIONS).is_dir():
+        return []
+    return restore_records(Path(run_dir), load_task(task_path, device))

@@ -142,6 +142,11 @@ class Tracker:
         self._queue.put(record)
         return record
 
+    def rewrite_background(self, record: Record) -> None:
+        """Queue an already recorded ``record`` for the background sinks again (a restarted
+        tracker's MLflow run is new: it is given the records the lost one had)."""
+        self._queue.put(record)
+
     def _note_lineage_best(self, lineage: int, candidate: Candidate, evaluation: Evaluation
                            ) -> tuple[Candidate, Evaluation] | None:
         """Update and return ``lineage``'s best with a verdict recorded under it."""
