@@ -1,9 +1,12 @@
-"""Everything Ray: connecting, the tracker actor, evaluation workers, lineage runners, the
-worker pool of a knob study, and the search driver's ports over actor handles."""
+"""Everything Ray: connecting, the tracker actor, the pool of evaluation workers (shared by the
+cells of a sweep), lineage runners, the trial pool of a knob study, and the search driver's
+ports over actor handles."""
 
 from .connect import ClusterInfo, connect, disconnect
 from .eval_worker import EvalDispatcher, EvalWorker
+from .fair_share import FairShare, Share
 from .lineage_runner import LineageResult, LineageRunner
+from .pool import EvalPool, Lane
 from .ports import ActorTracker, DispatchedEvaluator
 from .study import Finished, TrialPool
 from .swarm import SEED_LINEAGE, Swarm, SwarmResult, SwarmSpec
@@ -11,6 +14,7 @@ from .tracker_actor import TrackerActor
 
 __all__ = [
     "SEED_LINEAGE", "ActorTracker", "ClusterInfo", "DispatchedEvaluator", "EvalDispatcher",
-    "EvalWorker", "Finished", "LineageResult", "LineageRunner", "Swarm", "SwarmResult",
-    "SwarmSpec", "TrackerActor", "TrialPool", "connect", "disconnect",
+    "EvalPool", "EvalWorker", "FairShare", "Finished", "Lane", "LineageResult", "LineageRunner",
+    "Share", "Swarm", "SwarmResult", "SwarmSpec", "TrackerActor", "TrialPool", "connect",
+    "disconnect",
 ]

@@ -1,9 +1,15 @@
-"""Evaluation workers (one per GPU, or per timing slot on CPU) and the dispatcher feeding them."""
+"""Evaluation workers (one per GPU, or per timing slot on CPU) and the dispatcher feeding them.
+
+One pool of workers can serve several searches at once (the cells of a sweep): each candidate
+comes with its cell's name, a worker keeps one evaluator per cell (its task, language and
+settings), and the dispatcher shares the workers fairly between the cells (fair_share.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import ray
@@ -11,60 +17,125 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 
 from kernelswarm.search import Candidate, Evaluation, Evaluator, Status
 
+from .fair_share import FairShare, Share, UnknownCell
+
 RESTART_WAIT_S = 300.0
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
 class EvalWorker:
-    """Owns one evaluator (and so one sandbox process on its device); times exclusively."""
+    """Judges candidates on its device, one at a time (it times exclusively).
 
-    def __init__(self, make_evaluator: Callable[[], Evaluator]) -> None:
-        self._evaluator = make_evaluator()
+    Holds one evaluator (and so one sandbox process) per cell it has judged a candidate of,
+    built from the cell's factory on the first one and kept until ``release``: an evaluator
+    calibrates once (baselines, starting kernel) and keeps a warm spare runner.
+    """
 
-    def evaluate(self, candidate: Candidate) -> Evaluation:
-        return self._evaluator.evaluate(candidate)
+    def __init__(self) -> None:
+        self._evaluators: dict[str, Evaluator] = {}
+
+    def evaluate(self, cell: str, make_evaluator: Callable[[], Evaluator],
+                 candidate: Candidate) -> Evaluation:
+        evaluator = self._evaluators.get(cell)
+        if evaluator is None:
+            evaluator = self._evaluators[cell] = make_evaluator()
+        return evaluator.evaluate(candidate)
+
+    def release(self, cell: str) -> None:
+        """Close the cell's evaluator (its spare runner); nothing if it never judged one."""
+        evaluator = self._evaluators.pop(cell, None)
+        if evaluator is not None:
+            evaluator.close()
 
     def close(self) -> None:
-        self._evaluator.close()
+        for cell in list(self._evaluators):
+            self.release(cell)
 
 
 @ray.remote(num_cpus=0)
 class EvalDispatcher:
-    """Hands each evaluation to a free worker, so no GPU idles while another has a queue.
+    """Hands each evaluation to a free worker, so no GPU idles while a cell has a queue.
 
+    Cells are opened with their evaluator factory (and optionally a cap on the workers they
+    hold at once); a free worker goes to the next cell in turn with work (``FairShare``).
     A worker that dies mid-evaluation is restarted by Ray; the candidate is retried once on the
     next free worker, and a second death becomes a ``RUNTIME_ERROR`` verdict for it.
     """
 
     def __init__(self, workers: list[ray.actor.ActorHandle]) -> None:
         self._workers = workers
-        self._free: asyncio.Queue | None = None
-        self._busy_s = 0.0
+        self._free = list(workers)
+        self._share = FairShare()
+        self._factories: dict[str, ray.ObjectRef] = {}
+        self._busy_s: Counter[str] = Counter()
+        self._evaluations: Counter[str] = Counter()
         self._started = time.monotonic()
         self._deaths = 0
 
-    def _queue(self) -> asyncio.Queue:
-        if self._free is None:  # created on the actor's event loop
-            self._free = asyncio.Queue()
-            for worker in self._workers:
-                self._free.put_nowait(worker)
-        return self._free
+    async def open_cell(self, cell: str, make_evaluator: Callable[[], Evaluator],
+                        max_workers: int | None = None) -> None:
+        """Admit a cell; its factory is stored once and handed to each worker by reference."""
+        self._share.add(Share(cell, max_workers))
+        self._factories[cell] = ray.put(make_evaluator)
 
-    async def evaluate(self, candidate: Candidate) -> Evaluation:
-        free = self._queue()
+    async def release_cell(self, cell: str) -> None:
+        """Forget a cell and close its evaluators on every worker; candidates of it still
+        waiting for a worker are refused."""
+        for ticket in self._share.remove(cell):
+            if not ticket.done():
+                ticket.set_exception(UnknownCell(f"cell {cell!r} was released"))
+        self._factories.pop(cell, None)
+        await asyncio.gather(*(w.release.remote(cell) for w in self._workers),
+                             return_exceptions=True)
+
+    async def _acquire(self, cell: str) -> ray.actor.ActorHandle:
+        ticket = asyncio.get_running_loop().create_future()
+        self._share.wait(cell, ticket)
+        self._match()
+        try:
+            return await ticket
+        except asyncio.CancelledError:
+            self._share.cancel(cell, ticket)
+            if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
+                self._give_back(cell, ticket.result())  # granted as the caller went away
+            raise
+
+    def _match(self) -> None:
+        """Give free workers to waiting cells, in their turns."""
+        while self._free:
+            turn = self._share.next()
+            if turn is None:
+                return
+            cell, ticket = turn
+            if ticket.done():  # its caller went away
+                self._share.done(cell)
+                continue
+            ticket.set_result(self._free.pop(0))
+
+    def _give_back(self, cell: str, worker: ray.actor.ActorHandle) -> None:
+        self._free.append(worker)
+        self._share.done(cell)
+        self._match()
+
+    async def evaluate(self, cell: str, candidate: Candidate) -> Evaluation:
+        if cell not in self._factories:
+            raise UnknownCell(f"no cell {cell!r} in this evaluation pool; open_cell first")
+        make = self._factories[cell]
         error = None
         for _ in range(2):
-            worker = await free.get()
+            worker = await self._acquire(cell)
             began = time.monotonic()
             try:
-                return await worker.evaluate.remote(candidate)
+                evaluation = await worker.evaluate.remote(cell, make, candidate)
+                self._evaluations[cell] += 1
+                return evaluation
             except (RayActorError, ActorUnavailableError) as exc:
                 self._deaths += 1
                 error = exc
                 await self._restarted(worker)
             finally:
-                self._busy_s += time.monotonic() - began
-                free.put_nowait(worker)
+                self._busy_s[cell] += time.monotonic() - began
+                self._give_back(cell, worker)
         return Evaluation(candidate.id, Status.RUNTIME_ERROR,
                           f"the evaluation worker died twice while evaluating this candidate "
                           f"(its process was lost, e.g. killed or out of memory): {error}")
@@ -82,10 +153,18 @@ class EvalDispatcher:
             except RayActorError:
                 return  # gone for good: the retry reports it
 
-    async def utilisation(self) -> dict[str, float]:
+    async def utilisation(self, cell: str | None = None) -> dict[str, float]:
+        """The pool's busy fraction and worker deaths; with ``cell``, also that cell's worker
+        seconds, evaluations and how many workers it holds and candidates it has waiting."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
-        return {"busy_fraction": self._busy_s / (elapsed * len(self._workers)),
-                "worker_deaths": float(self._deaths)}
+        out = {"busy_fraction": sum(self._busy_s.values()) / (elapsed * len(self._workers)),
+               "worker_deaths": float(self._deaths), "workers": float(len(self._workers))}
+        if cell is not None:
+            out.update({"cell_busy_s": self._busy_s[cell],
+                        "cell_evaluations": float(self._evaluations[cell]),
+                        "cell_holding": float(self._share.holding(cell)),
+                        "cell_waiting": float(self._share.waiting(cell))})
+        return out
 
     async def close(self) -> None:
         await asyncio.gather(*(w.close.remote() for w in self._workers), return_exceptions=True)

@@ -1,5 +1,5 @@
 """A lineage as a Ray actor: the search's ``Driver`` with ports over the tracker and dispatcher
-actors, compiling on its own CPU before asking for a GPU."""
+actors, compiling on its own CPU before asking the pool (through its cell's lane) for a GPU."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from kernelswarm.search import (
     journal_storage,
 )
 
+from .pool import Lane
 from .ports import ActorTracker, DispatchedEvaluator
 
 
@@ -48,7 +49,7 @@ class LineageRunner:
     def __init__(self, lineage: int, seed: int, start: Candidate, start_eval: Evaluation,
                  make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
                  budget: Budget, tracker: ray.actor.ActorHandle,
-                 dispatcher: ray.actor.ActorHandle, tuner_journal: Path | None,
+                 lane: Lane, tuner_journal: Path | None,
                  history: list[tuple[Candidate, Evaluation]] | None = None,
                  max_repairs: int = 2) -> None:
         self._stop = threading.Event()
@@ -60,7 +61,7 @@ class LineageRunner:
             self._lineage.replay(candidate, evaluation)
         self._compiler = make_compiler()
         self._tracker = tracker
-        self._dispatcher = dispatcher
+        self._lane = lane
 
     def stop(self) -> None:
         self._stop.set()
@@ -68,7 +69,7 @@ class LineageRunner:
     def run(self) -> LineageResult:
         lineage = self._lineage
         driver = Driver(ActorTracker(self._tracker, owner=lineage.lineage),
-                        DispatchedEvaluator(self._compiler, self._dispatcher), stop=self._stop)
+                        DispatchedEvaluator(self._compiler, self._lane), stop=self._stop)
         try:
             reason = driver.run(lineage)
         except Exception:

@@ -14,6 +14,8 @@ from kernelswarm.search import CompileResult, Evaluation, Evaluator
 from kernelswarm.search.archive import Member
 from kernelswarm.search.candidate import Candidate
 
+from .pool import Lane
+
 # How long a caller waits for a restarted actor (Ray restarts it on a live node; a node lost
 # with it takes seconds to be noticed) before the call's error is raised.
 RESTART_WAIT_S = 120.0
@@ -93,17 +95,18 @@ class ActorTracker:
 
 class DispatchedEvaluator(Evaluator):
     """Builds with a local evaluator (this process's CPU is the compile pool) and evaluates on
-    the ``EvalDispatcher``'s workers, so a worker only receives candidates that built."""
+    the pool's workers through the cell's ``Lane``, so a worker only receives candidates that
+    built."""
 
-    def __init__(self, compiler: Evaluator, dispatcher: ray.actor.ActorHandle) -> None:
+    def __init__(self, compiler: Evaluator, lane: Lane) -> None:
         self._compiler = compiler
-        self._dispatcher = dispatcher
+        self._lane = lane
 
     def compile(self, candidate: Candidate) -> CompileResult:
         return self._compiler.compile(candidate)
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
-        return ray.get(self._dispatcher.evaluate.remote(candidate))
+        return self._lane.evaluate(candidate)
 
     def close(self) -> None:
         self._compiler.close()

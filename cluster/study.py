@@ -3,11 +3,12 @@
 ``TrialPool`` keeps up to ``slots`` trials in flight. A slot is a thread that judges one trial
 with the search's ``Driver``: its ports are the caller's tracker and a ``DispatchedEvaluator``
 with the slot's own compiler (compilers are subprocesses, so threads overlap them; a build that
-fails never reaches a worker) over the ``EvalDispatcher``, which gives each candidate to a free
-``EvalWorker`` (one per GPU, num_gpus=1). Building here costs no actor process per slot; on a
-cluster of several machines a worker elsewhere builds again into its own node's cache. The
-caller asks Optuna for settings, records the verdicts and tells them: this module knows nothing
-of Optuna.
+fails never reaches a worker) over the study's lane of an ``EvalPool`` (pool.py), which gives
+each candidate to a free ``EvalWorker`` (one per GPU, num_gpus=1). The pool is the study's own,
+or one shared with other searches (a sweep's), whose workers it then shares fairly. Building
+here costs no actor process per slot; on a cluster of several machines a worker elsewhere
+builds again into its own node's cache. The caller asks Optuna for settings, records the
+verdicts and tells them: this module knows nothing of Optuna.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ import ray
 
 from kernelswarm.search import Candidate, Driver, Evaluation, Evaluator, Judged, TrackerPort
 
-from .eval_worker import EvalDispatcher, EvalWorker
+from .pool import EvalPool
 from .ports import DispatchedEvaluator
 
-# How long closing waits for workers to release their sandboxes before they are killed.
-CLOSE_WAIT_S = 60.0
+STUDY_CELL = "study"
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ class Finished:
 
 
 class TrialPool:
-    """``workers`` evaluation workers behind one dispatcher, fed by ``slots`` build threads.
+    """``workers`` evaluation workers behind one dispatcher, fed by ``slots`` build threads;
+    with ``pool``, that pool's workers instead (opened as cell ``cell``; the pool outlives the
+    study and is closed by its owner).
 
     ``tracker`` serves claims and recorded verdicts (a candidate recorded before, or built to a
     binary judged before, is not evaluated again); the caller records. Used from one thread. ``submit`` needs a free slot (``has_room``); ``wait``
@@ -53,11 +55,12 @@ class TrialPool:
 
     def __init__(self, make_evaluator: Callable[[], Evaluator], workers: int,
                  worker_resources: dict[str, float], tracker: TrackerPort,
-                 slots: int | None = None) -> None:
-        self.workers = [EvalWorker.options(**worker_resources).remote(make_evaluator)
-                        for _ in range(workers)]
-        self.dispatcher = EvalDispatcher.remote(self.workers)
-        self.slots = slots or workers
+                 slots: int | None = None, pool: EvalPool | None = None,
+                 cell: str = STUDY_CELL) -> None:
+        self._own_pool = pool is None
+        self.pool = EvalPool(workers, worker_resources) if pool is None else pool
+        self.lane = self.pool.open(cell, make_evaluator)
+        self.slots = slots or self.pool.size
         self._tracker = tracker
         self._make_compiler = make_evaluator
         self._compilers: queue.SimpleQueue[Evaluator] = queue.SimpleQueue()
@@ -83,7 +86,7 @@ class TrialPool:
         except queue.Empty:
             compiler = self._make_compiler()
         try:
-            return Driver(self._tracker, DispatchedEvaluator(compiler, self.dispatcher)).judge(
+            return Driver(self._tracker, DispatchedEvaluator(compiler, self.lane)).judge(
                 candidate)
         finally:
             self._compilers.put(compiler)
@@ -101,19 +104,20 @@ class TrialPool:
         return finished
 
     def utilisation(self) -> dict[str, float]:
-        return ray.get(self.dispatcher.utilisation.remote())
+        return self.lane.utilisation()
 
     def close(self) -> None:
-        """Release the sandboxes and the actors. Trials still in flight are abandoned: their
-        workers are killed (a sandbox exits when its worker does)."""
-        if not self._pending:
+        """Release the sandboxes and, when the pool is the study's own, the actors. Trials
+        still in flight are abandoned: an own pool's workers are killed (a sandbox exits when
+        its worker does); on a shared pool their verdicts are dropped."""
+        if self._own_pool:
+            self.pool.close(wait=not self._pending)
+        else:
             try:
-                ray.get(self.dispatcher.close.remote(), timeout=CLOSE_WAIT_S)
-            except ray.exceptions.RayError:  # a timeout included: killed below either way
+                self.pool.release(self.lane.cell)
+            except ray.exceptions.RayError:  # a shared pool closed by its owner already
                 pass
         self._pending.clear()
-        for actor in [*self.workers, self.dispatcher]:
-            ray.kill(actor, no_restart=True)
         self._threads.shutdown(wait=False, cancel_futures=True)
         while not self._compilers.empty():
             self._compilers.get_nowait().close()

@@ -43,11 +43,12 @@ def test_tracker_actor_orders_records_and_serves_claims(tmp_path, ray_session):
 def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(
         compile_cache, ray_session):
     make = partial(SandboxEvaluator, SILU_TASK, "cpp", _settings(compile_cache))
-    worker = EvalWorker.options(num_cpus=0).remote(make)
+    worker = EvalWorker.options(num_cpus=0).remote()
     dispatcher = EvalDispatcher.remote([worker])
     ray.get(worker.__ray_ready__.remote())
+    ray.get(dispatcher.open_cell.remote("run", make))
     start = load_task(SILU_TASK).starting_candidate("cpp")
-    pending = dispatcher.evaluate.remote(start)
+    pending = dispatcher.evaluate.remote("run", start)
     time.sleep(1.5)  # the sandbox takes seconds to start: the evaluation is in flight
     ray.kill(worker, no_restart=False)
     verdict = ray.get(pending, timeout=180)

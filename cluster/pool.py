@@ -1,0 +1,86 @@
+"""One pool of evaluation workers for everything a driver runs: every cell of a sweep, a run's
+search, or a knob study's trials.
+
+``EvalPool`` starts the workers (one per GPU, ``num_gpus=1``; on CPU the configured count) and
+their ``EvalDispatcher`` once. Each search opens a *cell* on it with the factory of its
+evaluator (task, language, settings) and gets a ``Lane``: what its lineages or trial slots
+evaluate through. Workers build a cell's evaluator on its first candidate and keep it until the
+cell is released, so cells of different tasks and languages share the same GPUs; the dispatcher
+hands free workers to cells in turn (fair_share.py), each under its optional cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ray
+from ray.exceptions import RayError
+
+from kernelswarm.search import Candidate, Evaluation, Evaluator
+
+from .eval_worker import EvalDispatcher, EvalWorker
+
+# How long closing waits for workers to release their sandboxes before they are killed.
+CLOSE_WAIT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A cell's way into a pool (picklable: it travels to lineage actors)."""
+
+    dispatcher: ray.actor.ActorHandle
+    cell: str
+
+    def submit(self, candidate: Candidate) -> ray.ObjectRef:
+        """Queue ``candidate`` for a worker; the reference resolves to its ``Evaluation``."""
+        return self.dispatcher.evaluate.remote(self.cell, candidate)
+
+    def evaluate(self, candidate: Candidate) -> Evaluation:
+        return ray.get(self.submit(candidate))
+
+    def utilisation(self) -> dict[str, float]:
+        """The pool's busy fraction and this cell's worker seconds (``cell_busy_s``)."""
+        return ray.get(self.dispatcher.utilisation.remote(self.cell))
+
+
+class EvalPool:
+    """``workers`` evaluation workers (each started with ``worker_resources``) behind one
+    dispatcher. ``open`` a cell per search, ``release`` it when the search is over, ``close``
+    the pool once nothing uses it."""
+
+    def __init__(self, workers: int, worker_resources: dict[str, float]) -> None:
+        if workers < 1:
+            raise ValueError(f"an evaluation pool needs at least one worker, got {workers}")
+        self.workers = [EvalWorker.options(**worker_resources).remote() for _ in range(workers)]
+        self.dispatcher = EvalDispatcher.remote(self.workers)
+        self.size = workers
+        self.closed = False
+
+    def open(self, cell: str, make_evaluator: Callable[[], Evaluator],
+             max_workers: int | None = None) -> Lane:
+        """Admit a cell whose candidates ``make_evaluator()`` judges; ``max_workers`` caps the
+        workers it may hold at once (None: any free one)."""
+        ray.get(self.dispatcher.open_cell.remote(cell, make_evaluator, max_workers))
+        return Lane(self.dispatcher, cell)
+
+    def release(self, cell: str) -> None:
+        """Close the cell's evaluators on every worker (their sandboxes go)."""
+        ray.get(self.dispatcher.release_cell.remote(cell))
+
+    def utilisation(self, cell: str | None = None) -> dict[str, float]:
+        return ray.get(self.dispatcher.utilisation.remote(cell))
+
+    def close(self, wait: bool = True) -> None:
+        """Release every sandbox and the actors; ``wait=False`` kills the workers at once
+        (evaluations in flight are abandoned: a sandbox exits when its worker does)."""
+        if self.closed:
+            return
+        self.closed = True
+        if wait:
+            try:
+                ray.get(self.dispatcher.close.remote(), timeout=CLOSE_WAIT_S)
+            except RayError:  # a timeout included: killed below either way
+                pass
+        for actor in [*self.workers, self.dispatcher]:
+            ray.kill(actor, no_restart=True)
