@@ -317,12 +317,18 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def _validated(data: dict[str, Any], path: Path, overrides: list[str] | None) -> Config:
+def _validated(data: dict[str, Any], path: Path | str, overrides: list[str] | None) -> Config:
     data = apply_overrides(data, overrides or [])
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {_describe(exc)}") from None
+
+
+def validate_config(data: dict[str, Any], where: str) -> Config:
+    """A configuration given as nested tables (what a TOML file holds), validated;
+    ``ConfigError`` names ``where`` (e.g. a sweep's cell) and the key."""
+    return _validated(data, where, None)
 
 
 def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> Config:
