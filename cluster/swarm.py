@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from kernelswarm.search import (
 
 from .lineage_runner import LineageResult, LineageRunner
 from .pool import EvalPool
+from .ports import ActorTracker, call
 from .tracker_actor import TrackerActor
 
 SEED_LINEAGE = -1  # the starting kernel's evaluation is recorded under this lineage
@@ -50,6 +51,11 @@ class SwarmSpec:
     migration: Migration = field(default_factory=Migration)
     max_repairs: int = 2
     max_workers: int | None = None  # a cap on the pool's workers this search holds at once
+    # Every record of the run read back from its durable sink: what a restarted tracker
+    # rebuilds itself from (experiments.resume.replay_records); None: it restarts from history.
+    replay: Callable[[], Sequence[Record]] | None = None
+    lineage_restarts: int = 2  # times a crashed lineage is restarted from its records
+    lineage_options: dict[str, Any] = field(default_factory=dict)  # Ray options, e.g. placement
 
 
 @dataclass(frozen=True)
@@ -69,44 +75,83 @@ class Swarm:
     def __init__(self, spec: SwarmSpec, pool: EvalPool | None = None) -> None:
         self.spec = spec
         self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites, list(spec.history),
-                                           spec.migration)
+                                           spec.migration, spec.replay)
         # A pool given is shared (a sweep's): this search is one cell of it and leaves it open.
         self._own_pool = pool is None
         self.pool = EvalPool(spec.workers, spec.worker_resources) if pool is None else pool
         self.lane = self.pool.open(spec.run.run_id, spec.make_evaluator, spec.max_workers)
         self.runners: list[Any] = []
         self._pending: list[ray.ObjectRef] = []
+        self._crashes: list[list[str]] = []  # per lineage: why each restart was needed
+        self._stopping = False
         self.start_eval: Evaluation | None = None
 
     def start(self) -> Evaluation:
         spec = self.spec
-        start_eval = ray.get(self.tracker.lookup.remote(spec.start.id))
+        tracker = ActorTracker(self.tracker)
+        start_eval = tracker.lookup(spec.start.id)
         if start_eval is None:
             start_eval = self.lane.evaluate(spec.start)
-            ray.get(self.tracker.record.remote(SEED_LINEAGE, 0, spec.start, start_eval))
+            tracker.record(SEED_LINEAGE, 0, spec.start, start_eval)
         self.start_eval = start_eval
         if not start_eval.ok:
             raise StartingKernelFailed(start_eval)
-        for lineage, seed in enumerate(spec.seeds):
-            start = spec.start.derive(lineage=lineage, origin=spec.start.origin)
+        for lineage in range(len(spec.seeds)):
             history = sorted((r for r in spec.history if r.lineage == lineage),
                              key=lambda r: r.step)
-            runner = LineageRunner.remote(lineage, seed, start, start_eval, spec.make_roles,
-                                          spec.make_evaluator, spec.budget, self.tracker,
-                                          self.lane, spec.tuner_journal,
-                                          [(r.candidate, r.evaluation) for r in history],
-                                          spec.max_repairs)
-            self.runners.append(runner)
-            self._pending.append(runner.run.remote())
+            self.runners.append(None)
+            self._pending.append(None)
+            self._crashes.append([])
+            self._launch(lineage, [(r.candidate, r.evaluation) for r in history])
         return start_eval
 
+    def _launch(self, lineage: int, history: list[tuple[Candidate, Evaluation]]) -> None:
+        """Start ``lineage``'s actor, going on from the steps in ``history``."""
+        spec = self.spec
+        start = spec.start.derive(lineage=lineage, origin=spec.start.origin)
+        runner = LineageRunner.options(**spec.lineage_options).remote(
+            lineage, spec.seeds[lineage], start, self.start_eval, spec.make_roles,
+            spec.make_evaluator, spec.budget, self.tracker, self.lane, spec.tuner_journal,
+            history, spec.max_repairs)
+        self.runners[lineage] = runner
+        self._pending[lineage] = runner.run.remote()
+
+    def _crash(self, lineage: int) -> str | None:
+        """Why ``lineage``'s finished run crashed (it raised, or its process died); None if it
+        stopped as lineages do."""
+        try:
+            result = ray.get(self._pending[lineage])
+        except RayError as exc:
+            return f"the lineage's actor died: {exc}"
+        return result.error or None
+
+    def _restart_crashed(self, ready: list[ray.ObjectRef]) -> int:
+        """Restart each crashed lineage among ``ready`` from its records (as a resumed run
+        does), up to ``spec.lineage_restarts`` times each; how many were restarted."""
+        restarted = 0
+        for lineage, ref in enumerate(self._pending):
+            if ref not in ready or self._stopping \
+                    or len(self._crashes[lineage]) >= self.spec.lineage_restarts:
+                continue
+            crash = self._crash(lineage)
+            if crash is None:
+                continue
+            self._crashes[lineage].append(crash)
+            ray.kill(self.runners[lineage])  # a hung process must not record beside its successor
+            call(self.tracker.release_owner, lineage)  # claims it died holding
+            self._launch(lineage, call(self.tracker.history, lineage))
+            restarted += 1
+        return restarted
+
     def stats(self) -> dict[str, Any]:
-        stats = ray.get(self.tracker.stats.remote())
+        stats = call(self.tracker.stats)
         stats["utilisation"] = self.lane.utilisation()
         return stats
 
     def done(self, timeout: float = 0.0) -> bool:
         ready, _ = ray.wait(self._pending, num_returns=len(self._pending), timeout=timeout)
+        if self._restart_crashed(ready):
+            return False
         return len(ready) == len(self._pending)
 
     def _close_pool(self) -> None:
@@ -119,18 +164,22 @@ class Swarm:
 
     def abort(self) -> None:
         """Ask every lineage to stop after its current step."""
+        self._stopping = True
         for runner in self.runners:
             runner.stop.remote()
 
     def _lineage_results(self) -> list[LineageResult]:
-        """Each lineage's result; a runner that died is reported, the others are kept."""
+        """Each lineage's result, with the crashes it was restarted after; a runner that died
+        for good is reported, the others are kept."""
         results = []
         for lineage, ref in enumerate(self._pending):
             try:
-                results.append(ray.get(ref))
+                result = ray.get(ref)
             except RayError as exc:
-                results.append(LineageResult(lineage, 0, "crashed", 0.0,
-                                             f"the lineage's actor died: {exc}"))
+                result = LineageResult(lineage, 0, "crashed", 0.0,
+                                       f"the lineage's actor died: {exc}")
+            crashes = tuple(self._crashes[lineage])
+            results.append(replace(result, restarts=len(crashes), crashes=crashes))
         return results
 
     def finish(self, stop_reason: str | None = None) -> SwarmResult:

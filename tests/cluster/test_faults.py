@@ -8,22 +8,113 @@ evaluation lost, none recorded twice (one record per (lineage, step) and per seq
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
+import sys
+import textwrap
+import time
+from collections import Counter
+from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import pytest
 import ray
 
-from kernelswarm.cluster import ActorTracker, TrackerActor
+from kernelswarm.agents import builtin_roles
+from kernelswarm.cluster import ActorTracker, Swarm, SwarmSpec, TrackerActor
+from kernelswarm.evaluators import EvaluatorSettings
 from kernelswarm.experiments.resume import replay_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, read_evaluations
 from kernelswarm.experiments.sinks.mlflow_sink import mlflow_client
-from kernelswarm.search import Evaluation, Origin, RunInfo, ShapeResult, Status, load_task
+from kernelswarm.search import (
+    Budget,
+    Evaluation,
+    LineageView,
+    Migration,
+    Origin,
+    Plan,
+    Planner,
+    Roles,
+    RunInfo,
+    ShapeResult,
+    Status,
+    load_task,
+)
 from tests.conftest import SILU_TASK
 
 pytestmark = pytest.mark.slow
+
+# A module of its own, written next to the run: the workers' processes unpickle it by value
+# (nothing to import there), and a driver started in a subprocess imports it by path.
+COUNTING = textwrap.dedent("""
+    import json, os
+    from kernelswarm.evaluators.judge.evaluator import SandboxEvaluator
+
+    COUNTER = {counter!r}
+
+    class CountingEvaluator(SandboxEvaluator):
+        \"\"\"A SandboxEvaluator that appends one line per finished evaluation to COUNTER.\"\"\"
+
+        def evaluate(self, candidate):
+            evaluation = super().evaluate(candidate)
+            with open(COUNTER, "a") as out:
+                out.write(json.dumps({{"id": candidate.id, "pid": os.getpid()}}) + "\\n")
+            return evaluation
+""")
+NOT_ON_A_WORKER = {"COMPILE_ERROR", "REJECTED"}  # verdicts of the lineage's own build
+
+
+def counting_module(folder: Path):
+    """``CountingEvaluator``'s module, written to ``folder`` and imported; its counter file."""
+    counter = folder / "executed.jsonl"
+    path = folder / "counting_evaluator.py"
+    path.write_text(COUNTING.format(counter=str(counter)))
+    spec = importlib.util.spec_from_file_location("counting_evaluator", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["counting_evaluator"] = module
+    spec.loader.exec_module(module)
+    ray.cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def settings(cache: Path) -> EvaluatorSettings:
+    return EvaluatorSettings(cache_dir=cache, timing_budget_s=0.05, min_repeats=3,
+                             flush_cache=False)
+
+
+def check_counts(run_dir: Path, counter: Path, unrecorded: int = 0, repeated: int = 0
+                 ) -> dict[str, int]:
+    """The Parquet records against what the workers executed.
+
+    Each (lineage, step) and each seq is recorded once; every verdict a worker gave (the first
+    record of a candidate id that no lineage built into a failure or reused) was executed by a
+    worker, and every executed candidate is recorded. Allowed: ``unrecorded`` executed ids no
+    record holds (in flight when the driver died) and ``repeated`` executions of one id (a
+    worker lost after it finished but before its answer arrived: evaluated again).
+    """
+    rows = read_evaluations(run_dir).to_pylist()
+    records = {r["seq"]: r for r in rows}
+    assert sorted(records) == list(range(len(records))), "seqs are not 0..n-1"
+    keys = Counter((r["lineage"], r["step"]) for r in records.values())
+    assert max(keys.values()) == 1, f"recorded twice: {[k for k, n in keys.items() if n > 1]}"
+    evaluated: dict[str, int] = {}
+    for seq, r in sorted(records.items()):
+        if r["candidate_id"] in evaluated or r["status"] in NOT_ON_A_WORKER \
+                or "reused_from" in json.loads(r["metrics"] or "{}"):
+            continue
+        evaluated[r["candidate_id"]] = seq
+    executed = Counter(json.loads(line)["id"] for line in counter.read_text().splitlines())
+    assert set(evaluated) <= set(executed), \
+        f"recorded but never executed: {sorted(set(evaluated) - set(executed))}"
+    lost = set(executed) - set(evaluated)
+    assert len(lost) <= unrecorded, f"executed but not recorded: {sorted(lost)}"
+    again = sum(executed.values()) - len(executed)
+    assert again <= repeated, f"{again} evaluations were executed twice: {executed}"
+    return {"records": len(records), "evaluated": len(evaluated),
+            "executed": sum(executed.values())}
 
 
 def _kill_process(actor: ray.actor.ActorHandle) -> int:
@@ -97,3 +188,57 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
     finished = next(r for r in parents if r.info.status == "FINISHED")
     history = client.get_metric_history(finished.info.run_id, "global_best")
     assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]
+
+
+class CrashOnce(Planner):
+    """The built-in planner, except that at ``step`` it fails once (the marker file remembers):
+    ``raise`` raises in the lineage's actor, ``exit`` ends the actor's process at once."""
+
+    def __init__(self, inner: Planner, marker: Path, how: str, step: int) -> None:
+        self.inner, self.marker, self.how, self.step = inner, marker, how, step
+
+    def plan(self, view: LineageView) -> Plan:
+        if view.step == self.step and not self.marker.exists():
+            self.marker.write_text(self.how)
+            if self.how == "exit":
+                os._exit(3)
+            raise RuntimeError("the planner failed (this test's fault)")
+        return self.inner.plan(view)
+
+
+def crashing_roles(folder: Path, seed: int) -> Roles:
+    """Lineage 0 (seed 0) raises at its step 1; lineage 1 (seed 1) loses its process at 2."""
+    roles = builtin_roles(seed)
+    how, step = ("raise", 1) if seed == 0 else ("exit", 2)
+    return replace(roles, planner=CrashOnce(roles.planner, folder / f"crashed-{seed}", how, step))
+
+
+def test_a_crashed_lineage_is_restarted_from_its_records(tmp_path, compile_cache, ray_session):
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # actors need CrashOnce
+    counting = counting_module(tmp_path)
+    start = load_task(SILU_TASK).starting_candidate("cpp")
+    run = RunInfo("faults-lineage", "faults", tmp_path, "silu_and_mul", "cpp", 2)
+    spec = SwarmSpec(
+        run=run, sinks=[ParquetSink()], start=start,
+        make_evaluator=partial(counting.CountingEvaluator, SILU_TASK, "cpp",
+                               settings(compile_cache)),
+        make_roles=partial(crashing_roles, tmp_path), seeds=[0, 1], budget=Budget(candidates=3),
+        workers=1, worker_resources={"num_cpus": 0}, tuner_journal=tmp_path / "optuna.journal",
+        migration=Migration(interval=1000), replay=partial(replay_records, tmp_path, SILU_TASK))
+    swarm = Swarm(spec)
+    swarm.start()
+    deadline = time.monotonic() + 300
+    while not swarm.done(timeout=0.5):
+        assert time.monotonic() < deadline, "the lineages did not finish in time"
+    result = swarm.finish()
+
+    by_lineage = {r.lineage: r for r in result.lineages}
+    assert [by_lineage[i].restarts for i in (0, 1)] == [1, 1]
+    assert "the planner failed" in by_lineage[0].crashes[0]
+    assert "actor died" in by_lineage[1].crashes[0]
+    assert all(not r.error and r.steps == 3 for r in result.lineages), result.lineages
+    counts = check_counts(tmp_path, Path(counting.COUNTER))
+    rows = read_evaluations(tmp_path).to_pylist()
+    steps = sorted({(r["lineage"], r["step"]) for r in rows})
+    assert steps == [(-1, 0), (0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]
+    assert counts["records"] == 7
