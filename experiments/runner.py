@@ -35,7 +35,7 @@ from .config import Config, ConfigError
 from .llm_agent import StartUp, ask_tester, configured_roles
 from .llm_view import LLMWatch, one_line, spending_table
 from .progress import closing_table, search_view
-from .resume import restore_records
+from .resume import replay_records, restore_records
 from .run_log import LOG_NAME, stderr_to
 from .sinks import MLflowSink, ParquetSink
 from .sinks.sources import self_contained_source, source_file_name
@@ -236,7 +236,8 @@ def _search(config: Config, console: Console, task: Task, start: Candidate, run_
             tuner_journal=run_dir / "optuna.journal", history=tuple(history),
             migration=Migration(config.search.migration_interval, config.search.migration_count,
                                 config.search.migration_topology, config.run.seed),
-            max_repairs=config.search.max_repairs)
+            max_repairs=config.search.max_repairs,
+            replay=partial(replay_records, run_dir, task.path, config.evaluator.device))
         console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
                       f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
                       f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)")
