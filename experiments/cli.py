@@ -14,6 +14,7 @@ from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import ConfigError, load_config, load_run_config
 from .eval_command import add_eval_parser, run_eval_command
+from .sweep_command import add_sweep_parser, run_sweep_command
 from .task_commands import add_tasks_parser, run_tasks_command
 from .tune_command import add_tune_parser, run_tune_command
 
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     add_tasks_parser(commands)
     add_eval_parser(commands)
     add_tune_parser(commands)
+    add_sweep_parser(commands)
     report = commands.add_parser(
         "report", help="write an HTML and a markdown report of a run or a sweep folder",
         description="Write RUN_DIR/report/report.html (self-contained: opens with no server) and "
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_eval_command(args, console)
         if args.command == "tune":
             return run_tune_command(args, console)
+        if args.command == "sweep":
+            return run_sweep_command(args, console)
         if args.command == "report":
             return _report(args, console)
     except (ConfigError, TaskError) as exc:

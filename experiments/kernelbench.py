@@ -13,19 +13,22 @@ once and can be edited (shapes, tolerances), versioned and shared, every process
 driver, the sandboxes) loads the same files, and the starting kernel has a place to live.
 
 This module reads the problem with ``ast`` only; everything that needs torch runs in the
-generated ``task.py``, which the task loader imports. Shapes are the problem's integer
-constants: the cpu shapes may be shrunk (``sizes``), and a held-out shape halves, to an odd
-number, each constant that only ``get_inputs()`` uses (the constants the model is built from
-keep their values, so every shape runs the same model).
+generated ``task.py``, which the task loader imports. Sizes are the problem's integer constants,
+literal or computed from earlier ones (``N = 2048 * 2``, ``height = width = 128``,
+``dim = N // 4``); a constant computed from others follows them when they change. The cuda
+shapes keep the file's values. The cpu shapes take ``sizes`` and are then shrunk until they
+are small enough to evaluate in seconds (``SHRINK``). A held-out shape halves, to an odd number,
+the sizes only ``get_inputs()`` depends on; the sizes the model is built from (``fixed``) are
+the same in every shape of a device kind.
 """
 
 from __future__ import annotations
 
 import ast
-import json
+import operator
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +37,27 @@ from kernelswarm.search import Shape, Task, TaskError, load_task
 from .kernelbench_template import STUB_CPP, TASK_PY
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+KERNELBENCH_TOLERANCE = 1e-2  # KernelBench's atol and rtol
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """How the cpu shapes are shrunk: while a shape moves more than ``max_bytes`` or does more
+    than ``max_flops`` (as traced), the largest size of at least ``2 * floor`` that was not set
+    by hand is halved, never below ``floor`` (small constants are settings: a kernel size, a
+    stride, a dimension index)."""
+
+    max_bytes: int = 4 << 20
+    max_flops: int = 200_000_000
+    floor: int = 16
+
+
+SHRINK = Shrink()
+
+_OPERATORS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.LShift: operator.lshift}
 
 
 @dataclass(frozen=True)
@@ -42,27 +66,87 @@ class Problem:
 
     path: Path
     name: str
-    constants: Mapping[str, int]  # module-level integer constants, in file order
+    constants: Mapping[str, int]  # every integer constant's value in the file, in file order
+    expressions: Mapping[str, ast.expr]  # how each is computed
+    depends: Mapping[str, frozenset[str]]  # the earlier constants each one is computed from
     fixed: frozenset[str]  # constants the model is built from
     varied: tuple[str, ...]  # constants only get_inputs() uses: held-out shapes change them
+
+    def roots(self, names: set[str] | frozenset[str] | tuple[str, ...]) -> set[str]:
+        """The literal constants ``names`` are computed from (a literal is its own root)."""
+        found, todo = set(), list(names)
+        while todo:
+            name = todo.pop()
+            if self.depends[name]:
+                todo.extend(self.depends[name])
+            else:
+                found.add(name)
+        return found
+
+    def values(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Every constant with ``overrides`` in place, the computed ones recomputed."""
+        overrides = overrides or {}
+        values: dict[str, int] = {}
+        for name, expression in self.expressions.items():
+            value = overrides.get(name)
+            values[name] = _evaluate(expression, values) if value is None else value
+        return values
 
 
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _integer_constants(tree: ast.Module) -> dict[str, int]:
-    constants: dict[str, int] = {}
+def _evaluate(node: ast.AST, known: Mapping[str, int]) -> int | None:
+    """The integer ``node`` computes from literals and ``known`` constants; None otherwise."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.Name):
+        return known.get(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _evaluate(node.operand, known)
+        return None if value is None else (-value if isinstance(node.op, ast.USub) else value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left, known), _evaluate(node.right, known)
+        if left is None or right is None or (isinstance(node.op, (ast.Pow, ast.LShift))
+                                             and not 0 <= right <= 64):
+            return None
+        try:
+            return _OPERATORS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            return None
+    return None
+
+
+def _assignments(tree: ast.Module) -> list[tuple[str, ast.expr]]:
+    """(name, value) of every module-level assignment to a name, chained and unpacked too."""
+    pairs: list[tuple[str, ast.expr]] = []
     for node in tree.body:
-        target, value = None, None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant) \
-                and type(value.value) is int and target.id != "dtype":
-            constants[target.id] = value.value
-    return constants
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            pairs.append((node.target.id, node.value))
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:  # height = width = 128: one value, several names
+            if isinstance(target, ast.Name):
+                pairs.append((target.id, node.value))
+            elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                    and len(target.elts) == len(node.value.elts):
+                pairs.extend((t.id, v) for t, v in zip(target.elts, node.value.elts, strict=True)
+                             if isinstance(t, ast.Name))
+    return pairs
+
+
+def _size_constants(tree: ast.Module) -> tuple[dict[str, int], dict[str, ast.expr]]:
+    values: dict[str, int] = {}
+    expressions: dict[str, ast.expr] = {}
+    for name, expression in _assignments(tree):
+        value = _evaluate(expression, values)
+        if value is None or name == "dtype":  # reassigned to something else: not a size
+            values.pop(name, None)
+            expressions.pop(name, None)
+            continue
+        values[name], expressions[name] = value, expression
+    return values, expressions
 
 
 def read_problem(path: str | Path) -> Problem:
@@ -81,11 +165,12 @@ def read_problem(path: str | Path) -> Problem:
         raise TaskError(f"{path}: not a KernelBench problem: it does not define "
                         f"{', '.join(missing)} (a problem defines class Model(nn.Module), "
                         f"get_inputs() and get_init_inputs())")
-    constants = _integer_constants(tree)
-    fixed = frozenset(c for c in constants
-                      if c in _names(defined["Model"]) | _names(defined["get_init_inputs"]))
+    constants, expressions = _size_constants(tree)
+    depends = {name: frozenset(_names(e) & set(constants)) for name, e in expressions.items()}
+    built_from = _names(defined["Model"]) | _names(defined["get_init_inputs"])
+    fixed = frozenset(c for c in constants if c in built_from)
     varied = tuple(c for c in constants if c in _names(defined["get_inputs"]) and c not in fixed)
-    return Problem(path, path.stem, constants, fixed, varied)
+    return Problem(path, path.stem, constants, expressions, depends, fixed, varied)
 
 
 def _odd_half(value: int) -> int:
@@ -94,88 +179,162 @@ def _odd_half(value: int) -> int:
     return half if half % 2 else half + 1
 
 
-def problem_shapes(problem: Problem, sizes: Mapping[str, int] | None = None
-                   ) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
-    """(tuning, held-out) shapes per device; ``sizes`` overrides constants of the cpu shapes."""
-    sizes = dict(sizes or {})
+def check_sizes(problem: Problem, sizes: Mapping[str, int]) -> None:
+    """``TaskError`` naming the first ``--size`` that is not a positive size of the problem."""
     for name, value in sizes.items():
         if name not in problem.constants:
             raise TaskError(f"--size {name}: {problem.path.name} has no integer constant "
                             f"{name!r}; it has: {', '.join(problem.constants) or 'none'}")
-        if name in problem.fixed:
-            raise TaskError(f"--size {name}: the model is built from {name}, so it is the same "
-                            f"in every shape; change it in the copied problem.py instead")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise TaskError(f"--size {name}={value!r}: must be a positive integer")
+
+
+def problem_shapes(problem: Problem, sizes: Mapping[str, int] | None = None
+                   ) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """(tuning, held-out) shapes per device; ``sizes`` sets constants of the cpu shapes (those
+    computed from them follow)."""
+    sizes = dict(sizes or {})
+    check_sizes(problem, sizes)
+    halved = (problem.roots(problem.varied) - problem.roots(problem.fixed)) \
+        | (set(sizes) & set(problem.varied))
     tuning, heldout = {}, {}
     for device, overrides in (("cpu", sizes), ("cuda", {})):
-        shape = {**problem.constants, **overrides, "dtype": "float32"}
-        tuning[device] = [shape]
-        odd = {**shape, **{c: _odd_half(shape[c]) for c in problem.varied}}
-        heldout[device] = [odd] if odd != shape else []
+        values = problem.values(overrides)
+        tuning[device] = [{**values, "dtype": "float32"}]
+        odd = problem.values({**overrides, **{c: _odd_half(values[c]) for c in halved}})
+        heldout[device] = [{**odd, "dtype": "float32"}] if odd != values else []
     return tuning, heldout
 
 
+def shrink_sizes(problem: Problem, sizes: Mapping[str, int],
+                 trace: Callable[[dict], Mapping[str, int]], shrink: Shrink = SHRINK
+                 ) -> dict[str, int]:
+    """``sizes`` plus the literal sizes halved by ``shrink``'s rule (``trace(shape)`` gives a
+    shape's bytes and flops)."""
+    sizes = dict(sizes)
+    shrinkable = problem.roots(problem.fixed | set(problem.varied)) - set(sizes)
+    while True:
+        values = problem.values(sizes)
+        traced = trace({**values, "dtype": "float32"})
+        if traced["bytes"] <= shrink.max_bytes and traced["flops"] <= shrink.max_flops:
+            return sizes
+        candidates = [n for n in shrinkable if values[n] >= 2 * shrink.floor]
+        if not candidates:
+            return sizes
+        largest = max(candidates, key=lambda n: (values[n], n))
+        sizes[largest] = max(shrink.floor, values[largest] // 2)
+
+
 def _render_task(problem: Problem, sizes: Mapping[str, int] | None,
-                 traced: Mapping[str, object]) -> str:
+                 traced: Mapping[str, object], tolerance: tuple[float, float]) -> str:
     tuning, heldout = problem_shapes(problem, sizes)
+    atol, rtol = tolerance
+    tolerances = {dtype: {"atol": atol, "rtol": rtol}
+                  for dtype in ("float32", "float16", "bfloat16")}
     return TASK_PY.substitute(
         name=repr(problem.name), origin=problem.path.name, tuning=_literal(tuning),
-        heldout=_literal(heldout), fixed=repr(sorted(problem.fixed)), traced=_literal(traced))
+        heldout=_literal(heldout), fixed=repr(sorted(problem.fixed)), traced=_literal(traced),
+        tolerances=_literal(tolerances))
 
 
 def _literal(mapping: Mapping[str, object]) -> str:
-    """A Python literal of ``mapping`` with one key per line (JSON of ints, strings and lists
-    is Python too)."""
+    """A Python literal of ``mapping`` with one key per line (its values are plain Python
+    data: ints, floats, bools, strings, lists and dicts of them)."""
     if not mapping:
         return "{}"
-    lines = "".join(f"    {json.dumps(k)}: {json.dumps(v)},\n" for k, v in mapping.items())
-    return "{\n" + lines + "}"
+    return "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in mapping.items()) + "}"
 
 
-def _trace_all(task: Task, problem: Problem, sizes: Mapping[str, int] | None) -> dict[str, object]:
+def _tracer(task: Task, problem: Problem) -> Callable[[dict], dict]:
+    """The written task.py's ``trace``, its failures a ``TaskError`` naming problem and shape."""
+    def trace(shape: dict) -> dict:
+        try:
+            return task.module.trace(shape)
+        except Exception as exc:
+            raise TaskError(f"{problem.path.name}: the model cannot be run on shape "
+                            f"{Shape.of(shape).label}: {type(exc).__name__}: {exc}") from exc
+    return trace
+
+
+def _trace_all(trace: Callable[[dict], dict], problem: Problem,
+               sizes: Mapping[str, int] | None) -> dict[str, object]:
     """``trace()`` of the written task.py on every shape of every device, by shape label."""
     traced: dict[str, object] = {}
     for shapes in problem_shapes(problem, sizes):
         for shape in (s for group in shapes.values() for s in group):
             label = Shape.of(shape).label
             if label not in traced:
-                traced[label] = task.module.trace(shape)
+                traced[label] = trace(shape)
     return traced
 
 
+def _tolerance(atol: float | None, rtol: float | None) -> tuple[float, float]:
+    chosen = []
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        value = KERNELBENCH_TOLERANCE if value is None else value
+        if not 0 <= value <= KERNELBENCH_TOLERANCE:
+            raise TaskError(f"--{name} {value}: must be between 0 and KernelBench's "
+                            f"{KERNELBENCH_TOLERANCE} (a looser one would pass kernels "
+                            f"KernelBench fails)")
+        chosen.append(float(value))
+    return chosen[0], chosen[1]
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An imported task and its cpu sizes that differ from the file's (name -> (file value,
+    cpu value)): set with ``sizes`` or shrunk."""
+
+    task: Task
+    cpu_sizes: Mapping[str, tuple[int, int]]
+
+
 def import_problem(problem_file: str | Path, dest: str | Path, *, cpp_source: str | None = None,
-                   sizes: Mapping[str, int] | None = None) -> Task:
+                   sizes: Mapping[str, int] | None = None, shrink: Shrink | None = SHRINK,
+                   atol: float | None = None, rtol: float | None = None) -> Imported:
     """Write the task folder ``dest`` for the problem and return it loaded (for the cpu).
 
     ``cpp_source`` is the starting kernel (else a stub with the entry point's signature is
-    written). The folder is built beside ``dest`` and moved there only once it loads, so a
-    problem that cannot be imported leaves nothing behind. ``dest`` must not exist or be empty.
+    written). ``sizes`` set cpu sizes by hand; ``shrink`` (None: off) shrinks the others.
+    ``atol``/``rtol`` default to KernelBench's and may only be stricter. The folder is built
+    beside ``dest`` and moved there only once it loads, so a problem that cannot be imported
+    leaves nothing behind. ``dest`` must not exist or be empty.
     """
     problem = read_problem(problem_file)
+    tolerance = _tolerance(atol, rtol)
+    sizes = dict(sizes or {})
+    check_sizes(problem, sizes)
     dest = Path(dest).expanduser().resolve()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise TaskError(f"{dest}: already exists and is not an empty folder")
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    moved = False
     try:
         shutil.copyfile(problem.path, staging / "problem.py")
-        (staging / "task.py").write_text(_render_task(problem, sizes, {}))
+        (staging / "task.py").write_text(_render_task(problem, sizes, {}, tolerance))
         (staging / "kernel.cpp").write_text(cpp_source or "")
-        task = load_task(staging, "cpu")
-        traced = _trace_all(task, problem, sizes)
-        (staging / "task.py").write_text(_render_task(problem, sizes, traced))
-        if cpp_source is None:
-            stub = STUB_CPP.substitute(name=problem.name, signature=task.module.c_signature())
-            (staging / "kernel.cpp").write_text(stub)
+        trace = _tracer(load_task(staging, "cpu"), problem)
+        if shrink is not None:
+            sizes = shrink_sizes(problem, sizes, trace, shrink)
+        traced = _trace_all(trace, problem, sizes)
+        (staging / "task.py").write_text(_render_task(problem, sizes, traced, tolerance))
         if dest.exists():
             dest.rmdir()
         staging.rename(dest)
+        moved = True
+        task = load_task(dest, "cpu")
+        if cpp_source is None:
+            stub = STUB_CPP.substitute(name=problem.name, signature=task.module.c_signature())
+            (dest / "kernel.cpp").write_text(stub)
+            task = load_task(dest, "cpu")
     except TaskError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(dest if moved else staging, ignore_errors=True)
         # name the files where the user will look for them, not the staging folder
         raise TaskError(str(exc).replace(str(staging), str(dest))) from exc
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(dest if moved else staging, ignore_errors=True)
         raise
-    return load_task(dest, "cpu")
+    cpu = problem.values(sizes)
+    return Imported(task, {n: (problem.constants[n], v) for n, v in cpu.items()
+                           if v != problem.constants[n]})

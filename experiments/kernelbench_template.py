@@ -1,8 +1,8 @@
 """The ``task.py`` that ``kernelswarm tasks import-kernelbench`` writes beside a problem file.
 
 Kept as text (it imports torch, which only task files may) with ``$``-placeholders for what
-differs between problems: ``$name``, ``$origin``, ``$tuning``, ``$heldout``, ``$fixed`` and
-``$traced`` (the figures ``trace()`` in the written file gives for each shape).
+differs between problems: ``$name``, ``$origin``, ``$tuning``, ``$heldout``, ``$fixed``,
+``$tolerances`` and ``$traced`` (the figures ``trace()`` in the written file gives per shape).
 """
 
 from __future__ import annotations
@@ -14,19 +14,25 @@ TASK_PY = Template('''\
 
 The reference is ``Model.forward`` of problem.py (a copy of the problem file), the model built
 from ``get_init_inputs()`` and run in eval mode. A shape sets the problem's integer constants
-before ``get_inputs()`` runs; the constants the model is built from (FIXED) keep the file's
-values in every shape; edit problem.py to change those.
+before the model is built and ``get_inputs()`` runs. The constants the model is built from
+(FIXED) may differ between the cpu and the cuda shapes but must be the same in every shape of
+one device kind (one model per device kind).
 
-Inputs, in order: the tensors of ``get_inputs()`` (drawn with the problem's seed), then the
-model's parameters and floating-point buffers (``named_parameters()``, then ``named_buffers()``,
-drawn with SEED + the problem's seed). Outputs: the result(s) of ``forward``.
+The kernel's arguments, in order (``c_signature()`` prints them for this problem):
 
-cpp calling contract (``c_signature()`` prints it for this problem):
+1. forward's arguments (``get_inputs()``): a tensor as a pointer; an int or bool as int64_t, a
+   float as double, a tuple of ints as one int64_t per element (``name_0``, ``name_1``, ...);
+   None is skipped;
+2. the constructor's settings (``get_init_inputs()``), the same way, named after
+   ``Model.__init__``'s parameters; other values (strings, tensors) are not passed;
+3. the model's parameters and floating-point buffers (``named_parameters()``, then
+   ``named_buffers()``), as pointers;
+4. the outputs (forward's result, or each tensor of a tuple result), as pointers;
+5. ``sizes``: the dimensions of every tensor of 1 and 3, then of 4, in that order.
 
-    extern "C" void forward(<inputs>, <outputs>, const int64_t* sizes);
-
-each tensor a pointer to its contiguous data in its own dtype; ``sizes`` holds the dimensions of
-every input, then of every output, in that order.
+Scalars of ``get_inputs()`` reach ``make_inputs`` as 0-dimensional tensors (int64, float64,
+bool) so that each seed's values travel with the inputs; ``reference`` and ``launch_cpp`` turn
+them back into numbers. Tensors are drawn with the problem's seed, parameters with SEED + it.
 """
 
 import copy
@@ -42,24 +48,23 @@ DESCRIPTION = __doc__
 
 TUNING_SHAPES = $tuning
 HELDOUT_SHAPES = $heldout
-# Constants the model is built from: the same in every shape.
+# Constants the model is built from: one value per device kind.
 FIXED = $fixed
 # Per shape label, from trace() when the folder was written, so that loading the task runs
-# nothing but the model's constructor. A shape missing here is traced when first used.
+# nothing. A shape missing here (added by hand) is traced when first used.
 TRACED = $traced
 
-# KernelBench itself allows 1e-2; a float32 kernel that only sums in another order stays well
-# inside these.
-TOLERANCES = {
-    "float32": {"atol": 1e-4, "rtol": 1e-4},
-    "float16": {"atol": 1e-3, "rtol": 1e-3},
-    "bfloat16": {"atol": 1e-2, "rtol": 1e-2},
-}
+# KernelBench's own tolerance (1e-2) unless a stricter one was asked for at import.
+TOLERANCES = $tolerances
 SEED = 0
 
 _C_TYPES = {"float32": "float", "float64": "double", "float16": "uint16_t",
             "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
             "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
+# scalar kind -> (argtypes kind, C type, the 0-dimensional tensor's dtype)
+_SCALARS = {"int": ("i64", "int64_t", torch.int64), "bool": ("i64", "int64_t", torch.bool),
+            "float": ("f64", "double", torch.float64)}
+_GUARD_BYTES = 2 << 30  # a shape the meta device cannot trace is run for real only below this
 
 
 def _load_problem():
@@ -74,16 +79,37 @@ def _load_problem():
 _problem = _load_problem()
 
 
-def _all_shapes():
-    for shapes in (TUNING_SHAPES, HELDOUT_SHAPES):
-        yield from (s for group in shapes.values() for s in group)
+def _device_shapes():
+    """{device kind: [shape, ...]} over tuning and held-out shapes."""
+    grouped = {}
+    for attr, shapes in (("TUNING_SHAPES", TUNING_SHAPES), ("HELDOUT_SHAPES", HELDOUT_SHAPES)):
+        items = shapes.items() if isinstance(shapes, dict) else [("any", shapes)]
+        for device, group in items:
+            grouped.setdefault(device, []).extend((attr, s) for s in group)
+    return grouped
 
 
-for _shape in _all_shapes():
-    for _name in FIXED:
-        if _name in _shape and _shape[_name] != getattr(_problem, _name):
-            raise ValueError(f"shape {_shape}: {_name} is a constant the model is built from; "
-                             f"it must keep problem.py's value {getattr(_problem, _name)}")
+def _fixed_key(shape):
+    return tuple((name, shape[name]) for name in FIXED if name in shape)
+
+
+def _check_fixed():
+    """One model per device kind: every shape of a kind has the same FIXED values."""
+    keys = {}
+    for device, shapes in _device_shapes().items():
+        attr, first = shapes[0]
+        for other_attr, shape in shapes[1:]:
+            for name, value in _fixed_key(first):
+                if shape.get(name) != value:
+                    raise ValueError(
+                        f"{other_attr}[{device!r}] has {name}={shape.get(name)} where "
+                        f"{attr}[{device!r}] has {name}={value}: the model is built from "
+                        f"{name}, so every {device} shape must give it the same value")
+        keys[device] = _fixed_key(first)
+    return keys
+
+
+_DEVICE_FIXED = _check_fixed()
 
 
 def _set_sizes(shape):
@@ -101,10 +127,34 @@ def _as_tuple(result):
                     f"{type(result).__name__}")
 
 
-def _new_model(seed):
+def _describe(value, where, passable):
+    """One argument's entry in TRACED: its kind and its sizes (tensor) or value (scalar)."""
+    if isinstance(value, torch.Tensor) and passable:
+        return {"kind": "tensor", "shape": list(value.shape),
+                "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": value}
+    if isinstance(value, int):
+        return {"kind": "int", "value": value}
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return {"kind": "float", "value": value}
+    if isinstance(value, (tuple, list)) and value \\
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return {"kind": "ints", "value": list(value)}
+    if value is None:
+        return {"kind": "none"}
+    if passable:
+        raise TypeError(f"{where} is {value!r}; a kernel can be given tensors, ints, floats, "
+                        f"bools, tuples of ints and None")
+    return {"kind": "other", "repr": repr(value)[:60]}
+
+
+def _model(shape, seed, device="cpu"):
+    _set_sizes(shape)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + seed)
-        return _problem.Model(*_problem.get_init_inputs()).eval()
+        with torch.device(device):
+            return _problem.Model(*_problem.get_init_inputs()).eval()
 
 
 def _state(model):
@@ -113,108 +163,199 @@ def _state(model):
     return [*model.named_parameters(), *buffers]
 
 
-_SKELETON = _new_model(0)
-_STATE_NAMES = [name for name, _ in _state(_SKELETON)]
-_PLACED = {}
-_PARAMETERS = {}
-
-
-def _forward_inputs(shape, seed):
+def _forward_args(shape, seed):
     _set_sizes(shape)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        args = list(_problem.get_inputs())
-    for i, arg in enumerate(args):
-        if not isinstance(arg, torch.Tensor):
-            raise TypeError(f"get_inputs()[{i}] is a {type(arg).__name__}; only tensors can be "
-                            f"passed to a kernel")
-    return args
+        return list(_problem.get_inputs())
 
 
-def _described(tensors):
-    return [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in tensors]
+def _described_all(shape, args, model, results):
+    init = [_describe(v, f"get_init_inputs()[{i}]", False)
+            for i, v in enumerate(_init_values(shape))]
+    state = [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+             for n, t in _state(model)]
+    outputs = [_describe(t, "an output", True) for t in results]
+    tensors = [*(a for a in args if isinstance(a, torch.Tensor)),
+               *(t for _, t in _state(model)), *results]
+    return {"args": [_describe(a, f"get_inputs()[{i}]", True) for i, a in enumerate(args)],
+            "init": init, "state": state, "outputs": outputs,
+            "bytes": sum(t.numel() * t.element_size() for t in tensors)}
+
+
+def _init_values(shape):
+    _set_sizes(shape)
+    return list(_problem.get_init_inputs())
 
 
 def trace(shape):
-    """What TRACED holds for ``shape``: forward's arguments and results (sizes, dtypes), bytes
-    (every input read once, every output written once) and flops (those torch's flop counter
-    knows: matmuls, convolutions, not elementwise ops; so a lower bound). Traced on the meta
-    device where every op has a meta kernel (no compute), for real otherwise."""
+    """What TRACED holds for ``shape``: forward's arguments, the constructor's settings, the
+    parameters and results (sizes, dtypes, values), bytes (every tensor read or written once)
+    and flops (those torch's flop counter knows: matmuls, convolutions, not elementwise ops; a
+    lower bound). On the meta device where every op has a meta kernel (no compute), for real
+    otherwise (on shapes below 2 GiB)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     try:
-        _set_sizes(shape)
         with torch.device("meta"):
-            model = _problem.Model(*_problem.get_init_inputs()).eval()
-            args = list(_problem.get_inputs())
+            model = _model(shape, 0, "meta")
+            args = _forward_args(shape, 0)
             with torch.no_grad(), counter:
                 results = _as_tuple(model(*args))
     except (NotImplementedError, RuntimeError):
+        with torch.device("meta"):
+            size = sum(a.numel() * a.element_size() for a in _forward_args(shape, 0)
+                       if isinstance(a, torch.Tensor))
+        if size > _GUARD_BYTES:
+            raise ValueError(f"shape {shape}: forward cannot run on the meta device, and its "
+                             f"inputs ({size >> 20} MiB) are too large to run it for real "
+                             f"here; give smaller sizes") from None
         counter = FlopCounterMode(display=False)
-        args = _forward_inputs(shape, 0)
+        model, args = _model(shape, 0), _forward_args(shape, 0)
         with torch.no_grad(), counter:
-            results = _as_tuple(_SKELETON(*args))
-    tensors = [*args, *(t for _, t in _state(_SKELETON)), *results]
-    return {"args": _described(args), "outputs": _described(results),
-            "bytes": sum(t.numel() * t.element_size() for t in tensors),
+            results = _as_tuple(model(*args))
+    return {**_described_all(shape, args, model, results),
             "flops": int(counter.get_total_flops())}
 
 
+def _label(shape):
+    return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
+
+
 def _traced(shape):
-    label = ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
+    label = _label(shape)
     if label not in TRACED:  # a shape added by hand: trace it here (slower to load)
         TRACED[label] = trace(shape)
     return TRACED[label]
 
 
 def _first_shape():
-    return (TUNING_SHAPES.get("cpu") or next(iter(TUNING_SHAPES.values())))[0]
+    return (TUNING_SHAPES.get("cpu") or next(iter(TUNING_SHAPES.values())))[0] \\
+        if isinstance(TUNING_SHAPES, dict) else TUNING_SHAPES[0]
 
 
 _FIRST = _traced(_first_shape())
-_N_FORWARD = len(_FIRST["args"])
+_MODELS = {}
+_PARAMETERS = {}
+
+
+def _scalar_count(entry):
+    """How many of make_inputs' tensors one of forward's arguments becomes."""
+    if entry["kind"] == "ints":
+        return len(entry["value"])
+    return 0 if entry["kind"] == "none" else 1
+
+
+def _setting_kinds(entry):
+    if entry["kind"] in _SCALARS:
+        return [_SCALARS[entry["kind"]][0]]
+    return ["i64"] * len(entry["value"]) if entry["kind"] == "ints" else []
+
+
+def _arg_kinds(entry):
+    return ["ptr"] if entry["kind"] == "tensor" else _setting_kinds(entry)
+
 
 KERNELS = {
     "cpp": {
         "source": "kernel.cpp",
         "entry": "forward",
-        "argtypes": ["ptr"] * (_N_FORWARD + len(_STATE_NAMES) + len(_FIRST["outputs"]) + 1),
+        "argtypes": [*(k for e in _FIRST["args"] for k in _arg_kinds(e)),
+                     *(k for e in _FIRST["init"] for k in _setting_kinds(e)),
+                     *["ptr"] * (len(_FIRST["state"]) + len(_FIRST["outputs"]) + 1)],
         "knobs": {},
     },
 }
 
 
+def _flatten(args):
+    """forward's arguments as tensors: scalars as 0-dimensional ones, tuples element-wise."""
+    flat = []
+    for entry, arg in zip(_FIRST["args"], args, strict=True):
+        if entry["kind"] == "tensor":
+            flat.append(arg)
+        elif entry["kind"] == "ints":
+            flat.extend(torch.tensor(v, dtype=torch.int64) for v in arg)
+        elif entry["kind"] != "none":
+            flat.append(torch.tensor(arg, dtype=_SCALARS[entry["kind"]][2]))
+    return flat
+
+
+def _unflatten(flat):
+    """forward's arguments back from ``_flatten``'s tensors."""
+    args, i = [], 0
+    for entry in _FIRST["args"]:
+        if entry["kind"] == "tensor":
+            args.append(flat[i])
+        elif entry["kind"] == "ints":
+            args.append(tuple(int(t.item()) for t in flat[i:i + len(entry["value"])]))
+        elif entry["kind"] == "none":
+            args.append(None)
+        else:
+            args.append({"int": int, "float": float, "bool": bool}[entry["kind"]](flat[i].item()))
+        i += _scalar_count(entry)
+    return args, flat[i:]
+
+
 def make_inputs(shape, seed, device):
-    if seed not in _PARAMETERS:
-        _PARAMETERS[seed] = [t.detach().clone() for _, t in _state(_new_model(seed))]
-    tensors = [*_forward_inputs(shape, seed), *_PARAMETERS[seed]]
+    key = (_fixed_key(shape), seed)
+    if key not in _PARAMETERS:
+        _PARAMETERS[key] = [t.detach().clone() for _, t in _state(_model(shape, seed))]
+    tensors = [*_flatten(_forward_args(shape, seed)), *_PARAMETERS[key]]
     # a copy every call: a kernel that writes an input must not change the next problem's
     return tuple(t.detach().to(device=device, copy=True).contiguous() for t in tensors)
 
 
 def make_outputs(shape, device):
-    return tuple(torch.empty(size, dtype=getattr(torch, dtype), device=device)
-                 for size, dtype in _traced(shape)["outputs"])
+    return tuple(torch.empty(e["shape"], dtype=getattr(torch, e["dtype"]), device=device)
+                 for e in _traced(shape)["outputs"])
+
+
+def _placed_model(device):
+    """The model of ``device``'s kind (its FIXED values), on ``device``."""
+    fixed = _DEVICE_FIXED.get(device.type, _DEVICE_FIXED.get("any", ()))
+    if device not in _MODELS:
+        _MODELS[device] = copy.deepcopy(_model(dict(fixed), 0)).to(device)
+    return _MODELS[device]
 
 
 def reference(*inputs):
-    args, state = inputs[:_N_FORWARD], inputs[_N_FORWARD:]
-    device = inputs[0].device
-    if device not in _PLACED:
-        _PLACED[device] = copy.deepcopy(_SKELETON).to(device)
+    args, state = _unflatten(list(inputs))
+    model = _placed_model(inputs[0].device if inputs else torch.device("cpu"))
+    names = [name for name, _ in _state(model)]
     with torch.no_grad():
-        result = torch.func.functional_call(_PLACED[device], dict(zip(_STATE_NAMES, state, strict=True)),
+        result = torch.func.functional_call(model, dict(zip(names, state, strict=True)),
                                             tuple(args))
     return _as_tuple(result)
 
 
+def _setting_values(shape):
+    values = []
+    for entry in _traced(shape)["init"]:
+        if entry["kind"] in _SCALARS:
+            values.append(entry["value"])
+        elif entry["kind"] == "ints":
+            values.extend(entry["value"])
+    return values
+
+
 def launch_cpp(fn, inputs, outputs, shape):
-    tensors = (*inputs, *outputs)
+    arguments, tensors, i = [], [], 0
+    for entry in _FIRST["args"]:
+        for t in inputs[i:i + _scalar_count(entry)]:
+            if entry["kind"] == "tensor":
+                arguments.append(t.data_ptr())
+                tensors.append(t)
+            else:
+                arguments.append(t.item())
+        i += _scalar_count(entry)
+    state = inputs[i:]
+    tensors += [*state, *outputs]
     dims = [d for t in tensors for d in t.shape] or [0]
     # a fresh array each call: a kernel that writes it cannot change the next call's sizes
     sizes = (ctypes.c_int64 * len(dims))(*dims)
-    fn(*(t.data_ptr() for t in tensors), sizes)
+    fn(*arguments, *_setting_values(shape), *(t.data_ptr() for t in (*state, *outputs)), sizes)
 
 
 def roofline(shape):
@@ -223,35 +364,73 @@ def roofline(shape):
     return traced["bytes"], traced["flops"]
 
 
-def _forward_names():
-    parameters = list(inspect.signature(_problem.Model.forward).parameters.values())[1:]
+def _parameter_names(function, count, prefix):
+    parameters = list(inspect.signature(function).parameters.values())[1:]
     named = [p.name for p in parameters
              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return [named[i] if i < len(named) else f"in{i}" for i in range(_N_FORWARD)]
+    return [named[i] if i < len(named) else f"{prefix}{i}" for i in range(count)]
+
+
+def _parameters():
+    """(C declaration, comment) of every parameter of the entry point, in order."""
+    rows, offset = [], 0
+
+    def tensor(name, dims, dtype, role):
+        nonlocal offset
+        where = {0: "no sizes", 1: f"sizes[{offset}]"}.get(
+            len(dims), f"sizes[{offset}..{offset + len(dims) - 1}]")
+        offset += len(dims)
+        const = "" if role == "output" else "const "
+        rows.append((f"{const}{_C_TYPES.get(dtype, 'void')}* {name}",
+                     f"{role} {name}: {where} = {dims}"))
+
+    def scalars(name, entry, role):
+        if entry["kind"] in _SCALARS:
+            rows.append((f"{_SCALARS[entry['kind']][1]} {name}",
+                         f"{role} {name}: {entry['kind']}, {entry['value']!r} here"))
+        elif entry["kind"] == "ints":
+            for j, v in enumerate(entry["value"]):
+                rows.append((f"int64_t {name}_{j}", f"{role} {name}[{j}]: {v} here"))
+        else:  # a comment line only: the kernel is not given it
+            shown = entry.get("repr", "None")
+            rows.append(("", f"{role} {name} = {shown}: not passed"))
+
+    args, init = _FIRST["args"], _FIRST["init"]
+    for name, entry in zip(_parameter_names(_problem.Model.forward, len(args), "in"), args):
+        if entry["kind"] == "tensor":
+            tensor(name, entry["shape"], entry["dtype"], "input")
+        else:
+            scalars(name, entry, "input")
+    for name, entry in zip(_parameter_names(_problem.Model.__init__, len(init), "init"), init):
+        scalars(name, entry, "setting")
+    for entry in _FIRST["state"]:
+        tensor(entry["name"].replace(".", "_"), entry["shape"], entry["dtype"], "parameter")
+    for i, entry in enumerate(_FIRST["outputs"]):
+        tensor(f"out{i}", entry["shape"], entry["dtype"], "output")
+    return rows
 
 
 def c_signature():
-    """The cpp entry point for this problem, each parameter commented with its sizes."""
-    state = _described(t for _, t in _state(_SKELETON))
-    outputs = _FIRST["outputs"]
-    names = [*_forward_names(), *(n.replace(".", "_") for n in _STATE_NAMES),
-             *(f"out{i}" for i in range(len(outputs)))]
-    roles = ["input"] * _N_FORWARD + ["parameter"] * len(state) + ["output"] * len(outputs)
-    rows = zip(names, [*_FIRST["args"], *state, *outputs], roles, strict=True)
-    lines, offset = [], 0
-    for name, (dims, dtype), role in rows:
-        const = "" if role == "output" else "const "
-        where = {0: "no sizes", 1: f"sizes[{offset}]"}.get(
-            len(dims), f"sizes[{offset}..{offset + len(dims) - 1}]")
-        lines.append(f"    {const}{_C_TYPES.get(dtype, 'void')}* {name},"
-                     f"  // {role} {name}: {where} = {dims}")
-        offset += len(dims)
+    """The cpp entry point for this problem, each parameter commented with its sizes or value."""
+    rows = _parameters()
+    width = max((len(d) for d, _ in rows), default=0) + 1
+    lines = [f"    {(declaration + ',' if declaration else ''):<{width}}  // {comment}"
+             for declaration, comment in rows]
     return 'extern "C" void forward(\\n' + "\\n".join(lines) + "\\n    const int64_t* sizes)"
+
+
+# Appended to a wrong result's message: names only (never a shape the kernel is checked on).
+WRONG_RESULT_HINT = (
+    "if the kernel reads its arguments in another order: the entry point takes "
+    + ", ".join(d.split()[-1].lstrip("*") for d, _ in _parameters() if d) + ", sizes "
+    "(c_signature() in task.py prints them with their sizes)")
 ''')
 
 STUB_CPP = Template('''\
 // KernelBench problem $name: write the kernel here (it must compute Model.forward of
 // problem.py; `kernelswarm tasks check . --evaluate` runs it against the reference).
+// Arguments: forward's inputs, the constructor's settings, the model's parameters, the
+// outputs, then the sizes of every tensor (task.py's docstring has the rules).
 #include <stdint.h>
 
 $signature {

@@ -222,7 +222,8 @@ def write_report(folder: str | Path) -> Report:
 
 
 def log_report(report: Report, run_dir: Path,
-               find_run: Callable[[str, str, str], tuple[str, str] | None] | None = None) -> str:
+               find_run: Callable[[str, str, str, str], tuple[str, str] | None] | None = None
+               ) -> str:
     """Log the report's files to the run's MLflow parent run (under ``report/``); returns the
     parent run's id, or "" when the run logged nothing to MLflow."""
     from .sinks.mlflow_runs import find_parent_run
@@ -234,7 +235,7 @@ def log_report(report: Report, run_dir: Path,
         return ""
     uri = absolute_uri(tracking["mlflow_uri"])
     experiment = tracking.get("experiment") or config["run"]["name"]
-    found = (find_run or find_parent_run)(uri, experiment, run_dir.name)
+    found = (find_run or find_parent_run)(uri, experiment, run_dir.name, str(run_dir))
     if found is None:
         return ""
     run_id, _ = found

@@ -4,6 +4,7 @@
     kernelswarm tasks new NAME [--dir D]            a folder D/NAME that already evaluates
     kernelswarm tasks check PATH [--evaluate]       the first problem of a task folder
     kernelswarm tasks import-kernelbench FILE DIR   a task folder from a KernelBench problem
+    kernelswarm tasks import-kernelbench KB [DIR] --level N   a whole level, one folder each
 
 A broken task raises ``TaskError`` naming the part that is wrong; the CLI prints it and exits 2.
 """
@@ -23,6 +24,7 @@ from rich.table import Table
 from kernelswarm.search import Task, TaskError, load_task
 
 from .config import BUILTIN_TASKS, load_config
+from .kernelbench import Shrink
 from .task_template import KERNEL_CPP, TASK_PY
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -51,15 +53,32 @@ def add_tasks_parser(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--evaluate", action="store_true",
                        help="also run each starting kernel that runs on the device through the "
                             "evaluator (a few seconds)")
-    kb = sub.add_parser("import-kernelbench", help="a task folder from a KernelBench problem",
+    kb = sub.add_parser("import-kernelbench", help="task folders from KernelBench problems",
                         description="Write DIR with the problem file, a task.py whose reference "
-                                    "is the problem's Model.forward, and a cpp starting kernel.")
-    kb.add_argument("file", help="the problem file (defines Model, get_inputs, get_init_inputs)")
-    kb.add_argument("dir", help="the task folder to create (must not exist, or be empty)")
+                                    "is the problem's Model.forward, and a cpp starting kernel; "
+                                    "with --level, one such folder per problem of a level of a "
+                                    "KernelBench checkout, and a table of those not imported.")
+    kb.add_argument("file", help="the problem file (defines Model, get_inputs, "
+                                 "get_init_inputs); with --level, a KernelBench checkout")
+    kb.add_argument("dir", nargs="?", help="the task folder to create (must not exist, or be "
+                                           "empty); with --level, where the folders go "
+                                           "(default: kernelbench_levelN)")
+    kb.add_argument("--level", type=int, help="import every problem of this level")
+    kb.add_argument("--only", action="append", default=[], metavar="PREFIX",
+                    help="with --level, only files whose name starts with PREFIX, e.g. 19_ "
+                         "(repeatable)")
     kb.add_argument("--cpp", help="the starting cpp kernel (default: a stub to fill in)")
     kb.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
-                    help="shrink a size constant for the cpu shapes, e.g. batch_size=8 "
-                         "(repeatable)")
+                    help="set a size constant of the cpu shapes, e.g. batch_size=8; constants "
+                         "computed from it follow (repeatable)")
+    kb.add_argument("--no-shrink", dest="shrink", action="store_false",
+                    help="keep the file's sizes on the cpu (default: sizes of 32 and more are "
+                         "halved until a cpu shape moves at most 4 MiB and does at most 2e8 "
+                         "flops)")
+    kb.add_argument("--atol", type=float, help="absolute tolerance, at most KernelBench's 1e-2 "
+                                               "(the default)")
+    kb.add_argument("--rtol", type=float, help="relative tolerance, at most KernelBench's 1e-2 "
+                                               "(the default)")
 
 
 def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
@@ -224,8 +243,14 @@ def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool
 
 
 def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
-    from .kernelbench import import_problem
+    from .kernelbench import SHRINK, import_problem
 
+    shrink = SHRINK if args.shrink else None
+    if args.level is not None:
+        return _import_level(args, shrink, console)
+    if args.dir is None:
+        raise TaskError("import-kernelbench FILE DIR: DIR, the task folder to create, is missing "
+                        "(or give --level N to import a whole level)")
     sizes = {}
     for item in args.size:
         name, _, value = item.partition("=")
@@ -238,12 +263,32 @@ def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
             source = Path(args.cpp).read_text()
         except OSError as exc:
             raise TaskError(f"--cpp {args.cpp}: cannot be read: {exc}") from None
-    task = import_problem(args.file, args.dir, cpp_source=source, sizes=sizes)
+    imported = import_problem(args.file, args.dir, cpp_source=source, sizes=sizes,
+                              shrink=shrink, atol=args.atol, rtol=args.rtol)
+    task = imported.task
     console.print(f"wrote {task.path}: task {task.name!r}, cpu shapes "
                   f"{', '.join(s.label for s in task.tuning_shapes)}", highlight=False)
+    if imported.cpu_sizes:
+        console.print("cpu sizes (the cuda shapes keep the file's): " + ", ".join(
+            f"{n} {a} -> {b}" for n, (a, b) in imported.cpu_sizes.items()), highlight=False)
     console.print("the cpp entry point:\n" + task.module.c_signature(), highlight=False,
                   markup=False)
     if source is None:
         console.print(f"write the kernel in {task.path / 'kernel.cpp'}, then: kernelswarm tasks "
                       f"check {task.path} --evaluate", highlight=False)
     return 0
+
+
+def _import_level(args: argparse.Namespace, shrink: Shrink | None, console: Console) -> int:
+    from .kernelbench_level import ImportStatus, import_level, level_table
+
+    if args.cpp or args.size:
+        raise TaskError("--cpp and --size name one problem's kernel and sizes; with --level, "
+                        "import the level, then edit each folder (or import one file)")
+    dest = Path(args.dir or f"kernelbench_level{args.level}")
+    results = import_level(args.file, args.level, dest, shrink=shrink,
+                           atol=args.atol, rtol=args.rtol, only=args.only)
+    console.print(level_table(results, args.level))
+    imported = sum(r.status is ImportStatus.IMPORTED for r in results)
+    console.print(f"{imported} task folders in {dest.resolve()}", highlight=False)
+    return 0 if imported else 1

@@ -21,7 +21,7 @@ Module-level names ``task.py`` must define:
 ``launch_<language>(fn, inputs, outputs, shape)``  calls the compiled entry point
 ``roofline(shape)``   -> (bytes moved, flops) of an ideal kernel
 
-Optional: ``DESCRIPTION`` (str).
+Optional: ``DESCRIPTION`` (str); ``WRONG_RESULT_HINT`` (str, appended to a wrong result's message).
 """
 
 from __future__ import annotations

@@ -37,6 +37,12 @@ class ShapeErrors:
         self.max_rel_err = max(self.max_rel_err, comparison.max_rel_err)
 
 
+def _hint(task: Any) -> str:
+    """The task's ``WRONG_RESULT_HINT`` (optional in task.py), as the message's last clause."""
+    hint = getattr(getattr(task, "module", None), "WRONG_RESULT_HINT", "")
+    return f"; {hint}" if isinstance(hint, str) and hint else ""
+
+
 class Checker:
     """Drives one kernel's checked calls in a trial and judges what comes back."""
 
@@ -91,7 +97,8 @@ class Checker:
             raise CandidateFault(
                 Status.INCORRECT,
                 f"wrong result {place}: {comparison.mismatch.describe()}; max abs err "
-                f"{comparison.max_abs_err:.3g}, max rel err {comparison.max_rel_err:.3g}",
+                f"{comparison.max_abs_err:.3g}, max rel err {comparison.max_rel_err:.3g}"
+                + _hint(self.task),
                 [ShapeResult(shape=shape.label, max_abs_err=comparison.max_abs_err,
                              max_rel_err=comparison.max_rel_err)])
         again, back = self._call(kernel, shape, None, specs, SECOND_POISON, False, where)

@@ -81,13 +81,18 @@ def _artifact_files(client: MlflowClient, run_id: str, folder: str | None) -> li
     return files
 
 
-def find_parent_run(tracking_uri: str, experiment: str, run_id: str) -> tuple[str, str] | None:
+def find_parent_run(tracking_uri: str, experiment: str, run_id: str,
+                    run_dir: str | None = None) -> tuple[str, str] | None:
     """(MLflow run id, experiment id) of the parent run ``MLflowSink`` made for the kernelswarm
-    run ``run_id`` (its folder's name) in ``experiment``; None when there is none."""
+    run ``run_id`` (its folder's name) in ``experiment``, the latest if there are several (one
+    in ``run_dir`` first: sweeps' cell folders share names); None when there is none."""
     client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return None
     runs = client.search_runs([found.experiment_id], filter_string=f"tags.run_id = '{run_id}'")
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    # A sweep's cell run is nested under the sweep's run: lineage runs are told by their tag.
+    parents = [r for r in runs if "lineage" not in r.data.tags]
+    if run_dir is not None:
+        parents = [r for r in parents if r.data.tags.get("run_dir") == run_dir] or parents
     return (parents[0].info.run_id, found.experiment_id) if parents else None

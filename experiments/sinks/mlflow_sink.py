@@ -165,9 +165,11 @@ class MLflowSink(Sink):
 
     durable = False
 
-    def __init__(self, tracking_uri: str, experiment: str, *, candidate_sources: bool = True) -> None:
+    def __init__(self, tracking_uri: str, experiment: str, *, candidate_sources: bool = True,
+                 nested_in: str = "") -> None:
         self.tracking_uri = absolute_uri(tracking_uri)
         self.experiment = experiment
+        self.nested_in = nested_in  # a sweep's MLflow run: this run becomes one of its children
         self.candidate_sources = candidate_sources  # log every candidate's source on its child run
         self.experiment_id = ""
         self.parent_run_id = ""
@@ -192,9 +194,11 @@ class MLflowSink(Sink):
         self._client = client = mlflow_client(self.tracking_uri)
         self._run = run
         self._llm = TraceFollower(run.run_dir / TRACE_FOLDER)
-        self.experiment_id = self._experiment_id(client)
+        self.experiment_id = self.find_or_create_experiment(client)
         tags = {**run_tags(run), "run_id": run.run_id, "run_dir": str(run.run_dir),
                 "lineages": str(run.lineages)}
+        if self.nested_in:
+            tags["mlflow.parentRunId"] = self.nested_in
         self.parent_run_id = client.create_run(self.experiment_id, tags=tags,
                                                run_name=parent_run_name(run)).info.run_id
         params = {param_key(str(k)): param_value(v) for k, v in run.params.items()}
@@ -202,7 +206,9 @@ class MLflowSink(Sink):
         for start in range(0, len(entries), PARAMS_PER_BATCH):
             client.log_batch(self.parent_run_id, params=entries[start:start + PARAMS_PER_BATCH])
 
-    def _experiment_id(self, client: MlflowClient) -> str:
+    def find_or_create_experiment(self, client: MlflowClient) -> str:
+        """The id of the sink's experiment, created (as the UI's runs-table kind, artifacts
+        beside a sqlite store) when it does not exist; a deleted one is refused."""
         from mlflow.exceptions import MlflowException
 
         found = client.get_experiment_by_name(self.experiment)

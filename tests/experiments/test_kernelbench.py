@@ -91,7 +91,7 @@ def get_init_inputs():
     return [in_features, out_features]
 '''
 
-# (problem, right kernel, wrong kernel); sizes come from the sizes array, never constants.
+# (problem, right kernel, wrong kernel); sizes come from the arguments, never constants.
 PROBLEMS = {
     "relu": (RELU, """
 #include <stdint.h>
@@ -121,9 +121,9 @@ extern "C" void forward(const float* x, float* out, const int64_t* sizes) {
 }"""),
     "linear": (LINEAR, """
 #include <stdint.h>
-extern "C" void forward(const float* x, const float* w, const float* b, float* out,
-                        const int64_t* sizes) {
-    int64_t batch = sizes[0], in = sizes[1], out_features = sizes[2];
+extern "C" void forward(const float* x, int64_t in, int64_t out_features, const float* w,
+                        const float* b, float* out, const int64_t* sizes) {
+    int64_t batch = sizes[0];
     for (int64_t i = 0; i < batch; ++i)
         for (int64_t j = 0; j < out_features; ++j) {
             float acc = b[j];
@@ -132,9 +132,9 @@ extern "C" void forward(const float* x, const float* w, const float* b, float* o
         }
 }""", """
 #include <stdint.h>
-extern "C" void forward(const float* x, const float* w, const float* b, float* out,
-                        const int64_t* sizes) {
-    int64_t batch = sizes[0], in = sizes[1], out_features = sizes[2];
+extern "C" void forward(const float* x, int64_t in, int64_t out_features, const float* w,
+                        const float* b, float* out, const int64_t* sizes) {
+    int64_t batch = sizes[0];
     for (int64_t i = 0; i < batch; ++i)
         for (int64_t j = 0; j < out_features; ++j) {
             float acc = 0.0f;
@@ -161,7 +161,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path
     made = {}
     for name, (text, right, _) in PROBLEMS.items():
         task = import_problem(_problem_file(root, name, text), root / "tasks" / name,
-                              cpp_source=right)
+                              cpp_source=right).task
         made[name] = SandboxEvaluator(task.path, "cpp", settings)
     yield made
     for evaluator in made.values():
@@ -197,8 +197,10 @@ def test_shapes_come_from_the_problems_constants(tmp_path):
     tuning, heldout = problem_shapes(problem, {"batch_size": 2})
     assert tuning["cpu"][0]["batch_size"] == 2 and tuning["cuda"][0]["batch_size"] == 8
     assert heldout["cuda"][0] == {**tuning["cuda"][0], "batch_size": 5}  # an odd half
-    with pytest.raises(TaskError, match="the model is built from in_features"):
-        problem_shapes(problem, {"in_features": 64})
+    # a size the model is built from changes the cpu model only, and no held-out shape halves it
+    tuning, heldout = problem_shapes(problem, {"in_features": 64})
+    assert (tuning["cpu"][0]["in_features"], tuning["cuda"][0]["in_features"]) == (64, 256)
+    assert heldout["cpu"][0]["in_features"] == 64
     with pytest.raises(TaskError, match="has no integer constant 'batch'"):
         problem_shapes(problem, {"batch": 2})
 
@@ -210,12 +212,14 @@ def test_without_a_kernel_the_import_writes_a_stub_with_the_signature(tmp_path, 
                  "--size", "batch_size=4"]) == 0
     stub = (dest / "kernel.cpp").read_text()
     assert 'extern "C" void forward(' in stub
-    for part in ("const float* x,  // input x: sizes[0..1] = [4, 256]",
-                 "const float* fc_weight,  // parameter fc_weight: sizes[2..3] = [128, 256]",
-                 "const float* fc_bias,  // parameter fc_bias: sizes[4] = [128]",
-                 "float* out0,  // output out0: sizes[5..6] = [4, 128]",
-                 "const int64_t* sizes)"):
-        assert part in stub
+    for line in ("const float* x, // input x: sizes[0..1] = [4, 256]",
+                 "int64_t in_features, // setting in_features: int, 256 here",
+                 "int64_t out_features, // setting out_features: int, 128 here",
+                 "const float* fc_weight, // parameter fc_weight: sizes[2..3] = [128, 256]",
+                 "const float* fc_bias, // parameter fc_bias: sizes[4] = [128]",
+                 "float* out0, // output out0: sizes[5..6] = [4, 128]",
+                 "const int64_t* sizes) {"):
+        assert line in [" ".join(s.split()) for s in stub.splitlines()]  # aligned comments
     assert (dest / "problem.py").read_text() == LINEAR
     assert "fc_weight" in capsys.readouterr().out
 

@@ -12,7 +12,7 @@ import pytest
 from kernelswarm.cluster.lineage_runner import LineageResult
 from kernelswarm.cluster.swarm import SwarmResult
 from kernelswarm.evaluators.timing_protocol import TimingSettings
-from kernelswarm.experiments.runner import _write_outputs
+from kernelswarm.experiments.runner import write_outputs
 from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
 from kernelswarm.search import (
     Candidate,
@@ -71,7 +71,7 @@ def test_a_lineage_that_finds_a_kernel_it_also_received_counts_it_everywhere(tmp
     result = SwarmResult(summary=summary, start=None, utilisation={}, sink_errors=[],
                          locations=[], lineages=[LineageResult(i, 2, "done", 9.9)
                                                  for i in (0, 1, 2)])
-    _write_outputs(tmp_path, result, TimingSettings(flush_cache=False))
+    write_outputs(tmp_path, result, TimingSettings(flush_cache=False))
     doc = json.loads((tmp_path / "summary.json").read_text())
     # the lineage runner's own figure (9.9 here, which counts adopted kernels) is not reported
     assert {r["lineage"]: r["best_speedup"] for r in doc["lineages"]} == by_summary
