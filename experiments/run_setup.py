@@ -1,0 +1,199 @@
+"""A run made ready to search: its folder, its settings and everything its ``SwarmSpec`` holds.
+
+``kernelswarm run`` prepares one run and drives it (runner.py); ``kernelswarm sweep`` prepares
+one per cell and drives them together on one pool of evaluation workers (sweep.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+from rich.console import Console
+
+from kernelswarm.cluster import SwarmSpec
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.search import (
+    Budget,
+    Candidate,
+    Check,
+    Evaluation,
+    Migration,
+    Record,
+    Roles,
+    RunInfo,
+    Sink,
+    Task,
+    load_task,
+)
+
+from .config import Config, ConfigError
+from .llm_agent import StartUp, ask_tester, configured_roles
+from .llm_view import LLMWatch
+from .resume import replay_records, restore_records
+from .sinks import MLflowSink, ParquetSink
+
+
+def evaluator_settings(config: Config, checks: tuple[Check, ...] = ()) -> EvaluatorSettings:
+    ev, timing = config.evaluator, config.timing
+    extra = {"cache_dir": ev.cache_dir.expanduser().resolve()} if ev.cache_dir else {}
+    return EvaluatorSettings(
+        device=ev.device, compile_timeout_s=ev.compile_timeout_s, run_timeout_s=ev.run_timeout_s,
+        seeds=ev.seeds, check_heldout=ev.check_heldout, warmup=timing.warmup,
+        min_repeats=timing.min_repeats, max_repeats=timing.max_repeats,
+        target_rel_se=timing.target_rel_se, timing_budget_s=timing.budget_s,
+        flush_cache=timing.flush_cache, memory_limit_mb=ev.memory_limit_mb,
+        cuda_arch=ev.cuda_arch, cuda_graph_below_us=timing.cuda_graph_below_us,
+        profile_kernels=ev.profile_kernels, ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s,
+        extra_checks=tuple({"shape": dict(c.shape), "scale": c.scale, "reason": c.reason}
+                           for c in checks), **extra)
+
+
+def search_budget(config: Config) -> Budget:
+    search = config.search
+    return Budget(candidates=search.candidates_per_lineage, wall_s=search.wall_time_s,
+                  gpu_s=search.gpu_time_s, tokens=search.tokens, cost_usd=search.cost_usd,
+                  patience=search.patience, target_speedup=search.target_speedup)
+
+
+def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles],
+                  console: Console) -> StartUp:
+    """The tester's checks, asked once for the run (every lineage is judged by the same
+    evaluator); with the LLM agent its spending counts against lineage 0's limit."""
+    start_up = ask_tester(config, task, make_roles, config.run.seed * 1000)
+    if start_up.failure:
+        console.print(f"[yellow]tester failed, no extra checks:[/] {start_up.failure}",
+                      highlight=False)
+    if start_up.checks:
+        console.print("the tester's extra checks:", highlight=False)
+        for c in start_up.checks:  # one per line: a label never wraps into the next
+            console.print(f"  {c.label}" + (f" ({c.reason})" if c.reason else ""),
+                          highlight=False)
+    return start_up
+
+
+def worker_pool(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
+    """How many evaluation workers, and the Ray resources of each: one per GPU (``cuda``),
+    or ``evaluator.workers`` (one by default) on CPU."""
+    device, workers = config.evaluator.device, config.evaluator.workers
+    if device == "cuda":
+        if gpus < 1:
+            raise ConfigError("evaluator.device = \"cuda\" but the Ray cluster has no GPUs")
+        return (int(gpus) if workers == "auto" else workers), {"num_gpus": 1, "num_cpus": 1}
+    return (1 if workers == "auto" else workers), {"num_cpus": 1}
+
+
+def result_sinks(config: Config, mlflow_parent: str = "") -> list[Sink]:
+    """Parquet always; MLflow when ``tracking.mlflow`` (its runs nested under
+    ``mlflow_parent``, a sweep's run, when given)."""
+    sinks: list[Sink] = [ParquetSink()]
+    if config.tracking.mlflow:
+        # A relative SQLite path is anchored at the working folder by the sink, wherever actors run.
+        sinks.append(MLflowSink(config.tracking.mlflow_uri,
+                                config.tracking.experiment or config.run.name,
+                                nested_in=mlflow_parent))
+    return sinks
+
+
+def naming_the_users_file(evaluation: Evaluation, task: Task, start: Candidate) -> Evaluation:
+    """The starting kernel's evaluation with the compiler's name for it (``kernel.cpp``, the
+    file the evaluator builds) replaced by the task folder's file holding that source, so that
+    ``kernel.cpp:12:5: error`` reads ``/home/me/tasks/my_op/my_op.cpp:12:5: error``. The
+    evaluator builds the source as it is, so line numbers agree."""
+    own = [f for f in sorted(task.path.iterdir()) if f.is_file() and f.suffix != ".pyc"
+           and f.stat().st_size == len(start.source.encode()) and f.read_text() == start.source]
+    if not own:
+        return evaluation
+    pattern = re.compile(r"(?<![\w/.])kernel\.(cpp|cu|py)\b")
+    return replace(evaluation, message=pattern.sub(str(own[0]), evaluation.message))
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run's folder with its ``config.json`` and ``timing.json`` written, its records so far
+    (a resumed run's), and its agent's roles with the tester's checks."""
+
+    config: Config
+    task: Task
+    start: Candidate
+    run_id: str
+    run_dir: Path
+    history: tuple[Record, ...]
+    seeds: tuple[int, ...]
+    checks: tuple[Check, ...]
+    make_roles: Callable[[int], Roles]
+    timing: TimingSettings
+    watch: LLMWatch
+
+    def spec(self, workers: int, resources: dict[str, float], mlflow_parent: str = "",
+             max_workers: int | None = None) -> SwarmSpec:
+        """The search's ``SwarmSpec``; a sweep's cell nests its MLflow runs under
+        ``mlflow_parent`` and holds at most ``max_workers`` of the pool's workers at once."""
+        config, task = self.config, self.task
+        search = config.search
+        info = RunInfo(run_id=self.run_id, name=config.run.name, run_dir=self.run_dir,
+                       task=task.name, language=config.task.language, lineages=search.lineages,
+                       params=config.flat())
+        return SwarmSpec(
+            run=info, sinks=result_sinks(config, mlflow_parent), start=self.start,
+            make_evaluator=partial(SandboxEvaluator, task.path, config.task.language,
+                                   evaluator_settings(config, self.checks)),
+            make_roles=self.make_roles, seeds=list(self.seeds), budget=search_budget(config),
+            workers=workers, worker_resources=resources, elites=search.elites,
+            tuner_journal=self.run_dir / "optuna.journal", history=self.history,
+            migration=Migration(search.migration_interval, search.migration_count,
+                                search.migration_topology, config.run.seed),
+            max_repairs=search.max_repairs, max_workers=max_workers,
+            # a restarted tracker rebuilds itself from what the run folder holds
+            replay=partial(replay_records, self.run_dir, task.path, config.evaluator.device))
+
+    def users_file(self, evaluation: Evaluation) -> Evaluation:
+        return naming_the_users_file(evaluation, self.task, self.start)
+
+
+def _announce_resume(console: Console, config: Config, run_id: str,
+                     history: list[Record]) -> None:
+    console.print(f"resuming {run_id}: {len(history)} evaluations already recorded",
+                  highlight=False)
+    done = Counter(r.lineage for r in history if r.lineage >= 0)
+    limit = config.search.candidates_per_lineage
+    for lineage in range(config.search.lineages):  # what each lineage has left to do
+        left = max(0, limit - done[lineage])
+        console.print(f"  lineage {lineage}: {done[lineage]} of {limit} steps recorded, "
+                      + (f"{left} to go" if left else "nothing to do"), highlight=False)
+
+
+def prepare_run(config: Config, console: Console,
+                make_roles: Callable[[int], Roles] | None = None, resume: Path | None = None,
+                run_dir: Path | None = None) -> PreparedRun:
+    """A new run folder under ``run.out_dir`` (or at ``run_dir``), or, with ``resume``, that
+    run's folder and records; ``make_roles(seed)`` replaces the configured agent."""
+    task = load_task(config.task_path(), config.evaluator.device)
+    start = task.starting_candidate(config.task.language)
+    if resume is not None:
+        run_dir = resume.resolve()
+        history = restore_records(run_dir, task)
+        _announce_resume(console, config, run_dir.name, history)
+    else:
+        if run_dir is None:
+            run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+            run_dir = config.run.out_dir / run_id
+        run_dir = run_dir.resolve()
+        run_dir.mkdir(parents=True)
+        history = []
+    (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
+    timing = TimingSettings.of(evaluator_settings(config))
+    timing.write(run_dir)  # what `kernelswarm eval` of this run's files times with
+    seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
+    make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds)
+    start_up = tester_checks(config, task, make_roles, console)
+    return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
+                       start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir))
