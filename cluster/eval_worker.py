@@ -52,7 +52,9 @@ class EvalWorker:
             self.release(cell)
 
 
-@ray.remote(num_cpus=0)
+# Restarted by Ray when its process is lost (its node removed, say): it comes back with its
+# workers and no cells; each Lane opens its cell again and sends its candidate again.
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class EvalDispatcher:
     """Hands each evaluation to a free worker, so no GPU idles while a cell has a queue.
 

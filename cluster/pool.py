@@ -20,6 +20,8 @@ from ray.exceptions import RayError
 from kernelswarm.search import Candidate, Evaluation, Evaluator
 
 from .eval_worker import EvalDispatcher, EvalWorker
+from .fair_share import UnknownCell
+from .retry import call
 
 # How long closing waits for workers to release their sandboxes before they are killed.
 CLOSE_WAIT_S = 60.0
@@ -31,17 +33,33 @@ class Lane:
 
     dispatcher: ray.actor.ActorHandle
     cell: str
+    # What opened the cell: a dispatcher restarted by Ray knows no cells, so the lane opens its
+    # own again before sending the candidate again.
+    make_evaluator: Callable[[], Evaluator] | None = None
+    max_workers: int | None = None
 
     def submit(self, candidate: Candidate) -> ray.ObjectRef:
         """Queue ``candidate`` for a worker; the reference resolves to its ``Evaluation``."""
         return self.dispatcher.evaluate.remote(self.cell, candidate)
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
-        return ray.get(self.submit(candidate))
+        """``candidate``'s verdict; survives a restart of the dispatcher (its process lost)."""
+        try:
+            return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
+        except UnknownCell:  # the dispatcher restarted between two calls of this lane
+            if self.make_evaluator is None:
+                raise
+            self._reopen()
+            return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
+
+    def _reopen(self) -> None:
+        if self.make_evaluator is not None:
+            ray.get(self.dispatcher.open_cell.remote(self.cell, self.make_evaluator,
+                                                     self.max_workers))
 
     def utilisation(self) -> dict[str, float]:
         """The pool's busy fraction and this cell's worker seconds (``cell_busy_s``)."""
-        return ray.get(self.dispatcher.utilisation.remote(self.cell))
+        return call(self.dispatcher.utilisation, self.cell, on_retry=self._reopen)
 
 
 class EvalPool:
@@ -62,7 +80,7 @@ class EvalPool:
         """Admit a cell whose candidates ``make_evaluator()`` judges; ``max_workers`` caps the
         workers it may hold at once (None: any free one)."""
         ray.get(self.dispatcher.open_cell.remote(cell, make_evaluator, max_workers))
-        return Lane(self.dispatcher, cell)
+        return Lane(self.dispatcher, cell, make_evaluator, max_workers)
 
     def release(self, cell: str) -> None:
         """Close the cell's evaluators on every worker (their sandboxes go)."""

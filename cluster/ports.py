@@ -4,45 +4,16 @@ once Ray has restarted the actor."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
 
 from kernelswarm.search import CompileResult, Evaluation, Evaluator
 from kernelswarm.search.archive import Member
 from kernelswarm.search.candidate import Candidate
 
 from .pool import Lane
-
-# How long a caller waits for a restarted actor (Ray restarts it on a live node; a node lost
-# with it takes seconds to be noticed) before the call's error is raised.
-RESTART_WAIT_S = 120.0
-RETRY_PAUSE_S = 0.5
-
-
-def call(method: Any, *args: Any, wait_s: float = RESTART_WAIT_S,
-         on_retry: Any = None) -> Any:
-    """``ray.get(method.remote(*args))``, retried while its actor is being restarted.
-
-    A call that failed because the actor died may or may not have run: only idempotent calls
-    (every one the tracker and dispatcher serve) go through here. ``on_retry`` runs before each
-    retry (e.g. to renew claims the dead actor held).
-    """
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return ray.get(method.remote(*args))
-        except RayActorError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(RETRY_PAUSE_S)
-        if on_retry is not None:
-            try:
-                on_retry()
-            except RayActorError:
-                continue  # still restarting: the next retry renews again
+from .retry import call
 
 
 class ActorTracker:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,7 +36,9 @@ RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run fold
 
 def _reconstructed() -> bool:
     """Whether Ray is running this actor's constructor again after its process died."""
-    return ray.get_runtime_context().was_current_actor_reconstructed
+    with warnings.catch_warnings():  # Ray's own property reads a deprecated one of its own
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ray.get_runtime_context().was_current_actor_reconstructed
 
 
 @ray.remote(num_cpus=0, max_concurrency=1, max_restarts=TRACKER_RESTARTS, max_task_retries=0)

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -43,7 +44,7 @@ from kernelswarm.search import (
     Status,
     load_task,
 )
-from tests.conftest import SILU_TASK
+from tests.conftest import ROOT, SILU_TASK
 
 pytestmark = pytest.mark.slow
 
@@ -207,9 +208,10 @@ class CrashOnce(Planner):
 
 
 def crashing_roles(folder: Path, seed: int) -> Roles:
-    """Lineage 0 (seed 0) raises at its step 1; lineage 1 (seed 1) loses its process at 2."""
+    """Lineage 0 (seed 0) raises after its first step; lineage 1 (seed 1) loses its process
+    before its first."""
     roles = builtin_roles(seed)
-    how, step = ("raise", 1) if seed == 0 else ("exit", 2)
+    how, step = ("raise", 1) if seed == 0 else ("exit", 0)
     return replace(roles, planner=CrashOnce(roles.planner, folder / f"crashed-{seed}", how, step))
 
 
@@ -222,7 +224,7 @@ def test_a_crashed_lineage_is_restarted_from_its_records(tmp_path, compile_cache
         run=run, sinks=[ParquetSink()], start=start,
         make_evaluator=partial(counting.CountingEvaluator, SILU_TASK, "cpp",
                                settings(compile_cache)),
-        make_roles=partial(crashing_roles, tmp_path), seeds=[0, 1], budget=Budget(candidates=3),
+        make_roles=partial(crashing_roles, tmp_path), seeds=[0, 1], budget=Budget(candidates=2),
         workers=1, worker_resources={"num_cpus": 0}, tuner_journal=tmp_path / "optuna.journal",
         migration=Migration(interval=1000), replay=partial(replay_records, tmp_path, SILU_TASK))
     swarm = Swarm(spec)
@@ -236,9 +238,91 @@ def test_a_crashed_lineage_is_restarted_from_its_records(tmp_path, compile_cache
     assert [by_lineage[i].restarts for i in (0, 1)] == [1, 1]
     assert "the planner failed" in by_lineage[0].crashes[0]
     assert "actor died" in by_lineage[1].crashes[0]
-    assert all(not r.error and r.steps == 3 for r in result.lineages), result.lineages
+    assert all(not r.error and r.steps == 2 for r in result.lineages), result.lineages
     counts = check_counts(tmp_path, Path(counting.COUNTER))
     rows = read_evaluations(tmp_path).to_pylist()
     steps = sorted({(r["lineage"], r["step"]) for r in rows})
-    assert steps == [(-1, 0), (0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]
-    assert counts["records"] == 7
+    assert steps == [(-1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+    assert counts["records"] == 5
+
+
+_NODE_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    from functools import partial
+    from pathlib import Path
+
+    import ray
+    from ray.cluster_utils import Cluster
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from kernelswarm.agents import builtin_roles
+    from kernelswarm.cluster import Swarm, SwarmSpec
+    from kernelswarm.experiments.resume import replay_records
+    from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
+    from kernelswarm.search import Budget, Migration, RunInfo, load_task
+    from tests.cluster.test_faults import counting_module, settings
+    from tests.conftest import SILU_TASK
+
+    out, cache = Path(sys.argv[1]), Path(sys.argv[2])
+    counting = counting_module(out)
+    cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
+    doomed = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    # The worker and both lineages go to the doomed node while it lives (soft: elsewhere after).
+    there = NodeAffinitySchedulingStrategy(doomed.node_id, soft=True)
+    spec = SwarmSpec(
+        run=RunInfo("faults-node", "faults", out, "silu_and_mul", "cpp", 2),
+        sinks=[ParquetSink()], start=load_task(SILU_TASK).starting_candidate("cpp"),
+        make_evaluator=partial(counting.CountingEvaluator, SILU_TASK, "cpp", settings(cache)),
+        make_roles=builtin_roles, seeds=[0, 1], budget=Budget(candidates=2), workers=1,
+        worker_resources={"num_cpus": 1, "scheduling_strategy": there},
+        lineage_options={"scheduling_strategy": there}, tuner_journal=out / "optuna.journal",
+        migration=Migration(interval=1000), replay=partial(replay_records, out, SILU_TASK))
+    began = time.monotonic()
+    swarm = Swarm(spec)
+    swarm.start()
+    print("started", time.monotonic() - began, flush=True)
+    placed = {ray.get(r.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()))
+              for r in swarm.runners}
+    while swarm.stats()["records"] < 2:  # the start and a first step of a lineage
+        time.sleep(0.2)
+    cluster.remove_node(doomed)
+    removed_at = swarm.stats()["records"]
+    deadline = time.monotonic() + 400
+    while not swarm.done(timeout=0.5) and time.monotonic() < deadline:
+        pass
+    result = swarm.finish()
+    print("RESULT", json.dumps({
+        "placed": sorted(placed), "doomed": doomed.node_id, "removed_at": removed_at,
+        "seconds": time.monotonic() - began,
+        "restarts": [r.restarts for r in result.lineages],
+        "errors": [r.error for r in result.lineages],
+        "steps": [r.steps for r in result.lineages],
+        "worker_deaths": result.utilisation.get("worker_deaths")}))
+    ray.shutdown()
+    cluster.shutdown()
+""")
+
+
+def _result(proc) -> dict:
+    output = proc.stdout + proc.stderr
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")), None)
+    assert line is not None, output[-4000:]
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_a_node_removed_mid_run_loses_no_record(tmp_path, compile_cache):
+    # A cluster of its own, in its own process: this one may hold the session's Ray instance.
+    proc = subprocess.run([sys.executable, "-c", _NODE_SCRIPT, str(tmp_path), str(compile_cache)],
+                          capture_output=True, text=True, timeout=500, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = _result(proc)
+    assert result["placed"] == [result["doomed"]], "the lineages did not start on the node to remove"
+    assert result["removed_at"] < 5, "the node was removed after the run had finished"
+    assert all(not e for e in result["errors"]), result["errors"]
+    assert result["steps"] == [2, 2]
+    assert min(result["restarts"]) >= 1, result  # both lineages lived on the removed node
+    # Evaluations in flight on the node may be executed again (by the worker's retry, or by
+    # the restarted lineage), and ones whose lineage died before recording stay unrecorded.
+    counts = check_counts(tmp_path, tmp_path / "executed.jsonl", unrecorded=2, repeated=3)
+    assert counts["records"] == 5
