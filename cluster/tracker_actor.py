@@ -10,9 +10,9 @@ callers when it died are claimed again by the callers (``ports.ActorTracker``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,14 +36,15 @@ RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run fold
 
 def _reconstructed() -> bool:
     """Whether Ray is running this actor's constructor again after its process died."""
-    with warnings.catch_warnings():  # Ray's own property reads a deprecated one of its own
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return ray.get_runtime_context().was_current_actor_reconstructed
+    return ray.get_runtime_context().was_current_actor_reconstructed
 
 
-@ray.remote(num_cpus=0, max_concurrency=1, max_restarts=TRACKER_RESTARTS, max_task_retries=0)
+# An async actor: its plain methods run one at a time on the event loop's thread, so records
+# keep one total order; only ``record`` awaits (the durable write), so that many records share it.
+@ray.remote(num_cpus=0, max_concurrency=1000, max_restarts=TRACKER_RESTARTS, max_task_retries=0)
 class TrackerActor:
-    """Wraps ``search.Tracker``; one call at a time, so records keep one total order.
+    """Wraps ``search.Tracker``; one call at a time, so records keep one total order, except
+    that records arriving together are made durable together (group commit).
 
     ``history``: a resumed run's records (already in the sinks). ``replay``: reads every record
     of the run back from its durable sink; called at every start, so a restarted tracker goes on
@@ -61,6 +62,7 @@ class TrackerActor:
         self._lineages: dict[int, dict[str, Any]] = {}
         self._keys: dict[tuple[int, int], Record] = {}
         self._owners: dict[str, int] = {}  # claimed candidate id -> the lineage holding it
+        self._flushing: asyncio.Future | None = None  # the durable write under way, if any
         for record in records:
             self._count(record)
         self._restarts = self._note_restart(run, len(records), len(resumed))
@@ -107,9 +109,11 @@ class TrackerActor:
     def migrants(self, lineage: int, step: int) -> list[tuple[Candidate, Evaluation]]:
         return self._tracker.migrants(lineage, step)
 
-    def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> int:
-        """Record one verdict; its seq. The same (lineage, step) recorded again (a call retried
-        after the actor died) is not written twice: the first record's seq is returned."""
+    async def record(self, lineage: int, step: int, candidate: Candidate,
+                     evaluation: Evaluation) -> int:
+        """Record one verdict; its seq, once durable. The same (lineage, step) recorded again (a
+        call retried after the actor died) is not written twice: the first record's seq is
+        returned."""
         known = self._keys.get((lineage, step))
         if known is not None:
             if known.candidate.id != candidate.id:
@@ -118,11 +122,26 @@ class TrackerActor:
                     f"{known.candidate.id}; refusing a second record with {candidate.id}")
             self._owners.pop(candidate.id, None)
             self._tracker.release(candidate.id)
+            await self._durable(known.seq)
             return known.seq
-        record = self._tracker.record(lineage, step, candidate, evaluation)
+        record = self._tracker.accept(lineage, step, candidate, evaluation)
         self._owners.pop(candidate.id, None)
         self._count(record)
+        await self._durable(record.seq)
         return record.seq
+
+    async def _durable(self, seq: int) -> None:
+        """Return once record ``seq`` is in the durable sinks. One flush, on a thread, writes
+        every record accepted before it began; records accepted meanwhile wait for the next."""
+        while self._tracker.durable_count <= seq:
+            if self._flushing is None:
+                self._flushing = asyncio.ensure_future(asyncio.to_thread(self._tracker.flush))
+            flushing = self._flushing
+            try:
+                await asyncio.shield(flushing)
+            finally:
+                if self._flushing is flushing:
+                    self._flushing = None
 
     def history(self, lineage: int) -> list[tuple[Candidate, Evaluation]]:
         """What ``lineage`` recorded, in step order (to restart it from)."""

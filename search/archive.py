@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .candidate import Candidate
 from .evaluation import Evaluation
@@ -26,7 +27,12 @@ TOPOLOGIES = ("ring", "all", "random")
 
 def source_family(candidate: Candidate) -> str:
     """Candidates sharing a family differ only in knob values."""
-    return hashlib.sha256(f"{candidate.language}\0{candidate.source}".encode()).hexdigest()[:12]
+    return _family(candidate.language, candidate.source)
+
+
+@lru_cache(maxsize=1 << 16)  # diversity() asks for every lineage's best on every record
+def _family(language: str, source: str) -> str:
+    return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()[:12]
 
 
 def _best_first(members: list[Member]) -> None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -63,7 +64,7 @@ class Candidate:
                    parents=tuple(parents), lineage=lineage, origin=origin or Origin(),
                    spec=tuple(sorted((spec or {}).items())))
 
-    @property
+    @cached_property  # a hash of the source: the tracker asks for it many times per record
     def id(self) -> str:
         return candidate_id(self.language, self.source, dict(self.knobs))
 

@@ -6,6 +6,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -108,7 +109,7 @@ class Evaluation:
             return 0.0
         return math.exp(sum(math.log(v) for v in values) / len(values))
 
-    @property
+    @cached_property  # archives sort by it on every record
     def speedup(self) -> float:
         """Geometric mean over shapes of the speedup vs the starting kernel; 0 unless ``ok``."""
         return self._geomean("speedup_vs_start")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,8 @@ class RunSummary:
 class Sink(ABC):
     """Receives the run's records in order.
 
-    Contract: ``open`` once, then ``write`` for every record in ``seq`` order, then ``close``.
+    Contract: ``open`` once, then ``write`` (or ``write_batch``) for every record in ``seq``
+    order, then ``close``.
     A sink with ``durable = True`` is written before the tracker acknowledges a record (it is the
     source of truth for resume); others are fed from a background thread and may lag. A sink that
     raises in ``write`` is reported and disabled; the records already written elsewhere stay.
@@ -71,6 +72,13 @@ class Sink(ABC):
 
     @abstractmethod
     def write(self, record: Record) -> None: ...
+
+    def write_batch(self, records: Sequence[Record]) -> None:
+        """Write several records, in ``seq`` order, as one unit where the sink can (one file,
+        one round trip): what the tracker calls when records arrive faster than one at a time.
+        The default writes them one by one."""
+        for record in records:
+            self.write(record)
 
     @abstractmethod
     def close(self, summary: RunSummary) -> None: ...

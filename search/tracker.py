@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 
 REUSED_FROM = "reused_from"  # Evaluation.metrics key: the candidate whose verdict was reused
+BACKGROUND_BATCH = 500  # records a background sink is given at most at once
 
 
 class Tracker:
@@ -52,6 +53,12 @@ class Tracker:
         self._lock = threading.Lock()
         self._claimed: set[str] = set()
         self._queue: queue.Queue[Record | None] = queue.Queue()
+        # Group commit: records accepted but not yet in the durable sinks, written together by
+        # whichever caller flushes first (one file and one sync for many records).
+        self._unwritten: list[Record] = []
+        self._durable_changed = threading.Condition()  # guards _writing and durable_count
+        self._writing = False
+        self.durable_count = len(history)  # records with seq below this are in durable sinks
         for record in history:  # a resumed run: already in the sinks, so not written again
             self.archive.add(record.candidate, record.evaluation)
             self._note_lineage_best(record.lineage, record.candidate, record.evaluation)
@@ -63,13 +70,25 @@ class Tracker:
         self._thread.start()
 
     def _drain(self) -> None:
-        while (record := self._queue.get()) is not None:
-            self._write(self._background, record)
+        # Whatever has queued up while the last batch was written goes out as one batch.
+        while True:
+            batch, end = [self._queue.get()], False
+            while len(batch) < BACKGROUND_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if None in batch:
+                batch, end = batch[:batch.index(None)], True
+            if batch:
+                self._write(self._background, batch)
+            if end:
+                return
 
-    def _write(self, sinks: list[Sink], record: Record) -> None:
+    def _write(self, sinks: list[Sink], records: list[Record]) -> None:
         for sink in list(sinks):
             try:
-                sink.write(record)
+                sink.write_batch(records)
             except Exception as exc:  # a broken sink must not lose the others' records
                 message = f"{type(sink).__name__} failed and was disabled: {type(exc).__name__}: {exc}"
                 log.error(message)
@@ -125,6 +144,14 @@ class Tracker:
 
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> Record:
         """Store one evaluation; returns the record once durable sinks hold it."""
+        record = self.accept(lineage, step, candidate, evaluation)
+        self.flush()
+        return record
+
+    def accept(self, lineage: int, step: int, candidate: Candidate,
+               evaluation: Evaluation) -> Record:
+        """Take one evaluation into the archive and the total order; it is durable only once
+        ``flush`` has run (``durable_count > record.seq``). ``record`` is the two together."""
         with self._lock:
             self._claimed.discard(candidate.id)
             self.archive.add(candidate, evaluation)
@@ -138,9 +165,38 @@ class Tracker:
                 wall_s=time.monotonic() - self._started, timestamp=time.time(),
                 diversity=self.archive.diversity())
             self.records.append(record)
-            self._write(self._durable, record)
-        self._queue.put(record)
+            self._unwritten.append(record)
         return record
+
+    def flush(self) -> None:
+        """Write every accepted record to the durable sinks, as one batch, then queue them for
+        the background sinks. Callers flushing at once wait for one another: a record accepted
+        before this call is durable when it returns."""
+        with self._lock:
+            target = len(self.records)
+        while True:
+            # Waiting on a condition, not on the writer's lock: when a batch is written, every
+            # caller it held returns at once instead of queueing to find out one by one.
+            with self._durable_changed:
+                while self._writing and self.durable_count < target:
+                    self._durable_changed.wait()
+                if self.durable_count >= target:
+                    return
+                self._writing = True
+            batch: list[Record] = []
+            try:
+                with self._lock:
+                    batch, self._unwritten = self._unwritten, []
+                if batch:
+                    self._write(self._durable, batch)
+                    for record in batch:
+                        self._queue.put(record)
+            finally:
+                with self._durable_changed:
+                    self._writing = False
+                    if batch:
+                        self.durable_count = batch[-1].seq + 1
+                    self._durable_changed.notify_all()
 
     def rewrite_background(self, record: Record) -> None:
         """Queue an already recorded ``record`` for the background sinks again (a restarted
@@ -178,6 +234,7 @@ class Tracker:
 
     def close(self, stop_reason: str) -> RunSummary:
         """Flush the background sinks and close every sink."""
+        self.flush()
         self._queue.put(None)
         self._thread.join()
         summary = self.summary(stop_reason)

@@ -3,7 +3,9 @@ and resume.
 
 Layout under the run folder::
 
-    evaluations/part-00000000.parquet   one file per record, named by its seq
+    evaluations/part-00000000.parquet   one file per record, named by its seq, or one file
+    evaluations/part-00000001-00000042.parquet  per batch of records written together (the
+                                        tracker's group commit), named by first and last seq
     candidates/<candidate id>.<suffix>  every candidate's source, written once, with the knob
                                         values it was judged with at the top (sinks/sources.py)
 
@@ -79,7 +81,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -212,6 +215,44 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     _sync_folder(path.parent)
 
 
+def _write_all_atomically(files: dict[Path, bytes]) -> None:
+    """Several files made durable together: written under temporary names, synced in parallel
+    (the file system commits concurrent syncs in one journal commit, where one after another
+    would each wait for their own), renamed, and each folder synced once."""
+    temporaries = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in files}
+    try:
+        for path, data in files.items():
+            temporaries[path].write_bytes(data)
+        list(_sync_pool().map(_sync_file, temporaries.values()))
+        for path, temporary in temporaries.items():
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary in temporaries.values():
+            temporary.unlink(missing_ok=True)
+        raise
+    for folder in {path.parent for path in files}:
+        _sync_folder(folder)
+
+
+_SYNC_THREADS = 16
+_pool: ThreadPoolExecutor | None = None
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="parquet-sync")
+    return _pool
+
+
+def _sync_file(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def _sync_folder(folder: Path) -> None:
     # Makes the rename itself durable; not every platform lets a folder be opened for this.
     try:
@@ -230,8 +271,9 @@ class ParquetSink(Sink):
     """Writes every record as one Parquet file under ``run_dir/evaluations`` before it is
     acknowledged, and every candidate's source once under ``run_dir/candidates``.
 
-    Not thread-safe on its own: the tracker writes durable sinks under its lock, in seq order.
-    A record written again with the same seq (a replay after a crash) replaces its file whole.
+    Not thread-safe on its own: the tracker writes durable sinks one batch at a time, in seq
+    order. A record written again with the same seq (a replay after a crash) replaces its file
+    whole; a batch is one file, so a crash loses the whole batch in flight or none of it.
     """
 
     durable = True
@@ -266,6 +308,25 @@ class ParquetSink(Sink):
         table = pa.Table.from_pylist(evaluation_rows(self._opened().run_id, record), schema=SCHEMA)
         _write_atomically(self.folder / f"part-{record.seq:08d}.parquet",
                           lambda handle: pq.write_table(table, handle))
+
+    def write_batch(self, records: Sequence[Record]) -> None:
+        """Several records as one file, their new sources synced together before it."""
+        if len(records) <= 1:
+            for record in records:
+                self.write(record)
+            return
+        sources: dict[Path, bytes] = {}
+        for record in records:
+            path = self.sources / source_file_name(record.candidate)
+            if path not in sources and not path.exists():
+                sources[path] = self_contained_source(record.candidate).encode()
+        if sources:
+            _write_all_atomically(sources)
+        run_id = self._opened().run_id
+        table = pa.Table.from_pylist([row for record in records
+                                      for row in evaluation_rows(run_id, record)], schema=SCHEMA)
+        name = f"part-{records[0].seq:08d}-{records[-1].seq:08d}.parquet"
+        _write_atomically(self.folder / name, lambda handle: pq.write_table(table, handle))
 
     def _write_source(self, candidate: Candidate) -> None:
         path = self.sources / source_file_name(candidate)
