@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,6 +14,8 @@ from ray.exceptions import RayError
 from kernelswarm.search import (
     Budget,
     Candidate,
+    Confirmation,
+    Confirmed,
     Evaluation,
     Evaluator,
     Migration,
@@ -22,6 +25,7 @@ from kernelswarm.search import (
     RunSummary,
     Sink,
     StartingKernelFailed,
+    choose,
 )
 
 from .lineage_runner import LineageResult, LineageRunner
@@ -66,6 +70,7 @@ class SwarmResult:
     sink_errors: list[str]
     locations: list[str]  # where each sink wrote, in sink order
     utilisation: dict[str, float]
+    confirmation: Confirmation | None = None  # the best kernels judged again (search/confirm.py)
 
 
 class Swarm:
@@ -182,14 +187,35 @@ class Swarm:
             results.append(replace(result, restarts=len(crashes), crashes=crashes))
         return results
 
-    def finish(self, stop_reason: str | None = None) -> SwarmResult:
+    def confirm(self, top: int, repeats: int) -> Confirmation:
+        """Judge the ``top`` best kernels ``repeats`` more times each, once every lineage has
+        stopped (so nothing else runs beside them), through the same workers and settings; the
+        one with the best median is what the run reports (search/confirm.py says why)."""
+        began = time.monotonic()
+        elites = ray.get(self.tracker.elites.remote(top)) if top > 0 and repeats > 0 else []
+        # Interleaved (a, b, a, b, ...): a drift of the machine touches every kernel alike.
+        refs = [[] for _ in elites]
+        for _ in range(repeats):
+            for i, (candidate, _found) in enumerate(elites):
+                refs[i].append(self.lane.submit(candidate))
+        kernels = tuple(Confirmed(candidate, found, tuple(ray.get(r) for r in refs[i]))
+                        for i, (candidate, found) in enumerate(elites))
+        return Confirmation(repeats, kernels, choose(kernels), time.monotonic() - began,
+                            "" if elites else "no kernel to confirm")
+
+    def finish(self, stop_reason: str | None = None,
+               confirmation: Confirmation | None = None) -> SwarmResult:
+        """Close the run; with a ``confirmation``, the kernel it chose (by its median repeat)
+        is the run's best in every sink, or none when no kernel held up."""
         lineages = self._lineage_results()
         utilisation = self.lane.utilisation()
         reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
+        confirmed = (confirmation is not None and not confirmation.skipped)
         summary, sink_errors, locations = ray.get(self.tracker.close.remote(
-            stop_reason or "; ".join(reasons) or "no lineage ran"))
+            stop_reason or "; ".join(reasons) or "no lineage ran",
+            best=confirmation.best() if confirmed else None, override_best=confirmed))
         self._close_pool()
         for actor in [*self.runners, self.tracker]:
             ray.kill(actor)
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
-                           utilisation)
+                           utilisation, confirmation)

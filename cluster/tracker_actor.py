@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,7 +37,9 @@ RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run fold
 
 def _reconstructed() -> bool:
     """Whether Ray is running this actor's constructor again after its process died."""
-    return ray.get_runtime_context().was_current_actor_reconstructed
+    with warnings.catch_warnings():  # Ray's own property reads a deprecated one of its own
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ray.get_runtime_context().was_current_actor_reconstructed
 
 
 # An async actor: its plain methods run one at a time on the event loop's thread, so records
@@ -173,7 +176,10 @@ class TrackerActor:
                 "sink_errors": list(self._tracker.sink_errors),
                 "tracker_restarts": self._restarts}
 
-    def close(self, stop_reason: str) -> tuple[RunSummary, list[str], list[str]]:
-        """Flush and close the sinks: the summary, sink errors, and where each sink wrote."""
-        summary = self._tracker.close(stop_reason)
+    def close(self, stop_reason: str, best: tuple[Candidate, Evaluation] | None = None,
+              override_best: bool = False) -> tuple[RunSummary, list[str], list[str]]:
+        """Flush and close the sinks: the summary, sink errors, and where each sink wrote.
+        ``override_best``: the run reports ``best`` (a confirmed kernel, or None) instead of
+        the search's own best."""
+        summary = self._tracker.close(stop_reason, best=best, override_best=override_best)
         return summary, list(self._tracker.sink_errors), self._tracker.locations()

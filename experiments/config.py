@@ -64,6 +64,10 @@ class SearchSection(_Section):
     migration_topology: Literal["ring", "all", "random"] = "ring"
     max_repairs: int = Field(2, ge=0)  # fixes of a failed coder candidate before moving on
     tester: bool = True  # the agent's tester adds checks (size 1, odd sizes, large values)
+    # After the search, the best kernels are judged again and the best median is reported (a
+    # search's fastest measurement is a lucky one); 0 in either turns that off.
+    confirm_top: int = Field(2, ge=0)
+    confirm_repeats: int = Field(3, ge=0)
 
 
 class LLMRoleSection(_Section):

@@ -73,6 +73,11 @@ def add_eval_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda where the language "
                                          "runs there and nvidia-smi finds a GPU, else cpu)")
     parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    parser.add_argument("--repeats", type=int, metavar="N",
+                        help="judge the kernel N times (a fresh sandbox each) and report the "
+                             "median, with the range; any failing repeat is the verdict "
+                             "(default: a run's search.confirm_repeats for a run's file, as "
+                             "the run's own figure was taken, else 1)")
 
 
 def resolve_task(name: str) -> Path:
@@ -135,8 +140,27 @@ def search_checks(task: Task, language: str) -> tuple[dict[str, Any], ...]:
                  for c in RuleTester().checks(task, language))
 
 
+def repeats_for(requested: int | None, run: RunFolder | None) -> int:
+    """How many times eval judges the file: as asked, else as the run confirmed its best."""
+    if requested is not None:
+        if requested < 1:
+            raise EvalUsageError(f"--repeats must be at least 1, not {requested}")
+        return requested
+    return max(1, run.config.search.confirm_repeats) if run is not None else 1
+
+
+def median_of(evaluations: list[Evaluation]) -> Evaluation:
+    """The verdict of several evaluations of one kernel: the first that failed, if any (a kernel
+    that fails once is not OK), else the one whose speedup is the median (lower middle)."""
+    failed = next((e for e in evaluations if not e.ok), None)
+    if failed is not None:
+        return failed
+    return sorted(evaluations, key=lambda e: e.speedup)[(len(evaluations) - 1) // 2]
+
+
 def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
-              run: RunFolder | None = None) -> tuple[Evaluation, str, EvaluatorSettings]:
+              run: RunFolder | None = None, repeats: int = 1
+              ) -> tuple[list[Evaluation], str, EvaluatorSettings]:
     try:
         task = load_task(task_path, device.split(":")[0])
         if language not in task.kernels:
@@ -151,7 +175,12 @@ def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
     origin = Origin(role="user", move="eval", rationale=str(candidate_file))
     with evaluator:
         candidate = file_candidate(evaluator.start_candidate, candidate_file.read_text(), origin)
-        return evaluator.evaluate(candidate), task.name, settings
+        evaluations = []
+        for _ in range(repeats):  # each in a fresh sandbox
+            evaluations.append(evaluator.evaluate(candidate))
+            if not evaluations[-1].ok:
+                break
+        return evaluations, task.name, settings
 
 
 def _arguments(args: argparse.Namespace) -> tuple[Path, Path, RunFolder | None]:
@@ -186,7 +215,9 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         language = args.language or (run.language if run else None)
         language = infer_language(candidate, language)
         device = args.device or (run.settings.device if run else default_device(language))
-        evaluation, task_name, settings = _evaluate(task_path, candidate, language, device, run)
+        repeats = repeats_for(args.repeats, run)
+        evaluations, task_name, settings = _evaluate(task_path, candidate, language, device, run,
+                                                     repeats)
     except (EvalUsageError, TaskError) as exc:
         Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
@@ -194,19 +225,27 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     recorded = run.recorded(candidate.stem) if run is not None else None
     if not console.is_terminal:  # piped or captured: no terminal width to fit, keep every column
         console = Console(file=console.file, width=max(console.width, 160))
+    evaluation = median_of(evaluations)
+    speedups = [e.speedup for e in evaluations]
     if args.json:
         doc = evaluation_document(evaluation, task_name, language, candidate)
         doc["timing"] = {**timing.as_dict(), "regime": timing.regime}
+        doc["repeats"] = {"asked": repeats, "speedup_vs_start": speedups,
+                          "speedup_vs_best": [e.speedup_vs_best for e in evaluations]}
         if run is not None:
             doc["run"] = _finite({"folder": str(run.path), "recorded": recorded})
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         console.print(evaluation_table(evaluation, task_name, language, timing.regime))
         console.print(verdict_text(evaluation), highlight=False)
+        if len(evaluations) > 1 and evaluation.ok:
+            console.print(f"judged {len(evaluations)} times, each in a fresh sandbox: the "
+                          f"median is shown ({min(speedups):.3f}x to {max(speedups):.3f}x vs "
+                          f"the starting kernel)", highlight=False)
         if recorded is not None and evaluation.ok:
             change = evaluation.speedup / recorded["speedup_vs_start"] - 1
             text = (f"the run recorded {recorded['speedup_vs_start']:.3f}x vs the starting "
-                    f"kernel for this kernel (record {recorded['seq']}); this evaluation: "
+                    f"kernel for this kernel ({recorded['source']}); this evaluation: "
                     f"{evaluation.speedup:.3f}x ({change:+.1%})")
             then, now = recorded["speedup_vs_best"], evaluation.speedup_vs_best
             if then > 0 and now > 0:

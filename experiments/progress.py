@@ -155,7 +155,8 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
                       "candidate": result.start.candidate_id}, "dim"))
     if result.summary.best is not None:
         candidate, evaluation = result.summary.best
-        rows.append(({"lineage": "overall",
+        confirmed = result.confirmation is not None and result.confirmation.chosen is not None
+        rows.append(({"lineage": "confirmed" if confirmed else "overall",
                       "best vs start": speedup_text(evaluation.speedup, evaluation.geomean_ci()),
                       "vs best baseline": best_text(evaluation), "candidate": candidate.id},
                      "bold green"))
@@ -172,9 +173,27 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
 
     table = fit(build, LINEAGE_COLUMNS, ("stopped", "steps"), width)
     if result.summary.best is None:
-        return Group(table)
+        return Group(table, *confirmation_lines(result))
     candidate, evaluation = result.summary.best
-    return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape", width))
+    return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape", width),
+                 *confirmation_lines(result))
+
+
+def confirmation_lines(result: SwarmResult) -> list[Text]:
+    """What judging the best kernels again after the search found: the reported kernel's
+    repeats and the figure the search had, or why no kernel is reported."""
+    confirmation = result.confirmation
+    if confirmation is None or confirmation.skipped:
+        return []
+    chosen = confirmation.chosen
+    if chosen is None:
+        reasons = "; ".join(f"{k.candidate.id}: {one_line(k.failure())}"
+                            for k in confirmation.kernels)
+        return [Text(f"no kernel held up when judged again ({reasons})", style="red")]
+    low, high = chosen.spread("speedup")
+    return [Text(f"judged again {len(chosen.repeats)} times after the search: "
+                 f"{chosen.median.speedup:.3f}x vs start (median; {low:.3f}x to {high:.3f}x); "
+                 f"the search had measured {chosen.found.speedup:.3f}x")]
 
 
 def shape_table(evaluation: Evaluation, title: str, width: int | None = None) -> Table:

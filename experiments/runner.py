@@ -13,6 +13,7 @@ from kernelswarm.cluster import Swarm, SwarmResult, connect, disconnect
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Candidate,
+    Confirmation,
     Roles,
     StartingKernelFailed,
 )
@@ -74,7 +75,10 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
             "baselines_error", "not measured")}),
         "best": None if summary.best is None else {
             "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
-            **kernel_figures(summary.best[1]), "file": str(best_path)},
+            **kernel_figures(summary.best[1]), "file": str(best_path),
+            **_confirmed_figures(result.confirmation)},
+        # the best kernels judged again after the search (search/confirm.py); null: not done
+        "confirmation": result.confirmation.as_dict() if result.confirmation else None,
         "lineages": [{"lineage": r.lineage, "steps": r.steps, "stop_reason": r.stop_reason,
                       "best_candidate": lineage_best[r.lineage][0].id
                       if r.lineage in lineage_best else None,
@@ -93,6 +97,20 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
     tmp.write_text(json.dumps(finite(doc), indent=2))
     tmp.replace(run_dir / "summary.json")
     return best_path
+
+
+def _confirmed_figures(confirmation: Confirmation | None) -> dict:
+    """What summary.json's best says of its confirmation: the figure the search found it at,
+    and the lowest and highest of its repeats (the spread a later ``eval`` falls in)."""
+    chosen = confirmation.chosen if confirmation else None
+    if chosen is None:
+        return {"confirmed": False}
+    low, high = chosen.spread("speedup")
+    return {"confirmed": True, "repeats": len(chosen.repeats),
+            "speedup_vs_start_range": [low, high],
+            "speedup_vs_best_range": list(chosen.spread("speedup_vs_best")),
+            "found_speedup_vs_start": chosen.found.speedup,
+            "found_speedup_vs_best": chosen.found.speedup_vs_best}
 
 
 def run(config: Config, console: Console | None = None,
@@ -136,7 +154,8 @@ def _search(console: Console, prepared: PreparedRun) -> SwarmResult:
         _print_path(console, "run folder (log: run.log):", prepared.run_dir)
         budget = {"candidates": config.search.candidates_per_lineage,
                   "wall_s": config.search.wall_time_s}
-        return _drive(Swarm(spec), console, watch, budget)
+        return _drive(Swarm(spec), console, watch, budget,
+                      (config.search.confirm_top, config.search.confirm_repeats))
     finally:
         disconnect(cluster)
 
@@ -163,10 +182,13 @@ def _report(console: Console, run_dir: Path, config: Config) -> None:
 
 
 def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
-           budget: dict[str, float | None] | None = None) -> SwarmResult:
-    """Start the swarm, show progress until every lineage stops; Ctrl-C stops it cleanly.
+           budget: dict[str, float | None] | None = None,
+           confirm: tuple[int, int] = (0, 0)) -> SwarmResult:
+    """Start the swarm, show progress until every lineage stops, then confirm the best kernels
+    (``confirm``: how many, how many repeats each); Ctrl-C stops it cleanly.
     ``watch``: the LLM roles' waits and spending for the view, their failures printed."""
     stop_reason = None
+    confirmation = None
     try:
         swarm.start()
         with search_view(console) as view:
@@ -179,6 +201,7 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
                 view.update(stats)
         if watch is not None:
             watch.echo(console)
+        confirmation = _confirm(swarm, console, *confirm)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: stopping lineages after their current step; "
                       "recorded results are kept[/]")
@@ -188,7 +211,22 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
         swarm.abort()
         swarm.finish("the run failed to start")
         raise
-    return swarm.finish(stop_reason)
+    return swarm.finish(stop_reason, confirmation)
+
+
+def _confirm(swarm: Swarm, console: Console, top: int, repeats: int) -> Confirmation | None:
+    """The search's ``top`` kernels judged ``repeats`` more times each (search/confirm.py);
+    None when turned off. Ctrl-C here keeps the search's own figures."""
+    if top <= 0 or repeats <= 0:
+        return None
+    console.print(f"confirming the best {top} kernel(s): {repeats} more evaluations each",
+                  highlight=False)
+    try:
+        return swarm.confirm(top, repeats)
+    except KeyboardInterrupt:
+        console.print("[yellow]confirmation interrupted: the search's own figures are "
+                      "reported[/]")
+        return None
 
 
 def _print_locations(console: Console, outcome: RunOutcome) -> None:

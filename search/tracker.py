@@ -222,9 +222,13 @@ class Tracker:
     def elites(self, k: int) -> list[tuple[Candidate, Evaluation]]:
         return self.archive.elites[:k]
 
-    def summary(self, stop_reason: str) -> RunSummary:
+    def summary(self, stop_reason: str, best: Member | None = None,
+                override_best: bool = False) -> RunSummary:
+        """The run's summary; ``override_best``: report ``best`` (a kernel confirmed after the
+        search, search/confirm.py, or None when none held up) instead of the archive's."""
         lineage_best = {i: best for i, best in self._lineage_best.items() if i >= 0}
-        return RunSummary(stop_reason, len(self.records), self.archive.best, lineage_best,
+        best = best if override_best else self.archive.best
+        return RunSummary(stop_reason, len(self.records), best, lineage_best,
                           time.monotonic() - self._started, self.archive.diversity(),
                           len(self.archive.migrations), self.reused)
 
@@ -232,12 +236,13 @@ class Tracker:
         """Where each sink's output can be found (as each sink describes it)."""
         return [text for sink in self._sinks if (text := sink.location())]
 
-    def close(self, stop_reason: str) -> RunSummary:
-        """Flush the background sinks and close every sink."""
+    def close(self, stop_reason: str, best: Member | None = None,
+              override_best: bool = False) -> RunSummary:
+        """Flush the background sinks and close every sink (``best``: see ``summary``)."""
         self.flush()
         self._queue.put(None)
         self._thread.join()
-        summary = self.summary(stop_reason)
+        summary = self.summary(stop_reason, best, override_best)
         for sink in self._durable + self._background:
             try:
                 sink.close(summary)

@@ -1,5 +1,6 @@
 """A quickstart-sized run, then ``kernelswarm eval`` of its best file: the same kernel, the same
-settings, the same speedup (within 5% on this shared CPU)."""
+settings, the same speedup (within 5% on this shared CPU). The run reports its best kernel as
+judged again after the search, so the comparison holds whatever luck the search had."""
 
 from __future__ import annotations
 
@@ -37,17 +38,31 @@ def test_eval_of_a_runs_best_file_reproduces_its_speedup(tmp_path, compile_cache
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
     recorded = summary["best"]
     assert recorded["speedup_vs_start"] > 1.0
+    # The figure reported is the median of the best kernels judged again after the search (the
+    # search's own fastest measurement is a lucky one), with the repeats' spread around it.
+    assert recorded["confirmed"] and recorded["repeats"] == 3
+    low, high = recorded["speedup_vs_start_range"]
+    assert low <= recorded["speedup_vs_start"] <= high
+    assert recorded["found_speedup_vs_start"] > 1.0
+    chosen = summary["confirmation"]["chosen"]
+    assert chosen == recorded["candidate_id"] and len(summary["confirmation"]["kernels"]) == 2
     timing = json.loads((outcome.run_dir / "timing.json").read_text())
     assert timing == {k: v for k, v in summary["timing"].items() if k != "regime"}
     assert timing["flush_cache"] is False  # the quickstart's regime, stated in the table
 
-    # Three evaluations (the file twice, the run folder once); on a machine shared with other
-    # work one measurement may be off by a few percent, so their median is compared.
-    docs = [_eval(args, compile_cache, tmp_path) for args in (
-        [str(outcome.best_path)], ["--run", str(outcome.run_dir)], [str(outcome.best_path)])]
+    # eval of the file and of the run folder, each the median of the run's 3 repeats in fresh
+    # sandboxes (as the run took its own figure). They agree with the run's figure within 5%,
+    # or, on a machine whose load moves every measurement more than that, within the spread
+    # the run itself measured and reported (its repeats' range, widened by 5%).
+    docs = [_eval(args, compile_cache, tmp_path)
+            for args in ([str(outcome.best_path)], ["--run", str(outcome.run_dir)])]
     for figure in ("speedup_vs_start", "speedup_vs_best"):
-        speedups = sorted(doc[figure] for doc in docs)
-        assert speedups[1] == pytest.approx(recorded[figure], rel=0.05), (figure, speedups)
+        low, high = recorded[f"{figure}_range"]
+        for doc in docs:
+            assert len(doc["repeats"][figure]) == 3
+            agrees = doc[figure] == pytest.approx(recorded[figure], rel=0.05)
+            assert agrees or low * 0.95 <= doc[figure] <= high * 1.05, (
+                figure, doc[figure], recorded[figure], (low, high), doc["repeats"][figure])
     for doc in docs:
         assert doc["status"] == "OK" and doc["file"] == str(outcome.best_path)
         assert {k: v for k, v in doc["timing"].items() if k != "regime"} == timing
