@@ -1,13 +1,15 @@
 """Evaluation workers (one per GPU, or per timing slot on CPU) and the dispatcher feeding them.
 
 One pool of workers can serve several searches at once (the cells of a sweep): each candidate
-comes with its cell's name, a worker keeps one evaluator per cell (its task, language and
-settings), and the dispatcher shares the workers fairly between the cells (fair_share.py).
+comes with its cell's name, a worker keeps one evaluator per evaluator factory (task, language
+and settings; cells whose factories are alike share it, and so its calibration), and the
+dispatcher shares the workers fairly between the cells (fair_share.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -22,34 +24,41 @@ from .fair_share import FairShare, Share, UnknownCell
 RESTART_WAIT_S = 300.0
 
 
+def evaluator_key(make_evaluator: Callable[[], Evaluator]) -> str:
+    """What a worker keys its evaluators by: factories that pickle to the same bytes (the same
+    task, language and settings) build the same evaluator, so cells share one per worker and
+    calibrate once (the baselines and the starting kernel timed once, not once per cell)."""
+    return hashlib.sha256(ray.cloudpickle.dumps(make_evaluator)).hexdigest()[:16]
+
+
 @ray.remote(max_restarts=-1, max_task_retries=0)
 class EvalWorker:
     """Judges candidates on its device, one at a time (it times exclusively).
 
-    Holds one evaluator (and so one sandbox process) per cell it has judged a candidate of,
-    built from the cell's factory on the first one and kept until ``release``: an evaluator
-    calibrates once (baselines, starting kernel) and keeps a warm spare runner.
+    Holds one evaluator (and so one sandbox process) per evaluator key it has judged a
+    candidate of, built from the factory on the first one and kept until ``release``: an
+    evaluator calibrates once (baselines, starting kernel) and keeps a warm spare runner.
     """
 
     def __init__(self) -> None:
         self._evaluators: dict[str, Evaluator] = {}
 
-    def evaluate(self, cell: str, make_evaluator: Callable[[], Evaluator],
+    def evaluate(self, key: str, make_evaluator: Callable[[], Evaluator],
                  candidate: Candidate) -> Evaluation:
-        evaluator = self._evaluators.get(cell)
+        evaluator = self._evaluators.get(key)
         if evaluator is None:
-            evaluator = self._evaluators[cell] = make_evaluator()
+            evaluator = self._evaluators[key] = make_evaluator()
         return evaluator.evaluate(candidate)
 
-    def release(self, cell: str) -> None:
-        """Close the cell's evaluator (its spare runner); nothing if it never judged one."""
-        evaluator = self._evaluators.pop(cell, None)
+    def release(self, key: str) -> None:
+        """Close the key's evaluator (its spare runner); nothing if it never judged one."""
+        evaluator = self._evaluators.pop(key, None)
         if evaluator is not None:
             evaluator.close()
 
     def close(self) -> None:
-        for cell in list(self._evaluators):
-            self.release(cell)
+        for key in list(self._evaluators):
+            self.release(key)
 
 
 # Restarted by Ray when its process is lost (its node removed, say): it comes back with its
@@ -68,7 +77,7 @@ class EvalDispatcher:
         self._workers = workers
         self._free = list(workers)
         self._share = FairShare()
-        self._factories: dict[str, ray.ObjectRef] = {}
+        self._factories: dict[str, tuple[str, ray.ObjectRef]] = {}  # cell -> (key, factory)
         self._busy_s: Counter[str] = Counter()
         self._evaluations: Counter[str] = Counter()
         self._started = time.monotonic()
@@ -78,17 +87,18 @@ class EvalDispatcher:
                         max_workers: int | None = None) -> None:
         """Admit a cell; its factory is stored once and handed to each worker by reference."""
         self._share.add(Share(cell, max_workers))
-        self._factories[cell] = ray.put(make_evaluator)
+        self._factories[cell] = (evaluator_key(make_evaluator), ray.put(make_evaluator))
 
     async def release_cell(self, cell: str) -> None:
-        """Forget a cell and close its evaluators on every worker; candidates of it still
-        waiting for a worker are refused."""
+        """Forget a cell and close its evaluators on every worker (unless another open cell
+        shares them); candidates of it still waiting for a worker are refused."""
         for ticket in self._share.remove(cell):
             if not ticket.done():
                 ticket.set_exception(UnknownCell(f"cell {cell!r} was released"))
-        self._factories.pop(cell, None)
-        await asyncio.gather(*(w.release.remote(cell) for w in self._workers),
-                             return_exceptions=True)
+        key, _ = self._factories.pop(cell, ("", None))
+        if key and all(other != key for other, _ in self._factories.values()):
+            await asyncio.gather(*(w.release.remote(key) for w in self._workers),
+                                 return_exceptions=True)
 
     async def _acquire(self, cell: str) -> ray.actor.ActorHandle:
         ticket = asyncio.get_running_loop().create_future()
@@ -122,13 +132,13 @@ class EvalDispatcher:
     async def evaluate(self, cell: str, candidate: Candidate) -> Evaluation:
         if cell not in self._factories:
             raise UnknownCell(f"no cell {cell!r} in this evaluation pool; open_cell first")
-        make = self._factories[cell]
+        key, make = self._factories[cell]
         error = None
         for _ in range(2):
             worker = await self._acquire(cell)
             began = time.monotonic()
             try:
-                evaluation = await worker.evaluate.remote(cell, make, candidate)
+                evaluation = await worker.evaluate.remote(key, make, candidate)
                 self._evaluations[cell] += 1
                 return evaluation
             except (RayActorError, ActorUnavailableError) as exc:
