@@ -5,6 +5,8 @@
     kernelswarm tasks check PATH [--evaluate]       the first problem of a task folder
     kernelswarm tasks import-kernelbench FILE DIR   a task folder from a KernelBench problem
     kernelswarm tasks import-kernelbench KB [DIR] --level N   a whole level, one folder each
+    kernelswarm tasks import-flashinfer DEF WORKLOADS DIR    a FlashInfer-Trace definition
+    kernelswarm tasks export-flashinfer TASK KERNEL OUT      a kernel as a solution + traces
 
 A broken task raises ``TaskError`` naming the part that is wrong; the CLI prints it and exits 2.
 """
@@ -24,6 +26,7 @@ from rich.table import Table
 from kernelswarm.search import Task, TaskError, load_task
 
 from .config import BUILTIN_TASKS, load_config
+from .flashinfer_commands import add_flashinfer_parsers, run_flashinfer_command
 from .kernelbench import Shrink
 from .task_template import KERNEL_CPP, TASK_PY
 
@@ -79,6 +82,7 @@ def add_tasks_parser(commands: argparse._SubParsersAction) -> None:
                                                "(the default)")
     kb.add_argument("--rtol", type=float, help="relative tolerance, at most KernelBench's 1e-2 "
                                                "(the default)")
+    add_flashinfer_parsers(sub)
 
 
 def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
@@ -92,6 +96,8 @@ def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
         return _check(args, console)
     if args.tasks_command == "import-kernelbench":
         return _import_kernelbench(args, console)
+    if args.tasks_command in ("import-flashinfer", "export-flashinfer"):
+        return run_flashinfer_command(args, console)
     console.print(task_table(args.config))
     return 0
 
