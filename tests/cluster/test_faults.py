@@ -326,3 +326,88 @@ def test_a_node_removed_mid_run_loses_no_record(tmp_path, compile_cache):
     # the restarted lineage), and ones whose lineage died before recording stay unrecorded.
     counts = check_counts(tmp_path, tmp_path / "executed.jsonl", unrecorded=2, repeated=3)
     assert counts["records"] == 5
+
+
+_CLUSTER_SCRIPT = textwrap.dedent("""
+    import sys
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    print(cluster.address, flush=True)
+    sys.stdin.read()  # until the test closes it
+    cluster.shutdown()
+""")
+
+# `kernelswarm` with the counting evaluator in place of the SandboxEvaluator it would build.
+_DRIVER_SCRIPT = textwrap.dedent("""
+    import importlib.util, sys
+    import ray
+    from kernelswarm.experiments import run_setup
+    from kernelswarm.experiments.cli import main
+
+    spec = importlib.util.spec_from_file_location("counting_evaluator", sys.argv[1])
+    counting = sys.modules["counting_evaluator"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counting)
+    ray.cloudpickle.register_pickle_by_value(counting)
+    run_setup.SandboxEvaluator = counting.CountingEvaluator
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def _run_settings(out: Path, cache: Path) -> list[str]:
+    settings = [f'run.out_dir="{out / "runs"}"', "run.name=killed", "search.lineages=2",
+                "search.candidates_per_lineage=2", "tracking.mlflow=false",
+                f'evaluator.cache_dir="{cache}"', "evaluator.workers=1", "timing.budget_s=0.05",
+                "timing.min_repeats=3"]
+    from kernelswarm.experiments.config import SearchSection
+
+    if "confirm_top" in SearchSection.model_fields:  # confirming would evaluate again
+        settings.append("search.confirm_top=0")
+    return [arg for setting in settings for arg in ("--set", setting)]
+
+
+def _records_in(run_dir: Path) -> int:
+    try:
+        return len(set(read_evaluations(run_dir).column("seq").to_pylist()))
+    except (FileNotFoundError, OSError):
+        return 0
+
+
+def test_a_killed_driver_is_finished_by_resume(tmp_path, compile_cache):
+    counting_module(tmp_path)
+    cluster = subprocess.Popen([sys.executable, "-c", _CLUSTER_SCRIPT], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        address = cluster.stdout.readline().strip()
+        driver = [sys.executable, "-c", _DRIVER_SCRIPT, str(tmp_path / "counting_evaluator.py")]
+        log = tmp_path / "killed.log"
+        with log.open("w") as out:
+            killed = subprocess.Popen([*driver, "run", "--address", address,
+                                       *_run_settings(tmp_path, compile_cache)],
+                                      stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        run_dir = None
+        while time.monotonic() < deadline and killed.poll() is None:
+            run_dir = next((tmp_path / "runs").glob("killed-*"), None)
+            if run_dir is not None and _records_in(run_dir) >= 2:  # the start and one step
+                break
+            time.sleep(0.2)
+        assert killed.poll() is None, \
+            f"the driver ended before it could be killed: {log.read_text()[-3000:]}"
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert not (run_dir / "summary.json").exists()
+        before = _records_in(run_dir)
+
+        resumed = subprocess.run([*driver, "run", "--resume", str(run_dir), "--address",
+                                  address], capture_output=True, text=True, timeout=400)
+        assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
+    finally:
+        cluster.stdin.close()
+        cluster.wait(timeout=120)
+    assert f"{before} evaluations already recorded" in resumed.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [lineage["steps"] for lineage in summary["lineages"]] == [2, 2]
+    # One worker: at most the evaluation in flight at the kill was lost or is done again.
+    counts = check_counts(run_dir, tmp_path / "executed.jsonl", unrecorded=1, repeated=1)
+    assert counts["records"] == 5
