@@ -30,15 +30,20 @@ The kernel's arguments, in order (``c_signature()`` prints them for this problem
 4. the outputs (forward's result, or each tensor of a tuple result), as pointers;
 5. ``sizes``: the dimensions of every tensor of 1 and 3, then of 4, in that order.
 
-Scalars of ``get_inputs()`` reach ``make_inputs`` as 0-dimensional tensors (int64, float64,
-bool) so that each seed's values travel with the inputs; ``reference`` and ``launch_cpp`` turn
-them back into numbers. Tensors are drawn with the problem's seed, parameters with SEED + it.
+A triton kernel (kernel.py, entry point ``forward``) gets 1 to 4 in the same order, tensors as
+tensors and scalars as Python numbers.
+
+Scalars of ``get_inputs()`` reach ``make_inputs`` as 0-dimensional int64 tensors (a float as
+its float64 bits, so that no input scaling changes it) for ``reference``; the launchers pass
+the value traced for the shape, and a scalar must be the same for every seed. Tensors are drawn
+with the problem's seed, parameters with SEED + it.
 """
 
 import copy
 import ctypes
 import importlib.util
 import inspect
+import struct
 from pathlib import Path
 
 import torch
@@ -61,9 +66,8 @@ SEED = 0
 _C_TYPES = {"float32": "float", "float64": "double", "float16": "uint16_t",
             "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
             "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
-# scalar kind -> (argtypes kind, C type, the 0-dimensional tensor's dtype)
-_SCALARS = {"int": ("i64", "int64_t", torch.int64), "bool": ("i64", "int64_t", torch.bool),
-            "float": ("f64", "double", torch.float64)}
+# scalar kind -> (argtypes kind, C type)
+_SCALARS = {"int": ("i64", "int64_t"), "bool": ("i64", "int64_t"), "float": ("f64", "double")}
 _GUARD_BYTES = 2 << 30  # a shape the meta device cannot trace is run for real only below this
 
 
@@ -267,18 +271,38 @@ KERNELS = {
         "knobs": {},
     },
 }
+# A triton kernel (kernel.py, entry point forward) is a starting kernel too when present.
+if Path(__file__).with_name("kernel.py").is_file():
+    KERNELS["triton"] = {"source": "kernel.py", "entry": "forward", "knobs": {}}
 
 
-def _flatten(args):
-    """forward's arguments as tensors: scalars as 0-dimensional ones, tuples element-wise."""
+def _bits(entry, value):
+    """A scalar as an int64 (a float as its float64 bits): integer inputs are never scaled by
+    the evaluator's large-magnitude checks, so the reference sees the value the kernel gets."""
+    if entry["kind"] == "float":
+        return struct.unpack("<q", struct.pack("<d", value))[0]
+    return int(value)
+
+
+def _value(entry, bits):
+    if entry["kind"] == "float":
+        return struct.unpack("<d", struct.pack("<q", bits))[0]
+    return bool(bits) if entry["kind"] == "bool" else bits
+
+
+def _flatten(args, traced):
+    """forward's arguments as tensors: scalars as 0-dimensional int64 ones, tuples
+    element-wise; a scalar must be the value traced for the shape (the one the kernel gets)."""
     flat = []
-    for entry, arg in zip(_FIRST["args"], args, strict=True):
-        if entry["kind"] == "tensor":
-            flat.append(arg)
-        elif entry["kind"] == "ints":
-            flat.extend(torch.tensor(v, dtype=torch.int64) for v in arg)
-        elif entry["kind"] != "none":
-            flat.append(torch.tensor(arg, dtype=_SCALARS[entry["kind"]][2]))
+    for i, (entry, arg, seen) in enumerate(zip(_FIRST["args"], args, traced, strict=True)):
+        if entry["kind"] in ("tensor", "none"):
+            flat.extend([arg] if entry["kind"] == "tensor" else [])
+            continue
+        if _describe(arg, "", True) != seen:
+            raise ValueError(f"get_inputs()[{i}] is {arg!r} here but {seen.get('value')!r} when "
+                             f"traced: a scalar argument must not depend on the seed")
+        values = arg if entry["kind"] == "ints" else [arg]
+        flat.extend(torch.tensor(_bits(entry, v), dtype=torch.int64) for v in values)
     return flat
 
 
@@ -286,15 +310,14 @@ def _unflatten(flat):
     """forward's arguments back from ``_flatten``'s tensors."""
     args, i = [], 0
     for entry in _FIRST["args"]:
+        count = _scalar_count(entry)
         if entry["kind"] == "tensor":
             args.append(flat[i])
         elif entry["kind"] == "ints":
-            args.append(tuple(int(t.item()) for t in flat[i:i + len(entry["value"])]))
-        elif entry["kind"] == "none":
-            args.append(None)
+            args.append(tuple(int(t.item()) for t in flat[i:i + count]))
         else:
-            args.append({"int": int, "float": float, "bool": bool}[entry["kind"]](flat[i].item()))
-        i += _scalar_count(entry)
+            args.append(None if entry["kind"] == "none" else _value(entry, int(flat[i].item())))
+        i += count
     return args, flat[i:]
 
 
@@ -302,9 +325,10 @@ def make_inputs(shape, seed, device):
     key = (_fixed_key(shape), seed)
     if key not in _PARAMETERS:
         _PARAMETERS[key] = [t.detach().clone() for _, t in _state(_model(shape, seed))]
-    tensors = [*_flatten(_forward_args(shape, seed)), *_PARAMETERS[key]]
+    forward = _flatten(_forward_args(shape, seed), _traced(shape)["args"])
     # a copy every call: a kernel that writes an input must not change the next problem's
-    return tuple(t.detach().to(device=device, copy=True).contiguous() for t in tensors)
+    return tuple(t.detach().to(device=device, copy=True).contiguous()
+                 for t in (*forward, *_PARAMETERS[key]))
 
 
 def make_outputs(shape, device):
@@ -340,22 +364,36 @@ def _setting_values(shape):
     return values
 
 
-def launch_cpp(fn, inputs, outputs, shape):
-    arguments, tensors, i = [], [], 0
-    for entry in _FIRST["args"]:
-        for t in inputs[i:i + _scalar_count(entry)]:
-            if entry["kind"] == "tensor":
-                arguments.append(t.data_ptr())
-                tensors.append(t)
-            else:
-                arguments.append(t.item())
+def _arguments(inputs, shape):
+    """(forward's arguments as a kernel gets them, the parameters): tensors from ``inputs``,
+    scalars as traced for ``shape`` (a launcher reads no tensor's data)."""
+    arguments, i = [], 0
+    for entry in _traced(shape)["args"]:
+        if entry["kind"] == "tensor":
+            arguments.append(inputs[i])
+        elif entry["kind"] == "ints":
+            arguments.extend(entry["value"])
+        elif entry["kind"] != "none":
+            arguments.append(entry["value"])
         i += _scalar_count(entry)
-    state = inputs[i:]
-    tensors += [*state, *outputs]
+    return arguments, inputs[i:]
+
+
+def launch_cpp(fn, inputs, outputs, shape):
+    arguments, state = _arguments(inputs, shape)
+    tensors = [*(a for a in arguments if isinstance(a, torch.Tensor)), *state, *outputs]
     dims = [d for t in tensors for d in t.shape] or [0]
     # a fresh array each call: a kernel that writes it cannot change the next call's sizes
     sizes = (ctypes.c_int64 * len(dims))(*dims)
-    fn(*arguments, *_setting_values(shape), *(t.data_ptr() for t in (*state, *outputs)), sizes)
+    fn(*(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in arguments),
+       *_setting_values(shape), *(t.data_ptr() for t in (*state, *outputs)), sizes)
+
+
+def launch_triton(fn, inputs, outputs, shape):
+    """forward(*arguments, *settings, *parameters, *outputs): the cpp order without the sizes,
+    scalars as Python numbers and tuples flattened."""
+    arguments, state = _arguments(inputs, shape)
+    fn(*arguments, *_setting_values(shape), *state, *outputs)
 
 
 def roofline(shape):

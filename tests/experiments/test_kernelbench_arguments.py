@@ -247,3 +247,63 @@ def test_an_argument_no_kernel_can_take_is_named(tmp_path, inputs, message):
     with pytest.raises(TaskError, match=message):
         import_problem(_write(tmp_path, "odd", text), tmp_path / "odd")
     assert not (tmp_path / "odd").exists()
+
+
+SCALED_RELU = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, slope):
+        super().__init__()
+        self.slope = slope
+
+    def forward(self, x, alpha):
+        return torch.where(x > 0, x, self.slope * x) * alpha
+
+
+rows = 8
+cols = 100
+
+
+def get_inputs():
+    return [torch.randn(rows, cols), 2.0]
+
+
+def get_init_inputs():
+    return [0.1]
+'''
+
+TRITON_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _kernel(x_ptr, out_ptr, n, alpha, slope, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.where(x > 0, x, slope * x) * alpha, mask=mask)
+
+
+def forward(x, alpha, slope, out, BLOCK=256):
+    _kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), alpha, slope, BLOCK=BLOCK)
+'''
+
+
+def test_a_triton_kernel_gets_the_arguments_in_the_same_order(tmp_path, compile_cache):
+    folder = import_problem(_write(tmp_path, "scaled_relu", SCALED_RELU), tmp_path / "t").task.path
+    (folder / "kernel.py").write_text(TRITON_KERNEL)
+    task = load_task(_fresh(folder, "with_triton"), "cpu")
+    assert task.kernels["triton"].entry == "forward"
+    settings = EvaluatorSettings(cache_dir=compile_cache, seeds=1, warmup=1, min_repeats=3,
+                                 max_repeats=5, timing_budget_s=0.02, flush_cache=False)
+    with SandboxEvaluator(task.path, "triton", settings) as evaluator:
+        right = evaluator.evaluate(evaluator.start_candidate)
+        assert right.status is Status.OK, right.message
+        wrong = evaluator.evaluate(evaluator.start_candidate.derive(
+            source=TRITON_KERNEL.replace("x.numel(), alpha, slope", "x.numel(), slope, alpha")))
+    assert wrong.status is Status.INCORRECT
+    assert "the entry point takes x, alpha, slope, out0, sizes" in wrong.message
