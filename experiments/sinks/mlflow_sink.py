@@ -17,8 +17,9 @@ import json
 import math
 import posixpath
 import re
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -258,17 +259,58 @@ class MLflowSink(Sink):
         return run_id
 
     def write(self, record: Record) -> None:
+        self.write_batch([record])
+
+    def write_batch(self, records: Sequence[Record]) -> None:
+        """Log the records with one ``log_batch`` per run (up to MLflow's limit per call) and
+        one artifact upload per run for the candidates' sources, instead of a few store round
+        trips per record: what keeps up with many GPUs."""
         try:
-            self._log(record)
+            self._log_records(records)
         except Exception:
             self._terminate("FAILED")  # the tracker disables this sink: no close() will come
             raise
 
-    def _log(self, record: Record) -> None:
+    def _log_records(self, records: Sequence[Record]) -> None:
         from mlflow.entities import Metric
 
         client, _ = self._opened()
-        child = self._lineage_run(record.lineage)
+        points: dict[str, list[Metric]] = {}
+        sources: dict[str, dict[str, str]] = {}  # run id -> artifact path -> text
+        for record in records:
+            child = self._lineage_run(record.lineage)
+            points.setdefault(child, []).extend(Metric(*p) for p in self._points(record))
+            points.setdefault(self.parent_run_id, []).extend([
+                Metric("global_best", record.global_best, int(record.timestamp * 1000),
+                       record.seq),
+                Metric("diversity", record.diversity, int(record.timestamp * 1000), record.seq)])
+            if self.candidate_sources:
+                path = previewable(f"candidates/{source_file_name(record.candidate)}")
+                sources.setdefault(child, {})[path] = record.candidate.source
+        for run_id, metrics in points.items():
+            for start in range(0, len(metrics), METRICS_PER_BATCH):
+                client.log_batch(run_id, metrics=metrics[start:start + METRICS_PER_BATCH])
+        for run_id, texts in sources.items():
+            self._log_texts(client, run_id, texts)
+        for lineage in dict.fromkeys(record.lineage for record in records):
+            self._log_llm_calls(lineage)
+
+    @staticmethod
+    def _log_texts(client: MlflowClient, run_id: str, texts: dict[str, str]) -> None:
+        """Several text artifacts of one run in one upload (one ``log_text`` for a single one)."""
+        if len(texts) == 1:
+            [(path, text)] = texts.items()
+            client.log_text(run_id, text, path)
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            for path, text in texts.items():
+                target = Path(folder) / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            client.log_artifacts(run_id, folder)
+
+    def _points(self, record: Record) -> list[tuple[str, float, int, int]]:
+        """The (key, value, millis, step) points of one record for its lineage's run."""
         evaluation = record.evaluation
         correct, total = self._tally.get(record.lineage, (0, 0))
         correct, total = correct + evaluation.ok, total + 1
@@ -287,16 +329,8 @@ class MLflowSink(Sink):
             **profile_metrics(evaluation),
         }
         # Figures that stay the same on every evaluation wait; they end up as params (close).
-        points = self._steady.setdefault(record.lineage, SteadyMetrics()).observe(
+        return self._steady.setdefault(record.lineage, SteadyMetrics()).observe(
             {key: float(value) for key, value in values.items()}, millis, record.step)
-        client.log_batch(child, metrics=[Metric(*point) for point in points])
-        client.log_batch(self.parent_run_id,
-                         metrics=[Metric("global_best", record.global_best, millis, record.seq),
-                                  Metric("diversity", record.diversity, millis, record.seq)])
-        if self.candidate_sources:
-            client.log_text(child, record.candidate.source,
-                            previewable(f"candidates/{source_file_name(record.candidate)}"))
-        self._log_llm_calls(record.lineage)
 
     def _log_llm_calls(self, lineage: int) -> None:
         """The lineage's LLM calls since the last time, into its child run: per call, metrics

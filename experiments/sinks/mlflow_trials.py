@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 from kernelswarm.search import Record, RunInfo, RunSummary
 
@@ -40,6 +41,10 @@ class TrialMLflowSink(MLflowSink):
         if self.tags:
             client.log_batch(self.parent_run_id,
                              tags=[RunTag(k, v[:TAG_LIMIT]) for k, v in self.tags.items()])
+
+    def _log_records(self, records: Sequence[Record]) -> None:
+        for record in records:  # a run per trial: nothing to gather across records
+            self._log(record)
 
     def _log(self, record: Record) -> None:
         from mlflow.entities import Metric, Param, RunTag
