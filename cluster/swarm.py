@@ -60,6 +60,9 @@ class SwarmSpec:
     replay: Callable[[], Sequence[Record]] | None = None
     lineage_restarts: int = 2  # times a crashed lineage is restarted from its records
     lineage_options: dict[str, Any] = field(default_factory=dict)  # Ray options, e.g. placement
+    # Unix time by which every lineage stops (the run's start plus search.wall_time_s): a
+    # lineage started, or restarted, later gets what is left of it as its wall-time budget.
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,19 @@ class Swarm:
         """Start ``lineage``'s actor, going on from the steps in ``history``."""
         spec = self.spec
         start = spec.start.derive(lineage=lineage, origin=spec.start.origin)
+        budget = spec.budget
+        if spec.deadline is not None:
+            left = spec.deadline - time.time()
+            if left <= 0 and not history:  # no actor to start: it would stop at once
+                self._pending[lineage] = ray.put(LineageResult(
+                    lineage, 0, f"wall-time budget reached ({spec.budget.wall_s:g} s) before "
+                                f"the lineage could start (the run spent it starting up and "
+                                f"judging the starting kernel)", 0.0))
+                return
+            budget = replace(budget, wall_s=max(0.0, left))
         runner = LineageRunner.options(**spec.lineage_options).remote(
             lineage, spec.seeds[lineage], start, self.start_eval, spec.make_roles,
-            spec.make_evaluator, spec.budget, self.tracker, self.lane, spec.tuner_journal,
+            spec.make_evaluator, budget, self.tracker, self.lane, spec.tuner_journal,
             history, spec.max_repairs)
         self.runners[lineage] = runner
         self._pending[lineage] = runner.run.remote()
@@ -171,7 +184,8 @@ class Swarm:
         """Ask every lineage to stop after its current step."""
         self._stopping = True
         for runner in self.runners:
-            runner.stop.remote()
+            if runner is not None:  # None: a lineage never started
+                runner.stop.remote()
 
     def _lineage_results(self) -> list[LineageResult]:
         """Each lineage's result, with the crashes it was restarted after; a runner that died
@@ -187,12 +201,20 @@ class Swarm:
             results.append(replace(result, restarts=len(crashes), crashes=crashes))
         return results
 
-    def confirm(self, top: int, repeats: int) -> Confirmation:
+    def confirm(self, top: int, repeats: int,
+                announce: Callable[[int], None] | None = None) -> Confirmation:
         """Judge the ``top`` best kernels ``repeats`` more times each, once every lineage has
         stopped (so nothing else runs beside them), through the same workers and settings; the
-        one with the best median is what the run reports (search/confirm.py says why)."""
+        one with the best median is what the run reports (search/confirm.py says why).
+        ``announce(n)``: called before the ``n`` kernels are judged."""
         began = time.monotonic()
-        elites = ray.get(self.tracker.elites.remote(top)) if top > 0 and repeats > 0 else []
+        elites = ray.get(self.tracker.elites.remote(top + 1)) if top > 0 and repeats > 0 else []
+        if elites and elites[0][0].id == self.spec.start.id:
+            return Confirmation(repeats, (), None, 0.0, "no kernel beat the starting kernel")
+        # the starting kernel is 1.0x by definition: nothing to confirm there
+        elites = [(c, e) for c, e in elites if c.id != self.spec.start.id][:top]
+        if elites and announce is not None:
+            announce(len(elites))
         # Interleaved (a, b, a, b, ...): a drift of the machine touches every kernel alike.
         refs = [[] for _ in elites]
         for _ in range(repeats):
@@ -216,6 +238,7 @@ class Swarm:
             best=confirmation.best() if confirmed else None, override_best=confirmed))
         self._close_pool()
         for actor in [*self.runners, self.tracker]:
-            ray.kill(actor)
+            if actor is not None:
+                ray.kill(actor)
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
                            utilisation, confirmation)

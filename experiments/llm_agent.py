@@ -56,12 +56,13 @@ def _builtin_roles(withheld: Withheld, seed: int) -> Roles:
     return replace(builtin_roles(seed), withheld=withheld)
 
 
-def configured_roles(config: Config, task_path: Path, run_dir: Path,
-                     seeds: list[int]) -> Callable[[int], Roles]:
-    """``make_roles(seed)`` for the configured agent."""
+def configured_roles(config: Config, task_path: Path, run_dir: Path, seeds: list[int],
+                     started: float | None = None) -> Callable[[int], Roles]:
+    """``make_roles(seed)`` for the configured agent (``started``: the run's start, Unix time,
+    from which search.wall_time_s counts; default now)."""
     if config.agent.kind == "builtin":
         return partial(_builtin_roles, Withheld.of(load_task(task_path, config.evaluator.device)))
-    settings = llm_settings(config)
+    settings = llm_settings(config, started)
     for name, model in settings.roles.items():
         try:
             read_api_key(name, model)

@@ -132,6 +132,7 @@ class PreparedRun:
     make_roles: Callable[[int], Roles]
     timing: TimingSettings
     watch: LLMWatch
+    started: float = 0.0  # Unix time the run started: search.wall_time_s counts from here
 
     def spec(self, workers: int, resources: dict[str, float], mlflow_parent: str = "",
              max_workers: int | None = None) -> SwarmSpec:
@@ -152,6 +153,7 @@ class PreparedRun:
             migration=Migration(search.migration_interval, search.migration_count,
                                 search.migration_topology, config.run.seed),
             max_repairs=search.max_repairs, max_workers=max_workers,
+            deadline=None if search.wall_time_s is None else self.started + search.wall_time_s,
             # a restarted tracker rebuilds itself from what the run folder holds
             replay=partial(replay_records, self.run_dir, task.path, config.evaluator.device))
 
@@ -176,6 +178,7 @@ def prepare_run(config: Config, console: Console,
                 run_dir: Path | None = None) -> PreparedRun:
     """A new run folder under ``run.out_dir`` (or at ``run_dir``), or, with ``resume``, that
     run's folder and records; ``make_roles(seed)`` replaces the configured agent."""
+    started = time.time()
     task = load_task(config.task_path(), config.evaluator.device)
     start = task.starting_candidate(config.task.language)
     if resume is not None:
@@ -193,7 +196,8 @@ def prepare_run(config: Config, console: Console,
     timing = TimingSettings.of(evaluator_settings(config))
     timing.write(run_dir)  # what `kernelswarm eval` of this run's files times with
     seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
-    make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds)
+    make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds, started)
     start_up = tester_checks(config, task, make_roles, console)
     return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
-                       start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir))
+                       start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir),
+                       started)

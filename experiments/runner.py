@@ -219,10 +219,12 @@ def _confirm(swarm: Swarm, console: Console, top: int, repeats: int) -> Confirma
     None when turned off. Ctrl-C here keeps the search's own figures."""
     if top <= 0 or repeats <= 0:
         return None
-    console.print(f"confirming the best {top} kernel(s): {repeats} more evaluations each",
-                  highlight=False)
+    def announce(kernels: int) -> None:
+        console.print(f"confirming the best {kernels} kernel(s): {repeats} more evaluations "
+                      f"each", highlight=False)
+
     try:
-        return swarm.confirm(top, repeats)
+        return swarm.confirm(top, repeats, announce)
     except KeyboardInterrupt:
         console.print("[yellow]confirmation interrupted: the search's own figures are "
                       "reported[/]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,11 @@ def llm_roles(settings: LLMSettings, task: Task, language: str, *, lineage: int 
                  withheld=Withheld.of(task))
 
 
+# The start-up requests (the tester's) may use this share of the time left to the run's deadline:
+# a model that hangs at start-up must leave the search the rest.
+START_UP_SHARE = 1 / 3
+
+
 @functools.lru_cache(maxsize=4)
 def _task(path: Path, device: str) -> Task:
     return load_task(path, device)
@@ -76,9 +82,9 @@ class LLMRoleFactory:
     def trace_path(self, lineage: int) -> Path | None:
         return trace_file(self.trace_dir, lineage) if self.trace_dir else None
 
-    def _roles(self, lineage: int, seed: int) -> Roles:
+    def _roles(self, lineage: int, seed: int, deadline: float | None = None) -> Roles:
         ledger = Ledger(lineage, self.settings.limit, self.trace_path(lineage),
-                        deadline=self.settings.deadline,
+                        deadline=self.settings.deadline if deadline is None else deadline,
                         carried=tuple(self.carried.get(lineage, (0, 0.0))))  # type: ignore[arg-type]
         return llm_roles(self.settings, _task(Path(self.task_path), self.device), self.language,
                          lineage=lineage, ledger=ledger, seed=seed, shared_dir=self.trace_dir)
@@ -88,6 +94,10 @@ class LLMRoleFactory:
 
     def start_up(self, seed: int) -> Roles:
         """Roles for the requests made once for the whole run before the lineages start (the
-        tester's): their own ledger, with one lineage's limit and the run's deadline, traced as
-        the starting kernel's lineage (``START_LINEAGE``)."""
-        return self._roles(START_LINEAGE, seed)
+        tester's): their own ledger, with one lineage's limit, traced as the starting kernel's
+        lineage (``START_LINEAGE``). Their deadline leaves the search most of the run's: they
+        end by ``START_UP_SHARE`` of the time to the run's deadline."""
+        deadline = self.settings.deadline
+        if deadline is not None:
+            deadline = time.time() + START_UP_SHARE * max(0.0, deadline - time.time())
+        return self._roles(START_LINEAGE, seed, deadline)

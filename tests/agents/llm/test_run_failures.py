@@ -18,9 +18,6 @@ from tests.agents.llm import answers
 from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL, PRICE
 
 pytestmark = pytest.mark.slow
-# Starting a run's tracker, worker and lineage actors and closing them, on this project's loaded
-# 2-core machine: 13 s measured (Ray starts a Python process per actor).
-ACTORS_S = 20.0
 
 
 def _command(out_dir: Path, compile_cache: Path, url: str, *extra: str) -> list[str]:
@@ -55,21 +52,22 @@ def _run(tmp_path: Path, capsys, command) -> tuple[int, str, Path, float]:
 
 def test_a_hanging_server_ends_the_run_within_its_wall_time(tmp_path, compile_cache,
                                                              ray_session, capsys, monkeypatch):
-    """timeout_s 10, max_retries 4, wall_time_s 15: no LLM call outlives the wall-time budget
-    (the tester's, before the lineages start, is cut at it; the lineages' first analyst calls
-    and plans find it spent), so the run takes wall_time_s plus what it spends outside LLM
-    calls: evaluating the starting kernel (timed here: half a minute on a loaded 2-core
-    machine) and starting and closing its Ray actors (``ACTORS_S``)."""
+    """timeout_s 10, max_retries 4, wall_time_s 15: the run ends within wall_time_s plus one
+    timeout_s of its start. The tester's start-up request may use a third of the time (it is
+    cut at 5 s), each lineage stops at the run's deadline and no LLM call outlives it; the
+    timeout_s after it is for closing. The one thing allowed past the deadline is what must
+    come before any search: evaluating the starting kernel (on a loaded 2-core machine that
+    can take half a minute), so its overrun, if any, is added."""
     wall_s, timeout_s = 15, 10
-    evaluating: list[float] = []
+    started = time.monotonic()
+    start_done: list[float] = []
     original = Swarm.start
 
     def timed_start(swarm):
-        began = time.monotonic()
         try:
             return original(swarm)
         finally:
-            evaluating.append(time.monotonic() - began)
+            start_done.append(time.monotonic() - started)
 
     monkeypatch.setattr(Swarm, "start", timed_start)
     with LoopbackServer(always(Reply(hang=True)), api_key=API_KEY) as server:
@@ -82,19 +80,25 @@ def test_a_hanging_server_ends_the_run_within_its_wall_time(tmp_path, compile_ca
     calls = [json.loads(line) for path in (run_dir / "llm_calls").glob("*.jsonl")
              for line in path.read_text().splitlines()]
     last_call_end = max(c["started"] + c["latency_s"] for c in calls) - began
-    print(f"\nhanging server: the run took {elapsed:.1f} s: {evaluating[-1]:.1f} s evaluating "
-          f"the starting kernel, {elapsed - evaluating[-1]:.1f} s besides (wall_time_s + "
-          f"timeout_s = {wall_s + timeout_s} s); the last LLM call ended {last_call_end:.1f} s "
-          f"after the start; {requests} requests")
-    assert last_call_end < wall_s + 1.0  # no call outlives the budget (1 s: HTTP and threads)
-    assert elapsed - evaluating[-1] < wall_s + timeout_s + ACTORS_S, out
+    tester = [c for c in calls if c.get("role") == "tester"]
+    tester_end = max(c["started"] + c["latency_s"] for c in tester) - began
+    overrun = max(0.0, (start_done[-1] - (time.monotonic() - started - elapsed)) - wall_s)
+    print(f"\nhanging server: the run took {elapsed:.1f} s (wall_time_s + timeout_s = "
+          f"{wall_s + timeout_s} s); the starting kernel was judged {start_done[-1]:.1f} s "
+          f"after the start (overrun {overrun:.1f} s); the tester's request ended at "
+          f"{tester_end:.1f} s, the last LLM call at {last_call_end:.1f} s; {requests} requests")
+    assert tester_end < wall_s / 3 + 1.0  # the start-up share (1 s: HTTP and threads)
+    assert last_call_end < wall_s + 1.0  # no call outlives the budget
+    assert elapsed < wall_s + timeout_s + overrun, out
     assert code == 1
     last = out.strip().splitlines()[-1]
-    assert last.startswith("error: no lineage proposed a candidate: planner stopped:")
+    # the planner stopped at the deadline, or, where judging the starting kernel took the
+    # whole budget, the lineages never started
+    assert last.startswith("error: no lineage proposed a candidate: ")
     assert "wall-time budget" in last
     assert "tester failed, no extra checks: tester (loopback-coder-1): timeout" in out
     summary = _summary(run_dir)
-    assert summary["llm"]["roles"]["tester"]["attempts"] == 2  # 10 s, then cut at the deadline
+    assert summary["llm"]["roles"]["tester"]["attempts"] == 1  # cut at its share, 5 s
     assert summary["llm"]["start_up"]["failures"] == 1
 
 
