@@ -43,6 +43,7 @@ from kernelswarm.search import Budget, RunInfo
 
 from ..sinks.mlflow_sink import MLflowSink
 from ..sinks.parquet import ParquetSink, read_evaluations
+from .cluster_ingest import IngestRow, measure_ingest
 from .cluster_sim import (
     ANALYSED,
     CODED,
@@ -59,6 +60,7 @@ from .cluster_sim import (
 SIM_GPU = "sim_gpu"  # the Ray custom resource a simulated GPU is
 THROUGHPUT_TARGET = 0.90  # of linear scaling
 OVERHEAD_TARGET_MS = 20.0
+INGEST_TARGET = 2000.0  # records per second: about 1,000 GPUs at 2 evaluations per second
 
 
 @dataclass(frozen=True)
@@ -174,16 +176,35 @@ def cluster_nodes(gpus: int, nodes: int) -> list[NodeSpec]:
     return [NodeSpec(num_cpus=1, resources={SIM_GPU: n}) for n in share if n]
 
 
-def measure(gpu_counts: list[int], nodes: int, lineages_per_gpu: int, candidates: int,
-            service_s: float, compile_s: float, out: Path) -> list[ScaleRow]:
-    """Every GPU count, one after the other, on one cluster of ``max(gpu_counts)`` sim GPUs."""
-    rows = []
-    with LocalCluster(cluster_nodes(max(gpu_counts), nodes)):
-        for gpus in gpu_counts:
-            simulation = Simulation(out / "trace" / f"gpus-{gpus}", service_s, compile_s)
-            rows.append(run_scale(gpus, lineages_per_gpu, candidates,
+@dataclass(frozen=True)
+class Settings:
+    """What ``measure`` runs (the command line's options)."""
+
+    gpu_counts: tuple[int, ...] = (1, 2, 4, 8)
+    nodes: int = 2
+    lineages_per_gpu: int = 1
+    candidates: int = 16
+    service_s: float = 0.5
+    compile_s: float = 0.02
+    ingest_records: int = 2000
+    ingest_lineages: int = 64
+    ingest_in_flight: int = 64
+
+
+def measure(settings: Settings, out: Path) -> tuple[list[ScaleRow], list[IngestRow]]:
+    """Every GPU count, one after the other, then the ingest rate, on one cluster holding the
+    most simulated GPUs asked for."""
+    rows, ingest = [], []
+    with LocalCluster(cluster_nodes(max(settings.gpu_counts), settings.nodes)):
+        for gpus in settings.gpu_counts:
+            simulation = Simulation(out / "trace" / f"gpus-{gpus}", settings.service_s,
+                                    settings.compile_s)
+            rows.append(run_scale(gpus, settings.lineages_per_gpu, settings.candidates,
                                   simulation, out))
-    return rows
+        for mlflow in (False, True) if settings.ingest_records else ():
+            ingest.append(measure_ingest(settings.ingest_records, settings.ingest_lineages,
+                                         settings.ingest_in_flight, out, mlflow))
+    return rows, ingest
 
 
 def _table(rows: list[ScaleRow]) -> str:
@@ -201,6 +222,15 @@ def _table(rows: list[ScaleRow]) -> str:
     return "\n".join(lines)
 
 
+def _ingest_line(row: IngestRow) -> str:
+    return (f"tracker ingest, {row.sinks} ({row.records} records, {row.lineages} lineages, "
+            f"{row.in_flight} in flight): {row.acknowledged_per_s:,.0f}/s acknowledged "
+            f"(Parquet synced), {row.through_mlflow_per_s:,.0f}/s through MLflow; tracker CPU "
+            f"{row.tracker_cpu_ms:.2f} ms per record; "
+            f"Parquet holds {row.parquet_records} in {row.parquet_files} files, MLflow "
+            f"{row.mlflow_records}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", default="1,2,4,8", help="simulated GPU counts, comma-separated")
@@ -213,28 +243,48 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a simulated compile sleeps on the lineage's CPU")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the runs and traces (default: a temporary one)")
+    parser.add_argument("--ingest-records", type=int, default=2000,
+                        help="records fed to the tracker for its ingest rate (0: skip)")
+    parser.add_argument("--ingest-lineages", type=int, default=64)
+    parser.add_argument("--ingest-in-flight", type=int, default=64,
+                        help="record calls outstanding at once")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
-    gpu_counts = [int(v) for v in args.gpus.split(",")]
+    settings = Settings(tuple(int(v) for v in args.gpus.split(",")), args.nodes,
+                        args.lineages_per_gpu, args.candidates, args.service_s, args.compile_s,
+                        args.ingest_records, args.ingest_lineages, args.ingest_in_flight)
     out = args.out or Path(tempfile.mkdtemp(prefix="cluster-scale-"))
     began = time.monotonic()
-    rows = measure(gpu_counts, args.nodes, args.lineages_per_gpu, args.candidates,
-                   args.service_s, args.compile_s, out)
+    rows, ingest = measure(settings, out)
     if args.json:
-        print(json.dumps({"settings": {k: str(v) if isinstance(v, Path) else v
-                                       for k, v in vars(args).items()},
-                          "out": str(out), "rows": [asdict(r) for r in rows]}, indent=2))
+        print(json.dumps({"settings": asdict(settings), "out": str(out),
+                          "rows": [asdict(r) for r in rows],
+                          "ingest": [asdict(r) for r in ingest]}, indent=2))
     else:
-        print(f"SIMULATED GPUs ({SIM_GPU} Ray resource) on {args.nodes} worker node(s); "
-              f"service {args.service_s:g} s, simulated compile {args.compile_s:g} s, "
-              f"{args.candidates} candidates per lineage; runs under {out}")
+        print(f"SIMULATED GPUs ({SIM_GPU} Ray resource) on {settings.nodes} worker node(s); "
+              f"service {settings.service_s:g} s, simulated compile {settings.compile_s:g} s, "
+              f"{settings.candidates} candidates per lineage; runs under {out}")
         print(_table(rows))
+        for row in ingest:
+            print(_ingest_line(row))
         print(f"({time.monotonic() - began:.0f} s in all)")
-    broken = [r for r in rows if r.recorded != r.executed or r.lineage_errors]
-    for r in broken:
-        print(f"gpus={r.gpus}: recorded {r.recorded}, executed {r.executed}; "
-              f"errors: {list(r.lineage_errors)}", file=sys.stderr)
-    return 1 if broken else 0
+    return 1 if _report_problems(rows, ingest) else 0
+
+
+def _report_problems(rows: list[ScaleRow], ingest: list[IngestRow]) -> bool:
+    """Counts that disagree and errors, on stderr; whether there were any."""
+    problems = [f"gpus={r.gpus}: Parquet holds {r.recorded} evaluations, the workers executed "
+                f"{r.executed}; errors: {list(r.lineage_errors)}"
+                for r in rows if r.recorded != r.executed or r.lineage_errors]
+    for row in ingest:
+        mlflow = row.mlflow_records if row.sinks != "parquet" else row.records
+        if row.sink_errors or not row.records == row.parquet_records == mlflow:
+            problems.append(f"ingest ({row.sinks}): sent {row.records}, Parquet holds "
+                            f"{row.parquet_records}, MLflow {row.mlflow_records}; errors: "
+                            f"{list(row.sink_errors)}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return bool(problems)
 
 
 if __name__ == "__main__":

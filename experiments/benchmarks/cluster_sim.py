@@ -100,6 +100,17 @@ def made_up_speedup(candidate_id: str) -> float:
     return 0.8 + (int(candidate_id[:8], 16) % 1000) / 1000 * 0.5
 
 
+def simulated_verdict(candidate: Candidate, simulation: Simulation) -> Evaluation:
+    """The OK verdict a simulated worker returns, marked as simulated."""
+    speedup = made_up_speedup(candidate.id)
+    shape = ShapeResult("simulated", correct=True, max_abs_err=0.0, max_rel_err=0.0,
+                        time_us=100.0 / speedup, samples=1, start_time_us=100.0,
+                        speedup_vs_start=speedup)
+    return Evaluation(candidate.id, Status.OK, SIMULATED_MESSAGE, shapes=(shape,),
+                      compile_s=simulation.compile_s, eval_s=simulation.service_s,
+                      device=SIMULATED_DEVICE)
+
+
 class SimulatedEvaluator(Evaluator):
     """Sleeps instead of judging (see the module docstring); each built "binary" is unique, so
     no verdict is reused and every candidate reaches a worker."""
@@ -119,13 +130,7 @@ class SimulatedEvaluator(Evaluator):
         began = time.time()
         time.sleep(self.simulation.service_s)
         self._trace.write(SERVED, candidate.id, began, time.time())
-        speedup = made_up_speedup(candidate.id)
-        shape = ShapeResult("simulated", correct=True, max_abs_err=0.0, max_rel_err=0.0,
-                            time_us=100.0 / speedup, samples=1, start_time_us=100.0,
-                            speedup_vs_start=speedup)
-        return Evaluation(candidate.id, Status.OK, SIMULATED_MESSAGE, shapes=(shape,),
-                          compile_s=self.simulation.compile_s, eval_s=self.simulation.service_s,
-                          device=SIMULATED_DEVICE)
+        return simulated_verdict(candidate, self.simulation)
 
     def close(self) -> None:
         self._trace.close()
