@@ -82,8 +82,8 @@ def counting_module(folder: Path):
 
 
 def settings(cache: Path) -> EvaluatorSettings:
-    return EvaluatorSettings(cache_dir=cache, timing_budget_s=0.05, min_repeats=3,
-                             flush_cache=False)
+    return EvaluatorSettings(cache_dir=cache, timing_budget_s=0.05, min_repeats=3, warmup=1,
+                             seeds=1, flush_cache=False)
 
 
 def check_counts(run_dir: Path, counter: Path, unrecorded: int = 0, repeated: int = 0
@@ -266,7 +266,7 @@ _NODE_SCRIPT = textwrap.dedent("""
     out, cache = Path(sys.argv[1]), Path(sys.argv[2])
     counting = counting_module(out)
     cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
-    doomed = cluster.add_node(num_cpus=1)
+    doomed = cluster.add_node(num_cpus=2)  # 2: it starts two processes at a time
     cluster.wait_for_nodes()
     # The worker and both lineages go to the doomed node while it lives (soft: elsewhere after).
     there = NodeAffinitySchedulingStrategy(doomed.node_id, soft=True)
@@ -282,8 +282,11 @@ _NODE_SCRIPT = textwrap.dedent("""
     swarm = Swarm(spec)
     swarm.start()
     print("started", time.monotonic() - began, flush=True)
-    placed = {ray.get(r.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()))
-              for r in swarm.runners}
+    def node(actor):
+        return ray.get(actor.__ray_call__.remote(
+            lambda self: ray.get_runtime_context().get_node_id()))
+
+    placed = [node(r) == doomed.node_id for r in [*swarm.runners, *swarm.pool.workers]]
     while swarm.stats()["records"] < 2:  # the start and a first step of a lineage
         time.sleep(0.2)
     cluster.remove_node(doomed)
@@ -293,7 +296,7 @@ _NODE_SCRIPT = textwrap.dedent("""
         pass
     result = swarm.finish()
     print("RESULT", json.dumps({
-        "placed": sorted(placed), "doomed": doomed.node_id, "removed_at": removed_at,
+        "on_doomed": placed, "removed_at": removed_at,
         "seconds": time.monotonic() - began,
         "restarts": [r.restarts for r in result.lineages],
         "errors": [r.error for r in result.lineages],
@@ -317,11 +320,14 @@ def test_a_node_removed_mid_run_loses_no_record(tmp_path, compile_cache):
                           capture_output=True, text=True, timeout=500, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     result = _result(proc)
-    assert result["placed"] == [result["doomed"]], "the lineages did not start on the node to remove"
+    # Soft affinity: Ray may place a lineage elsewhere when the node is slow to start it.
+    *lineages, worker = result["on_doomed"]
+    assert worker and any(lineages), f"nothing started on the node to remove: {result}"
     assert result["removed_at"] < 5, "the node was removed after the run had finished"
     assert all(not e for e in result["errors"]), result["errors"]
     assert result["steps"] == [2, 2]
-    assert min(result["restarts"]) >= 1, result  # both lineages lived on the removed node
+    for there, restarts in zip(lineages, result["restarts"], strict=True):
+        assert restarts >= there, result  # a lineage on the removed node was restarted
     # Evaluations in flight on the node may be executed again (by the worker's retry, or by
     # the restarted lineage), and ones whose lineage died before recording stay unrecorded.
     counts = check_counts(tmp_path, tmp_path / "executed.jsonl", unrecorded=2, repeated=3)
@@ -357,8 +363,9 @@ _DRIVER_SCRIPT = textwrap.dedent("""
 def _run_settings(out: Path, cache: Path) -> list[str]:
     settings = [f'run.out_dir="{out / "runs"}"', "run.name=killed", "search.lineages=2",
                 "search.candidates_per_lineage=2", "tracking.mlflow=false",
-                f'evaluator.cache_dir="{cache}"', "evaluator.workers=1", "timing.budget_s=0.05",
-                "timing.min_repeats=3"]
+                f'evaluator.cache_dir="{cache}"', "evaluator.workers=1", "evaluator.seeds=1",
+                "timing.budget_s=0.05", "timing.min_repeats=3", "timing.warmup=1",
+                "search.tester=false"]
     from kernelswarm.experiments.config import SearchSection
 
     if "confirm_top" in SearchSection.model_fields:  # confirming would evaluate again
