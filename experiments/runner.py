@@ -86,7 +86,10 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
                       if r.lineage in lineage_best else 0.0,
                       "best_speedup_vs_best_baseline": lineage_best[r.lineage][1].speedup_vs_best
                       if r.lineage in lineage_best else 0.0,
-                      "error": r.error} for r in result.lineages],
+                      "error": r.error,
+                      # crashes it was restarted from its records after (cluster/swarm.py)
+                      "restarts": r.restarts, "crashes": list(r.crashes)}
+                     for r in result.lineages],
         "sink_errors": result.sink_errors, "utilisation": result.utilisation,
         "diversity": summary.diversity, "migrations": summary.migrations,
         "reused_verdicts": summary.reused,
@@ -247,6 +250,11 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
             console.print(f"lineage {lineage.lineage} stopped: {one_line(lineage.stop_reason)}",
                           highlight=False)
     for lineage in result.lineages:
+        if lineage.restarts:
+            console.print(f"[yellow]lineage {lineage.lineage} restarted from its records "
+                          f"{lineage.restarts} time(s) after a crash:[/] "
+                          f"{one_line(lineage.crashes[-1].strip().splitlines()[-1], 200)}",
+                          highlight=False)
         if lineage.error:
             console.print(f"[red]lineage {lineage.lineage} crashed:[/]\n{lineage.error}")
     for error in result.sink_errors:
