@@ -81,16 +81,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from kernelswarm.search import Candidate, Record, RunInfo, RunSummary, ShapeResult, Sink
+from kernelswarm.search import Record, RunInfo, RunSummary, ShapeResult, Sink
 
 from .sources import self_contained_source, source_file_name
 
@@ -200,37 +200,38 @@ def _shape_columns(result: ShapeResult) -> dict[str, Any]:
     return {field.name: getattr(result, field.name) for field in _SHAPE_FIELDS}
 
 
-def _write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def _temporary(path: Path) -> Path:
     # The leading dot keeps readers (and pyarrow's dataset discovery) off the unfinished file.
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())  # the record is acknowledged after this: it must be on disk
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    _sync_folder(path.parent)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def _write_all_atomically(files: dict[Path, bytes]) -> None:
-    """Several files made durable together: written under temporary names, synced in parallel
-    (the file system commits concurrent syncs in one journal commit, where one after another
-    would each wait for their own), renamed, and each folder synced once."""
-    temporaries = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in files}
+def _write_synced(files: dict[Path, bytes]) -> None:
+    """Each file's bytes under its temporary name, written and synced in parallel: the file
+    system commits concurrent syncs together, where one after another each waits for its own."""
     try:
-        for path, data in files.items():
-            temporaries[path].write_bytes(data)
-        list(_sync_pool().map(_sync_file, temporaries.values()))
-        for path, temporary in temporaries.items():
-            os.replace(temporary, path)
+        list(_sync_pool().map(_write_one, [_temporary(p) for p in files], files.values()))
     except BaseException:
-        for temporary in temporaries.values():
-            temporary.unlink(missing_ok=True)
+        for path in files:
+            _temporary(path).unlink(missing_ok=True)
         raise
-    for folder in {path.parent for path in files}:
+
+
+def _write_one(temporary: Path, data: bytes) -> None:
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+        os.fsync(descriptor)  # the record is acknowledged after this: it must be on disk
+    finally:
+        os.close(descriptor)
+
+
+def _publish(paths: list[Path]) -> None:
+    """Rename synced temporaries to their names, then sync each folder (the renames durable)."""
+    for path in paths:
+        os.replace(_temporary(path), path)
+    for folder in dict.fromkeys(path.parent for path in paths):
         _sync_folder(folder)
 
 
@@ -243,14 +244,6 @@ def _sync_pool() -> ThreadPoolExecutor:
     if _pool is None:
         _pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="parquet-sync")
     return _pool
-
-
-def _sync_file(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _sync_folder(folder: Path) -> None:
@@ -303,36 +296,37 @@ class ParquetSink(Sink):
         self.sources.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: Record) -> None:
-        # The source first, so that no row ever names a kernel a person cannot open.
-        self._write_source(record.candidate)
-        table = pa.Table.from_pylist(evaluation_rows(self._opened().run_id, record), schema=SCHEMA)
-        _write_atomically(self.folder / f"part-{record.seq:08d}.parquet",
-                          lambda handle: pq.write_table(table, handle))
+        self.write_batch([record])
 
     def write_batch(self, records: Sequence[Record]) -> None:
-        """Several records as one file, their new sources synced together before it."""
-        if len(records) <= 1:
-            for record in records:
-                self.write(record)
+        """The records as one file (``part-<seq>`` for one, ``part-<first>-<last>`` for more),
+        with the sources not written before: all synced together, then the sources made
+        visible before the rows, so that no row ever names a kernel a person cannot open."""
+        if not records:
             return
         sources: dict[Path, bytes] = {}
         for record in records:
             path = self.sources / source_file_name(record.candidate)
+            # The id is a content hash: an existing file holds this source already.
             if path not in sources and not path.exists():
                 sources[path] = self_contained_source(record.candidate).encode()
-        if sources:
-            _write_all_atomically(sources)
         run_id = self._opened().run_id
         table = pa.Table.from_pylist([row for record in records
                                       for row in evaluation_rows(run_id, record)], schema=SCHEMA)
-        name = f"part-{records[0].seq:08d}-{records[-1].seq:08d}.parquet"
-        _write_atomically(self.folder / name, lambda handle: pq.write_table(table, handle))
-
-    def _write_source(self, candidate: Candidate) -> None:
-        path = self.sources / source_file_name(candidate)
-        if not path.exists():  # the id is a content hash: an existing file has this source
-            encoded = self_contained_source(candidate).encode()
-            _write_atomically(path, lambda handle: handle.write(encoded))
+        encoded = pa.BufferOutputStream()
+        pq.write_table(table, encoded)
+        first, last = records[0].seq, records[-1].seq
+        rows = self.folder / (f"part-{first:08d}.parquet" if len(records) == 1
+                              else f"part-{first:08d}-{last:08d}.parquet")
+        _write_synced({**sources, rows: encoded.getvalue().to_pybytes()})
+        try:
+            if sources:
+                _publish(list(sources))
+            _publish([rows])
+        except BaseException:
+            for path in [*sources, rows]:
+                _temporary(path).unlink(missing_ok=True)
+            raise
 
     def close(self, summary: RunSummary) -> None:
         """Nothing is buffered: every record is already on disk."""
