@@ -18,8 +18,7 @@ literal or computed from earlier ones (``N = 2048 * 2``, ``height = width = 128`
 ``dim = N // 4``); a constant computed from others follows them when they change. The cuda
 shapes keep the file's values. The cpu shapes take ``sizes`` and are then shrunk until they
 are small enough to evaluate in seconds (``SHRINK``). A held-out shape halves, to an odd number,
-the sizes only ``get_inputs()`` depends on; the sizes the model is built from (``fixed``) are
-the same in every shape of a device kind.
+the sizes only ``get_inputs()`` depends on, and keeps those the model is built from (``fixed``).
 """
 
 from __future__ import annotations
@@ -256,15 +255,35 @@ def _tracer(task: Task, problem: Problem) -> Callable[[dict], dict]:
     return trace
 
 
+@dataclass(frozen=True)
+class _Shapes:
+    """The shapes of one device, as a tester reads them from a task."""
+
+    tuning_shapes: tuple[Shape, ...]
+    heldout_shapes: tuple[Shape, ...]
+
+
 def _trace_all(trace: Callable[[dict], dict], problem: Problem,
                sizes: Mapping[str, int] | None) -> dict[str, object]:
-    """``trace()`` of the written task.py on every shape of every device, by shape label."""
+    """``trace()`` of the written task.py on every shape of every device and on the built-in
+    tester's check shapes, by shape label: a shape traced in a sandbox would import what the
+    sandbox forbids to change once a kernel is loaded (the flop counter, torch._dynamo)."""
+    from kernelswarm.agents.builtin import RuleTester
+
+    tuning, heldout = problem_shapes(problem, sizes)
     traced: dict[str, object] = {}
-    for shapes in problem_shapes(problem, sizes):
-        for shape in (s for group in shapes.values() for s in group):
-            label = Shape.of(shape).label
+    for shape in (s for group in (*tuning.values(), *heldout.values()) for s in group):
+        traced.setdefault(Shape.of(shape).label, trace(shape))
+    for device in tuning:
+        view = _Shapes(tuple(map(Shape.of, tuning[device])),
+                       tuple(map(Shape.of, heldout[device])))
+        for check in RuleTester().checks(view, "cpp"):  # type: ignore[arg-type]
+            label = Shape.of(check.shape).label
             if label not in traced:
-                traced[label] = trace(shape)
+                try:
+                    traced[label] = trace(dict(check.shape))
+                except TaskError:  # a size the model cannot take: the run drops the check
+                    continue
     return traced
 
 

@@ -15,8 +15,7 @@ TASK_PY = Template('''\
 The reference is ``Model.forward`` of problem.py (a copy of the problem file), the model built
 from ``get_init_inputs()`` and run in eval mode. A shape sets the problem's integer constants
 before the model is built and ``get_inputs()`` runs. The constants the model is built from
-(FIXED) may differ between the cpu and the cuda shapes but must be the same in every shape of
-one device kind (one model per device kind).
+(FIXED) may differ between shapes: each shape's values reach the reference as the last input.
 
 The kernel's arguments, in order (``c_signature()`` prints them for this problem):
 
@@ -39,6 +38,7 @@ the value traced for the shape, and a scalar must be the same for every seed. Te
 with the problem's seed, parameters with SEED + it.
 """
 
+import contextlib
 import copy
 import ctypes
 import importlib.util
@@ -53,7 +53,7 @@ DESCRIPTION = __doc__
 
 TUNING_SHAPES = $tuning
 HELDOUT_SHAPES = $heldout
-# Constants the model is built from: one value per device kind.
+# Constants the model is built from (a model per combination of their values).
 FIXED = $fixed
 # Per shape label, from trace() when the folder was written, so that loading the task runs
 # nothing. A shape missing here (added by hand) is traced when first used.
@@ -83,37 +83,8 @@ def _load_problem():
 _problem = _load_problem()
 
 
-def _device_shapes():
-    """{device kind: [shape, ...]} over tuning and held-out shapes."""
-    grouped = {}
-    for attr, shapes in (("TUNING_SHAPES", TUNING_SHAPES), ("HELDOUT_SHAPES", HELDOUT_SHAPES)):
-        items = shapes.items() if isinstance(shapes, dict) else [("any", shapes)]
-        for device, group in items:
-            grouped.setdefault(device, []).extend((attr, s) for s in group)
-    return grouped
-
-
 def _fixed_key(shape):
-    return tuple((name, shape[name]) for name in FIXED if name in shape)
-
-
-def _check_fixed():
-    """One model per device kind: every shape of a kind has the same FIXED values."""
-    keys = {}
-    for device, shapes in _device_shapes().items():
-        attr, first = shapes[0]
-        for other_attr, shape in shapes[1:]:
-            for name, value in _fixed_key(first):
-                if shape.get(name) != value:
-                    raise ValueError(
-                        f"{other_attr}[{device!r}] has {name}={shape.get(name)} where "
-                        f"{attr}[{device!r}] has {name}={value}: the model is built from "
-                        f"{name}, so every {device} shape must give it the same value")
-        keys[device] = _fixed_key(first)
-    return keys
-
-
-_DEVICE_FIXED = _check_fixed()
+    return tuple(shape[name] for name in FIXED if name in shape)
 
 
 def _set_sizes(shape):
@@ -192,15 +163,21 @@ def _init_values(shape):
     return list(_problem.get_init_inputs())
 
 
-def trace(shape):
+def _counter(flops):
+    if not flops:
+        return contextlib.nullcontext()
+    from torch.utils.flop_counter import FlopCounterMode  # imports torch._dynamo
+
+    return FlopCounterMode(display=False)
+
+
+def trace(shape, flops=True):
     """What TRACED holds for ``shape``: forward's arguments, the constructor's settings, the
     parameters and results (sizes, dtypes, values), bytes (every tensor read or written once)
-    and flops (those torch's flop counter knows: matmuls, convolutions, not elementwise ops; a
-    lower bound). On the meta device where every op has a meta kernel (no compute), for real
-    otherwise (on shapes below 2 GiB)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False)
+    and, with ``flops``, flops (those torch's flop counter knows: matmuls, convolutions, not
+    elementwise ops; a lower bound). On the meta device where every op has a meta kernel (no
+    compute), for real otherwise (on shapes below 2 GiB)."""
+    counter = _counter(flops)
     try:
         with torch.device("meta"):
             model = _model(shape, 0, "meta")
@@ -215,22 +192,25 @@ def trace(shape):
             raise ValueError(f"shape {shape}: forward cannot run on the meta device, and its "
                              f"inputs ({size >> 20} MiB) are too large to run it for real "
                              f"here; give smaller sizes") from None
-        counter = FlopCounterMode(display=False)
+        counter = _counter(flops)
         model, args = _model(shape, 0), _forward_args(shape, 0)
         with torch.no_grad(), counter:
             results = _as_tuple(model(*args))
-    return {**_described_all(shape, args, model, results),
-            "flops": int(counter.get_total_flops())}
+    traced = _described_all(shape, args, model, results)
+    return {**traced, "flops": int(counter.get_total_flops())} if flops else traced
 
 
 def _label(shape):
     return ",".join(f"{k}={v}" for k, v in sorted(shape.items()))
 
 
-def _traced(shape):
+def _traced(shape, flops=False):
+    """TRACED's entry for ``shape``; a shape added by hand (or a check's) is traced here, its
+    flops only when asked: a sandbox checks that nothing replaced torch's functions while a
+    kernel ran, and the flop counter's first use wraps some (it imports torch._dynamo)."""
     label = _label(shape)
-    if label not in TRACED:  # a shape added by hand: trace it here (slower to load)
-        TRACED[label] = trace(shape)
+    if label not in TRACED or (flops and "flops" not in TRACED[label]):
+        TRACED[label] = trace(shape, flops)
     return TRACED[label]
 
 
@@ -322,13 +302,16 @@ def _unflatten(flat):
 
 
 def make_inputs(shape, seed, device):
+    """forward's arguments, the parameters, and last the shape's FIXED values (int64): the
+    model the reference runs is built from them (the launchers do not pass them on)."""
     key = (_fixed_key(shape), seed)
     if key not in _PARAMETERS:
         _PARAMETERS[key] = [t.detach().clone() for _, t in _state(_model(shape, seed))]
     forward = _flatten(_forward_args(shape, seed), _traced(shape)["args"])
+    fixed = torch.tensor(_fixed_key(shape), dtype=torch.int64)
     # a copy every call: a kernel that writes an input must not change the next problem's
     return tuple(t.detach().to(device=device, copy=True).contiguous()
-                 for t in (*forward, *_PARAMETERS[key]))
+                 for t in (*forward, *_PARAMETERS[key], fixed))
 
 
 def make_outputs(shape, device):
@@ -336,17 +319,17 @@ def make_outputs(shape, device):
                  for e in _traced(shape)["outputs"])
 
 
-def _placed_model(device):
-    """The model of ``device``'s kind (its FIXED values), on ``device``."""
-    fixed = _DEVICE_FIXED.get(device.type, _DEVICE_FIXED.get("any", ()))
-    if device not in _MODELS:
-        _MODELS[device] = copy.deepcopy(_model(dict(fixed), 0)).to(device)
-    return _MODELS[device]
+def _placed_model(fixed, device):
+    """The model built from the FIXED values ``fixed``, on ``device``."""
+    key = (tuple(int(v) for v in fixed.tolist()), str(device))
+    if key not in _MODELS:
+        _MODELS[key] = copy.deepcopy(_model(dict(zip(FIXED, key[0])), 0)).to(device)
+    return _MODELS[key]
 
 
 def reference(*inputs):
-    args, state = _unflatten(list(inputs))
-    model = _placed_model(inputs[0].device if inputs else torch.device("cpu"))
+    args, state = _unflatten(list(inputs[:-1]))
+    model = _placed_model(inputs[-1], inputs[-1].device)
     names = [name for name, _ in _state(model)]
     with torch.no_grad():
         result = torch.func.functional_call(model, dict(zip(names, state, strict=True)),
@@ -376,7 +359,7 @@ def _arguments(inputs, shape):
         elif entry["kind"] != "none":
             arguments.append(entry["value"])
         i += _scalar_count(entry)
-    return arguments, inputs[i:]
+    return arguments, inputs[i:-1]  # the last input is the model's FIXED values
 
 
 def launch_cpp(fn, inputs, outputs, shape):
@@ -398,7 +381,7 @@ def launch_triton(fn, inputs, outputs, shape):
 
 def roofline(shape):
     """(bytes, flops) from TRACED; see trace()."""
-    traced = _traced(shape)
+    traced = _traced(shape, flops=True)
     return traced["bytes"], traced["flops"]
 
 

@@ -181,9 +181,10 @@ def test_a_right_kernel_passes_and_a_wrong_one_does_not(imported, name):
 def test_parameters_are_inputs_and_the_reference_is_the_models_forward(imported):
     module = imported["linear"].task.module
     shape = dict(imported["linear"].task.tuning_shapes[0])
-    x, weight, bias = module.make_inputs(shape, 3, "cpu")
+    x, weight, bias, fixed = module.make_inputs(shape, 3, "cpu")
     assert weight.shape == (128, 256) and bias.shape == (128,)
-    (out,) = module.reference(x, weight, bias)
+    assert fixed.tolist() == [256, 128]  # the sizes the reference's model is built from
+    (out,) = module.reference(x, weight, bias, fixed)
     torch.testing.assert_close(out, x @ weight.T + bias)
     other = module.make_inputs(shape, 4, "cpu")
     assert not torch.equal(other[1], weight)  # each seed draws its own parameters

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.experiments.kernelbench import import_problem, problem_shapes, read_problem
@@ -190,7 +191,7 @@ def test_a_constructor_size_is_scaled_on_the_cpu_only(tmp_path):
     cpu = dict(task.tuning_shapes[0])
     cuda = dict(load_task(task.path, "cuda").tuning_shapes[0])
     assert (cpu["in_features"], cuda["in_features"]) == (64, 256)
-    _, weight, _ = task.module.make_inputs(cpu, 0, "cpu")
+    _, weight, _, _ = task.module.make_inputs(cpu, 0, "cpu")
     assert weight.shape == (128, 64)
     assert task.module.make_outputs(cuda, "cpu")[0].shape == (8, 128)  # traced, not run
     check_task(task.path)  # the reference runs on every cpu shape with the cpu model
@@ -218,12 +219,14 @@ def test_a_constructor_size_can_be_edited_in_task_py_after_import(tmp_path):
     folder = import_problem(_write(tmp_path, "linear", LINEAR), tmp_path / "linear").task.path
     _edit_cpu_lines(folder / "task.py", "'in_features': 256", "'in_features': 32",
                     ("TUNING_SHAPES",))
-    with pytest.raises(TaskError, match="every cpu shape must give it the same value"):
-        load_task(_fresh(folder, "half_edited"), "cpu")
-    _edit_cpu_lines(folder / "task.py", "'in_features': 256", "'in_features': 32",
-                    ("HELDOUT_SHAPES",))
-    task = check_task(_fresh(folder, "edited"))  # the edited shapes are traced when loaded
-    assert task.module.make_inputs(dict(task.tuning_shapes[0]), 0, "cpu")[1].shape == (128, 32)
+    task = check_task(_fresh(folder, "edited"))  # the edited shape is traced when loaded
+    tuning, heldout = dict(task.tuning_shapes[0]), dict(task.heldout_shapes[0])
+    assert task.module.make_inputs(tuning, 0, "cpu")[1].shape == (128, 32)
+    assert task.module.make_inputs(heldout, 0, "cpu")[1].shape == (128, 256)  # not edited
+    # each shape's reference runs the model built from its own sizes
+    x, weight, bias, _ = task.module.make_inputs(tuning, 0, "cpu")
+    (out,) = task.module.reference(*task.module.make_inputs(tuning, 0, "cpu"))
+    torch.testing.assert_close(out, x @ weight.T + bias)
     assert load_task(task.path, "cuda").tuning_shapes[0]["in_features"] == 256
 
 
