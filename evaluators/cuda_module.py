@@ -16,7 +16,9 @@ kernels as a Python callable with this calling convention::
 - a failed launch raises ``CudaDriverError`` naming the driver's error and the geometry.
 
 ``fn.kernel(name)`` returns another kernel of the same module, ``fn.knobs`` the knob values the
-module was built with, ``fn.name`` the kernel's name.
+module was built with, ``fn.name`` the kernel's name. A dispatch kernel's module (its header
+holds the table, search/dispatch.py) gives the launcher a ``RouteFunction`` per launched shape:
+the same calls, answered by that route's copies of the kernels and its knob values.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..search.dispatch import DispatchTable, route_symbol
 from .cuda_errors import CudaDriverError
 from .languages.base import LoadError
 from .nvrtc import read_artifact
@@ -155,6 +158,30 @@ class CudaFunction:
         self.module.record_launch(self.name, grid3, block3, shared_mem)
 
 
+class RouteFunction:
+    """One route of a dispatch kernel (search/dispatch.py), callable like ``CudaFunction``:
+    ``fn.kernel(name)`` finds that route's copy of ``name`` and ``fn.knobs`` are its values."""
+
+    def __init__(self, module: CudaModule, entry: str, index: int) -> None:
+        assert module.dispatch is not None
+        self.module = module
+        self.entry = entry
+        self.index = index
+        self.knobs: Mapping[str, Any] = module.dispatch.routes[index].knob_values
+        self.function = module.function(route_symbol(entry, index))
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    def kernel(self, name: str) -> CudaFunction:
+        """This route's copy of the kernel ``name``."""
+        return self.module.function(route_symbol(name, self.index))
+
+    def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
+        self.function(grid, block, *args, shared_mem=shared_mem)
+
+
 class CudaModule:
     """A cubin loaded in the current context, its kernels, and what they were launched with."""
 
@@ -163,6 +190,9 @@ class CudaModule:
         self.header = header
         self.device = device
         self.knobs: Mapping[str, Any] = dict(header.get("knobs", {}))
+        table = header.get("dispatch")
+        self.dispatch = DispatchTable.from_json(table) if table is not None else None
+        self._routes: dict[tuple[str, int], RouteFunction] = {}
         self._functions: dict[str, CudaFunction] = {}
         self._launches: dict[tuple[str, tuple[int, ...], tuple[int, ...], int], int] = {}
         self._loaded = True
@@ -200,6 +230,16 @@ class CudaModule:
                                 f"it `extern \"C\" __global__`") from None
             self._functions[name] = CudaFunction(self, name, handle)
         return self._functions[name]
+
+    def route(self, entry: str, index: int) -> RouteFunction:
+        """Route ``index`` of a dispatch module, as the launcher sees it: its entry kernel, its
+        other kernels by their plain names and its knob values."""
+        if self.dispatch is None or not 0 <= index < len(self.dispatch.routes):
+            raise LoadError(f"the module has no dispatch route {index}")
+        key = (entry, index)
+        if key not in self._routes:
+            self._routes[key] = RouteFunction(self, entry, index)
+        return self._routes[key]
 
     def record_launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...],
                       shared_mem: int) -> None:

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     shape = target["shape"]
     inputs = tuple(task.module.make_inputs(shape, 0, settings.device))
     outputs = tuple(task.module.make_outputs(shape, settings.device))
-    getattr(task.module, language.launcher)(kernel.fn, inputs, outputs, shape)
+    fn = language.for_shape(kernel, shape)
+    getattr(task.module, language.launcher)(fn, inputs, outputs, shape)
     torch.cuda.synchronize()
     return 0
 

@@ -158,10 +158,13 @@ def ptxas_resources(log: str) -> dict[str, dict[str, int]]:
 
 
 def write_artifact(path: Path, module: CompiledModule, arch: str, version: str,
-                   knobs: Mapping[str, Any]) -> None:
-    """The cubin behind a JSON header (what ``CudaModule.load`` reads back)."""
+                   knobs: Mapping[str, Any], dispatch: Mapping[str, Any] | None = None) -> None:
+    """The cubin behind a JSON header (what ``CudaModule.load`` reads back); ``dispatch``: a
+    dispatch kernel's table (search/dispatch.py), which the loader routes launches by."""
     header = {"arch": arch, "nvrtc": version, "knobs": dict(knobs),
               "kernels": ptxas_resources(module.log)}
+    if dispatch is not None:
+        header["dispatch"] = dict(dispatch)
     path.write_bytes(ARTIFACT_MAGIC + json.dumps(header).encode() + b"\n" + module.cubin)
 
 
@@ -180,7 +183,7 @@ def _handle(request: Mapping[str, Any], version: str) -> dict[str, Any]:
                                 [tuple(d) for d in request["defines"]], request["include_dirs"])
         check_ptx(module.ptx, request["entry"])
         write_artifact(Path(request["artifact"]), module, request["arch"], version,
-                       request.get("knobs", {}))
+                       request.get("knobs", {}), request.get("dispatch"))
     except BuildError as exc:
         return {"ok": False, "log": exc.log}
     return {"ok": True, "log": module.log}

@@ -57,6 +57,14 @@ def study_key(candidate: Candidate) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _shape_speedups(evaluation: Evaluation) -> tuple[tuple[str, float], ...]:
+    """Per timed shape of an OK evaluation, its speedup over the starting kernel."""
+    if not evaluation.ok:
+        return ()
+    return tuple((s.shape, s.speedup_vs_start) for s in evaluation.shapes
+                 if math.isfinite(s.speedup_vs_start))
+
+
 @dataclass
 class _Pending:
     plan: Plan
@@ -232,7 +240,8 @@ class Lineage:
         failed = evaluation.failed_shape() if evaluation.status is Status.INCORRECT else None
         self.history.append(Attempt(self.step, pending.plan.move, candidate.id,
                                     evaluation.status.value, evaluation.speedup, evaluation.message,
-                                    failed.shape if failed is not None else ""))
+                                    failed.shape if failed is not None else "",
+                                    _shape_speedups(evaluation)))
         self._failed = None
         # A gain inside the timing noise of both kernels is not an improvement (and a kernel
         # within noise of the best does not replace it as the one to build on).

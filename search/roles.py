@@ -164,6 +164,9 @@ class Attempt:
     speedup: float
     message: str = ""
     failed_shape: str = ""  # the first shape it was wrong on, where it was wrong
+    # Per shape label, the speedup over the starting kernel (timed shapes of an OK evaluation):
+    # what per-shape specialisation (a dispatch table) reads to pick a knob setting per shape.
+    shape_speedups: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

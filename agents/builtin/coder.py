@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelswarm.search import REWRITE, Candidate, Coder, LineageView, Origin, Plan
 
+from .dispatch_move import DISPATCH, dispatch_candidate
 from .transformation import Transformation
 from .transforms import find_transformation
 
@@ -26,11 +27,16 @@ class RuleCoder(Coder):
     Knobs the transformation adds start at its ``initial_knobs``; the parent's knobs keep their
     values.
 
+    A ``dispatch`` move composes the current source's per-shape best knob settings into one
+    kernel (agents/builtin/dispatch_move.py).
+
     Returns None when the move is not a rewrite, names no transformation for the parent's
     language, or the transformation does not apply (pattern absent, already applied).
     """
 
     def code(self, plan: Plan, parent: Candidate, view: LineageView) -> Candidate | None:
+        if plan.move == DISPATCH:  # per-shape knob settings as one kernel, from the history
+            return dispatch_candidate(view, min_gain=0.0) if parent.id == view.current.id else None
         transformation = transformation_of(plan.move, parent.language)
         if transformation is None:
             return None

@@ -19,6 +19,7 @@ from kernelswarm.search import (
 
 from .analyst import profile_facts
 from .coder import rewrite_move
+from .dispatch_move import DISPATCH, MIN_GAIN, dispatch_candidate
 from .kernel_record import KernelRecord, read_record
 from .transformation import Transformation
 from .transforms import transformations_for
@@ -87,12 +88,16 @@ class RulePlanner(Planner):
        to the kernel; so a rewrite that was INCORRECT (a failed shape) or did not compile is
        never retried on the same source. On a changed kernel its effect may differ, so it may
        be tried again there, up to ``rewrite_attempts`` (2) attempts per lineage.
-    5. TUNE while the source has knobs, fewer than ``tune_trials`` (24) tuned candidates
+    5. ``dispatch`` once the source's knobs are tuned (no tuning left, or ``dispatch_after`` (8)
+       tuned candidates evaluated) and its shapes' best settings differ by an estimated
+       ``dispatch_gain`` (2%) or more over the best single setting: one kernel holding each
+       shape's best setting as a route (agents/builtin/dispatch_move.py), not tried before.
+    6. TUNE while the source has knobs, fewer than ``tune_trials`` (24) tuned candidates
        evaluated, untried settings, fewer than ``max_tune_failures`` (2) tuned candidates that
        failed (knob settings that break correctness end the tuning of that source), and fewer
        than ``max_idle_tunes`` (5) tuning moves in a row that produced nothing new (the tuner
        repeated a setting already evaluated; the lineage itself gives up after 8 such plans).
-    6. STOP, saying what was exhausted.
+    7. STOP, saying what was exhausted.
 
     The seed fixes the order of rewrites (different seeds lead with different rewrites); the
     plan is a function of the seed and the view alone, so a seed is reproducible and the planner
@@ -102,7 +107,8 @@ class RulePlanner(Planner):
     def __init__(self, seed: int, *, adopt_margin: float = 0.02, roofline_stop: float = 0.9,
                  rewrite_attempts: int = 2, tune_trials: int = 24, max_tune_failures: int = 2,
                  max_idle_tunes: int = 5, memory_done: float = 0.8,
-                 small_far: float = 0.3) -> None:
+                 small_far: float = 0.3, dispatch_after: int = 8,
+                 dispatch_gain: float = MIN_GAIN) -> None:
         self.seed = seed
         self.adopt_margin = adopt_margin
         self.roofline_stop = roofline_stop
@@ -112,6 +118,8 @@ class RulePlanner(Planner):
         self.max_idle_tunes = max_idle_tunes
         self.memory_done = memory_done
         self.small_far = small_far
+        self.dispatch_after = dispatch_after
+        self.dispatch_gain = dispatch_gain
 
     def order(self, language: str, facts: Facts | None = None) -> list[Transformation]:
         """The transformations for ``language`` in the order this planner tries them, given the
@@ -163,6 +171,9 @@ class RulePlanner(Planner):
                      "since." if record.rewrite_attempts[chosen.name] else "")
             return Plan(rewrite_move(chosen.name), context + f"Next untried rewrite: {chosen.name}, "
                         f"to {chosen.description}.{again}")
+        dispatch = self._dispatch(view, record, tunable)
+        if dispatch is not None:
+            return Plan(DISPATCH, context + dispatch)
         if tunable:
             return Plan(TUNE, context + "No rewrite left to try on this kernel; tuning its knobs "
                         f"({self._knobs(view)}), trial {record.tune_trials + 1} of at most "
@@ -203,6 +214,15 @@ class RulePlanner(Planner):
                 and record.tune_trials < self.tune_trials
                 and record.tune_failures < self.max_tune_failures
                 and record.idle_tunes_in_a_row < self.max_idle_tunes)
+
+    def _dispatch(self, view: LineageView, record: KernelRecord, tunable: bool) -> str | None:
+        """The rationale of a dispatch move when rule 5 fires, else None."""
+        if tunable and record.tune_trials < self.dispatch_after:
+            return None
+        candidate = dispatch_candidate(view, self.dispatch_gain)
+        if candidate is None or any(a.candidate_id == candidate.id for a in view.history):
+            return None
+        return candidate.origin.rationale
 
     @staticmethod
     def _knobs(view: LineageView) -> str:

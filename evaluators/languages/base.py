@@ -105,6 +105,12 @@ class KernelLanguage(ABC):
     def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
         """In the sandbox: load ``artifact``; raise ``LoadError`` when the entry is unusable."""
 
+    def for_shape(self, kernel: LoadedKernel, shape: Mapping[str, Any]) -> Any:
+        """In the sandbox: what the task's launcher receives as ``fn`` for a call of ``shape``.
+        A dispatch kernel (search/dispatch.py) that the launcher must see per route answers
+        with that route; otherwise ``kernel.fn``."""
+        return kernel.fn
+
     def unload(self, kernel: LoadedKernel) -> None:  # noqa: B027 - optional
         """In the sandbox: release a kernel returned by ``load``."""
 

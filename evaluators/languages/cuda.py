@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...search.candidate import Candidate
+from ...search.dispatch import read_table, route_symbol
 from ...search.language_spec import SPECS
 from ..screen import ScreenRule
 from ..settings import EvaluatorSettings, normalize_cuda_arch
@@ -161,6 +162,10 @@ class CudaLanguage(KernelLanguage):
                    "defines": _defines(candidate.knob_values),
                    "include_dirs": list(toolkit_include_dirs()), "artifact": str(artifact),
                    "knobs": dict(candidate.knob_values)}
+        table = read_table(candidate.source)
+        if table is not None:  # a dispatch kernel: its entry is one copy per route
+            request["entry"] = route_symbol(candidate.entry, 0)
+            request["dispatch"] = table.to_json()
         reply = build_in_compiler_process(request, timeout_s)
         if "fault" in reply:
             raise RuntimeError(f"the NVRTC compiler process failed: {reply['fault']}")
@@ -172,10 +177,18 @@ class CudaLanguage(KernelLanguage):
 
         module = CudaModule.load(artifact)  # raises LoadError with the reason
         try:
+            if module.dispatch is not None:  # the launch of each shape picks its route
+                return LoadedKernel(fn=module.route(entry, 0), handle=module)
             return LoadedKernel(fn=module.function(entry), handle=module)
         except LoadError:
             module.unload()
             raise
+
+    def for_shape(self, kernel: LoadedKernel, shape: Mapping[str, Any]) -> Any:
+        module = kernel.handle
+        if module.dispatch is None:
+            return kernel.fn
+        return module.route(kernel.fn.entry, module.dispatch.select(shape))
 
     def unload(self, kernel: LoadedKernel) -> None:
         kernel.handle.unload()

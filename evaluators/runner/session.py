@@ -158,8 +158,9 @@ class Session:
         assert self.language is not None
         kernel = self.kernels[which]
         launcher = getattr(self.task.module, self.language.launcher)
+        fn = self.language.for_shape(kernel, shape)
         try:
-            problem = guarded_call(lambda: launcher(kernel.fn, inputs, outputs, dict(shape)),
+            problem = guarded_call(lambda: launcher(fn, inputs, outputs, dict(shape)),
                                    inputs, outputs, host_code=self.language.host_code,
                                    source_file=self.language.source_file(kernel))
         except IntegrityViolation as exc:
