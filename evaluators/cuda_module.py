@@ -16,7 +16,8 @@ kernels as a Python callable with this calling convention::
 - a failed launch raises ``CudaDriverError`` naming the driver's error and the geometry.
 
 ``fn.kernel(name)`` returns another kernel of the same module, ``fn.knobs`` the knob values the
-module was built with, ``fn.name`` the kernel's name. A dispatch kernel's module (its header
+module was built with, ``fn.name`` the kernel's name, ``fn.device`` the GPU's figures (SM count,
+L2 bytes, per-SM limits: evaluators/cuda_device.py) for launchers that size grids to the machine. A dispatch kernel's module (its header
 holds the table, search/dispatch.py) gives the launcher a ``RouteFunction`` per launched shape:
 the same calls, answered by that route's copies of the kernels and its knob values.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..search.dispatch import DispatchTable, route_symbol
+from .cuda_device import DeviceFigures, device_figures
 from .cuda_errors import CudaDriverError
 from .languages.base import LoadError
 from .nvrtc import read_artifact
@@ -121,6 +123,11 @@ class CudaFunction:
     def knobs(self) -> Mapping[str, Any]:
         return self.module.knobs
 
+    @property
+    def device(self) -> DeviceFigures:
+        """The GPU's figures (SM count, L2 size, per-SM limits), read from its driver."""
+        return device_figures(self.module.device)
+
     def kernel(self, name: str) -> CudaFunction:
         """Another ``extern "C" __global__`` kernel of the same source."""
         return self.module.function(name)
@@ -173,6 +180,10 @@ class RouteFunction:
     @property
     def name(self) -> str:
         return self.function.name
+
+    @property
+    def device(self) -> DeviceFigures:
+        return self.function.device
 
     def kernel(self, name: str) -> CudaFunction:
         """This route's copy of the kernel ``name``."""

@@ -14,6 +14,7 @@ a ``CudaFunction`` (evaluators/cuda_module.py), passed to the task's ``launch_cu
     fn(grid, block, *args, shared_mem=0)   # launch on PyTorch's current stream
     fn.kernel("other_name")                # another kernel of the same source
     fn.knobs                                # the knob values the module was built with
+    fn.device.sm_count, fn.device.l2_bytes  # the GPU's figures, read from its driver
 
 ``grid`` and ``block`` are an int or a tuple of up to three; ``args`` are tensors (their data
 pointer is passed), ints and floats (sized to the kernel's parameter: ``int``/``long long``,

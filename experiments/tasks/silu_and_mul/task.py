@@ -125,14 +125,15 @@ def launch_cpp(fn, inputs, outputs, shape):
     fn(out.data_ptr(), x.data_ptr(), shape["tokens"], shape["d"])
 
 
-# Blocks the SPLIT geometry aims for when rows are few: four per SM of an H100 or H200 (132 SMs).
-_TARGET_BLOCKS = 4 * 132
+# Blocks per SM the SPLIT geometry aims for when rows are few; the SM count is the GPU's own
+# (fn.device.sm_count, read from its driver), not a figure assumed for one machine.
+_BLOCKS_PER_SM = 4
 
 
 def launch_cuda(fn, inputs, outputs, shape):
     # One block per token, of BLOCK threads. Geometry knobs (docs/tasks.md): with SPLIT, up to
-    # SPLIT blocks share a token along grid.y, as many as bring the grid to _TARGET_BLOCKS and no
-    # more than the row has BLOCK * VEC-element steps for.
+    # SPLIT blocks share a token along grid.y, as many as bring the grid to _BLOCKS_PER_SM per SM
+    # of this GPU and no more than the row has BLOCK * VEC-element steps for.
     (x,), (out,) = inputs, outputs
     kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
     block = int(fn.knobs.get("BLOCK", 256))
@@ -140,7 +141,8 @@ def launch_cuda(fn, inputs, outputs, shape):
     split = int(fn.knobs.get("SPLIT", 1))
     if split > 1:
         steps = -(-d // (block * int(fn.knobs.get("VEC", 1))))
-        split = max(1, min(split, steps, -(-_TARGET_BLOCKS // tokens)))
+        target = _BLOCKS_PER_SM * fn.device.sm_count
+        split = max(1, min(split, steps, -(-target // tokens)))
     kernel((tokens, split) if split > 1 else tokens, block, out, x, d)
 
 
