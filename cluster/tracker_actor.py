@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import IO, Any
 
 import ray
 
@@ -33,6 +34,8 @@ from kernelswarm.search import (
 
 TRACKER_RESTARTS = 20  # restarts of one run's tracker before Ray gives up on it
 RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run folder
+MIGRATIONS_LOG = "migrations.jsonl"  # one line per batch of migrants handed out, synced
+CLAIMS_LOG = "claims.log"  # "claim <id> <owner>" and "release <id>" lines, in call order
 
 
 def _reconstructed() -> bool:
@@ -68,13 +71,54 @@ class TrackerActor:
         self._flushing: asyncio.Future | None = None  # the durable write under way, if any
         for record in records:
             self._count(record)
-        self._restarts = self._note_restart(run, len(records), len(resumed))
+        self._migrations = run.run_dir / MIGRATIONS_LOG
+        self._migrated: dict[tuple[int, int], list[tuple[Candidate, Evaluation]]] = {}
+        self._replay_migrations(records)
+        restarted = _reconstructed()
+        self._claims = self._open_claims(run, restarted)
+        self._restarts = self._note_restart(run, restarted, len(records), len(resumed))
 
-    def _note_restart(self, run: RunInfo, replayed: int, resumed: int) -> int:
+    def _open_claims(self, run: RunInfo, restarted: bool) -> IO[str]:
+        """The claims log: replayed on a restart (the lineages holding them live on), emptied
+        on a fresh start (a resumed run's holders died with its driver). Each line reaches the
+        operating system before the call returns, not the disk: it has to outlive the tracker's
+        process, not the machine (a lost machine loses the lineages holding them too)."""
+        path = run.run_dir / CLAIMS_LOG
+        if restarted and path.exists():
+            for line in path.read_text().splitlines():
+                match line.split():  # a line torn by the crash matches nothing
+                    case ["claim", candidate_id, owner]:
+                        _, mine = self._tracker.claim(candidate_id)
+                        if mine and owner != "-":
+                            self._owners[candidate_id] = int(owner)
+                    case ["release", candidate_id]:
+                        self._owners.pop(candidate_id, None)
+                        self._tracker.release(candidate_id)
+        return path.open("a" if restarted else "w", buffering=1)  # line-buffered
+
+    def _replay_migrations(self, records: list[Record]) -> None:
+        """Put the migrants handed out before back on the islands they went to (after every
+        record: an island that overflowed since may keep other members than it did)."""
+        if not self._migrations.exists():
+            return
+        members = {r.candidate.id: (r.candidate, r.evaluation) for r in records}
+        archive = self._tracker.archive
+        for line in self._migrations.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line torn by the crash: its call never returned
+                continue
+            moved = [members[i] for i in entry["ids"] if i in members]
+            for candidate, evaluation in moved:
+                archive.island(entry["lineage"]).add(candidate, evaluation)
+                archive.migrations.append((candidate.lineage, entry["lineage"], candidate.id))
+            self._migrated[(entry["lineage"], entry["step"])] = moved
+
+    def _note_restart(self, run: RunInfo, restarted: bool, replayed: int, resumed: int) -> int:
         """On a restart: log it in the run folder, and give the background sinks (MLflow) the
         records of this session again: they open a new run, which then holds all of them."""
         log = run.run_dir / RESTARTS_LOG
-        if _reconstructed():
+        if restarted:
             for record in self._tracker.records[resumed:replayed]:
                 self._tracker.rewrite_background(record)
             with log.open("a") as out:
@@ -88,11 +132,14 @@ class TrackerActor:
                 and self._tracker.lookup(candidate_id) is None:
             return None, True
         known, mine = self._tracker.claim(candidate_id)
-        if mine and owner is not None:
-            self._owners[candidate_id] = owner
+        if mine:
+            self._claims.write(f"claim {candidate_id} {'-' if owner is None else owner}\n")
+            if owner is not None:
+                self._owners[candidate_id] = owner
         return known, mine
 
     def release(self, candidate_id: str) -> None:
+        self._claims.write(f"release {candidate_id}\n")
         self._owners.pop(candidate_id, None)
         self._tracker.release(candidate_id)
 
@@ -110,7 +157,19 @@ class TrackerActor:
         return self._tracker.lookup_binary(candidate_id, binary)
 
     def migrants(self, lineage: int, step: int) -> list[tuple[Candidate, Evaluation]]:
-        return self._tracker.migrants(lineage, step)
+        """``Tracker.migrants``, kept in the run folder before they are handed out, so a call
+        retried after a restart gets the same migrants and none is sent twice."""
+        if (lineage, step) in self._migrated:
+            return self._migrated[(lineage, step)]
+        moved = self._tracker.migrants(lineage, step)
+        if moved:
+            line = json.dumps({"lineage": lineage, "step": step, "ids": [c.id for c, _ in moved]})
+            with self._migrations.open("a") as out:
+                out.write(line + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            self._migrated[(lineage, step)] = moved
+        return moved
 
     async def record(self, lineage: int, step: int, candidate: Candidate,
                      evaluation: Evaluation) -> int:

@@ -143,6 +143,7 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
     run = RunInfo("faults-tracker", "faults", tmp_path, "silu_and_mul", "cpp", 2)
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = TrackerActor.remote(run, [ParquetSink(), MLflowSink(store, "faults")], 4,
+                                  migration=Migration(interval=1, count=1),
                                   replay=partial(replay_records, tmp_path, SILU_TASK))
     port = ActorTracker(tracker, owner=0)
     other = ActorTracker(tracker, owner=1)
@@ -154,6 +155,8 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
         port.record(lineage, step, candidate, _ok(candidate, speedup))
     pending = candidates[4]
     assert port.claim(pending.id) == (None, True)  # held by lineage 0 when the tracker dies
+    migrants = [c.id for c, _ in port.migrants(0, 1)]
+    assert migrants == [candidates[1].id]  # lineage 1's best went to lineage 0
     before = ray.get(tracker.stats.remote())
 
     _kill_process(tracker)
@@ -162,6 +165,9 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
 
     assert again == 1, "a retried record must return the seq it was first given"
     assert other.claim(pending.id) == (None, False), "the held claim must be renewed"
+    assert [c.id for c, _ in port.migrants(0, 1)] == migrants, "a retried call, same migrants"
+    # Lineage 0's island holds lineage 1's best since before the restart: the next one comes.
+    assert [c.id for c, _ in port.migrants(0, 2)] == [candidates[3].id]
     after = ray.get(tracker.stats.remote())
     assert after["tracker_restarts"] == 1
     assert {k: after[k] for k in ("records", "status", "lineages", "best")} == \
@@ -174,7 +180,7 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
     summary, errors, _ = ray.get(tracker.close.remote("done"))
     ray.kill(tracker)
 
-    assert errors == [] and summary.records == 5
+    assert errors == [] and summary.records == 5 and summary.migrations == 2
     rows = read_evaluations(tmp_path).to_pylist()
     assert [r["seq"] for r in rows] == [0, 1, 2, 3, 4]
     assert len({(r["lineage"], r["step"]) for r in rows}) == 5
