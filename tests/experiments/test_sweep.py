@@ -194,3 +194,15 @@ def test_an_invalid_axis_is_refused_by_name_before_anything_starts(tmp_path, cap
     assert main(["sweep", str(sweep_file)]) == 2
     assert "task.name: 'no_such_task' is neither a built-in task" in capsys.readouterr().out
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_the_ready_gpu_sweep_expands_to_two_tasks_by_two_lineage_counts():
+    from kernelswarm.experiments.config import QUICKSTART
+    from kernelswarm.experiments.sweep_config import load_sweep
+
+    spec = load_sweep(QUICKSTART.with_name("sweep_gpu.toml"))
+    assert [(c.config.task.name, c.config.search.lineages) for c in spec.cells] == [
+        ("silu_and_mul", 2), ("silu_and_mul", 4), ("fused_add_rmsnorm", 2),
+        ("fused_add_rmsnorm", 4)]
+    assert {(c.config.task.language, c.config.evaluator.device) for c in spec.cells} == {
+        ("cuda", "cuda")}
