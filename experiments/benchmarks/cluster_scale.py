@@ -61,6 +61,7 @@ SIM_GPU = "sim_gpu"  # the Ray custom resource a simulated GPU is
 THROUGHPUT_TARGET = 0.90  # of linear scaling
 OVERHEAD_TARGET_MS = 20.0
 INGEST_TARGET = 2000.0  # records per second: about 1,000 GPUs at 2 evaluations per second
+INGEST_SINKS = ("parquet", "parquet+mlflow")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ class ScaleRow:
     lineages: int
     recorded: int  # evaluations in the run's Parquet table (the starting kernel's included)
     executed: int  # evaluations the simulated workers executed
-    window_s: float  # the span while every lineage ran
+    window_s: float  # the span while every lineage ran (see ``steady``)
+    steady: bool  # False: the lineages never all ran at once; the window is the whole run
     throughput: float  # evaluations per second in that span
     ideal: float  # gpus / service time
     busy: float  # fraction of the simulated GPUs' time spent serving in that span
@@ -124,10 +126,15 @@ def overhead(trace_dir: Path) -> Overhead:
                     _median_ms(parts["return"]), _median_ms(parts["record"]), _median_ms(totals))
 
 
-def _window(lineages: dict[int, list[float]]) -> tuple[float, float]:
-    """From when every lineage has recorded once to when the first one recorded its last."""
-    return (max(times[0] for times in lineages.values()),
-            min(times[-1] for times in lineages.values()))
+def _window(lineages: dict[int, list[float]]) -> tuple[float, float, bool]:
+    """From when every lineage has recorded once to when the first one recorded its last; in a
+    run too short for all to overlap (actors start one after another), the whole run."""
+    begin = max(times[0] for times in lineages.values())
+    end = min(times[-1] for times in lineages.values())
+    if end > begin:
+        return begin, end, True
+    return (min(times[0] for times in lineages.values()),
+            max(times[-1] for times in lineages.values()), False)
 
 
 def run_scale(gpus: int, lineages_per_gpu: int, candidates: int,
@@ -156,14 +163,14 @@ def run_scale(gpus: int, lineages_per_gpu: int, candidates: int,
     for row in table:
         if row["lineage"] >= 0:
             by_lineage.setdefault(row["lineage"], []).append(row["timestamp"])
-    begin, end = _window({k: sorted(v) for k, v in by_lineage.items()})
+    begin, end, steady = _window({k: sorted(v) for k, v in by_lineage.items()})
     inside = sum(1 for times in by_lineage.values() for t in times if begin < t <= end)
     served = [e for e in read_trace(simulation.trace_dir) if e[0] == SERVED]
     busy_s = sum(max(0.0, min(e[3], end) - max(e[2], begin)) for e in served)
     span = max(end - begin, 1e-9)
     return ScaleRow(
         gpus=gpus, lineages=lineages, recorded=len({row["seq"] for row in table}),
-        executed=len(served), window_s=end - begin, throughput=inside / span,
+        executed=len(served), window_s=end - begin, steady=steady, throughput=inside / span,
         ideal=gpus / simulation.service_s, busy=busy_s / (gpus * span),
         overhead=overhead(simulation.trace_dir),
         lineage_errors=tuple(r.error.splitlines()[-1] for r in result.lineages if r.error)
@@ -189,6 +196,7 @@ class Settings:
     ingest_records: int = 2000
     ingest_lineages: int = 64
     ingest_in_flight: int = 64
+    ingest_sinks: tuple[str, ...] = INGEST_SINKS
 
 
 def measure(settings: Settings, out: Path) -> tuple[list[ScaleRow], list[IngestRow]]:
@@ -201,9 +209,10 @@ def measure(settings: Settings, out: Path) -> tuple[list[ScaleRow], list[IngestR
                                     settings.compile_s)
             rows.append(run_scale(gpus, settings.lineages_per_gpu, settings.candidates,
                                   simulation, out))
-        for mlflow in (False, True) if settings.ingest_records else ():
+        for sinks in settings.ingest_sinks if settings.ingest_records else ():
             ingest.append(measure_ingest(settings.ingest_records, settings.ingest_lineages,
-                                         settings.ingest_in_flight, out, mlflow))
+                                         settings.ingest_in_flight, out,
+                                         mlflow=sinks == "parquet+mlflow"))
     return rows, ingest
 
 
@@ -215,10 +224,13 @@ def _table(rows: list[ScaleRow]) -> str:
     for r in rows:
         linear = f"{r.throughput / (r.gpus * one):.1%}" if one else "-"
         o = r.overhead
-        lines.append(f"{r.gpus:>8} {r.lineages:>8} {r.throughput:>8.2f} {r.ideal:>6.1f} "
+        rate = f"{r.throughput:.2f}" + ("" if r.steady else "*")
+        lines.append(f"{r.gpus:>8} {r.lineages:>8} {rate:>8} {r.ideal:>6.1f} "
                      f"{linear:>9} {r.busy:>6.1%} {o.total_ms:>11.1f} {o.claim_ms:>6.1f} "
                      f"{o.dispatch_ms:>8.1f} {o.return_ms:>6.1f} {o.record_ms:>6.1f} "
                      f"{r.recorded:>8} {r.executed:>8}")
+    if not all(r.steady for r in rows):
+        lines.append("* the lineages never all ran at once (a short run): over the whole run")
     return "\n".join(lines)
 
 
@@ -248,11 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ingest-lineages", type=int, default=64)
     parser.add_argument("--ingest-in-flight", type=int, default=64,
                         help="record calls outstanding at once")
+    parser.add_argument("--ingest-sinks", default=",".join(INGEST_SINKS),
+                        help=f"sink sets to measure ingest with, of {', '.join(INGEST_SINKS)}")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    sinks = tuple(args.ingest_sinks.split(","))
+    if not set(sinks) <= set(INGEST_SINKS):
+        parser.error(f"--ingest-sinks: {args.ingest_sinks!r} is not a list of "
+                     f"{', '.join(INGEST_SINKS)}")
     settings = Settings(tuple(int(v) for v in args.gpus.split(",")), args.nodes,
                         args.lineages_per_gpu, args.candidates, args.service_s, args.compile_s,
-                        args.ingest_records, args.ingest_lineages, args.ingest_in_flight)
+                        args.ingest_records, args.ingest_lineages, args.ingest_in_flight, sinks)
     out = args.out or Path(tempfile.mkdtemp(prefix="cluster-scale-"))
     began = time.monotonic()
     rows, ingest = measure(settings, out)

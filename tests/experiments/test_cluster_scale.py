@@ -1,0 +1,56 @@
+"""The orchestration benchmark (experiments/benchmarks/cluster_scale.py) at a tiny size: its
+simulated evaluations all reach Parquet, exactly once, and its figures are sane.
+
+It starts its own multi-node ``ray.cluster_utils`` cluster, so it runs in a subprocess (this
+process may already hold the session's Ray instance).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from kernelswarm.experiments.benchmarks.cluster_sim import SIMULATED_DEVICE
+from kernelswarm.experiments.sinks.parquet import read_evaluations
+
+pytestmark = pytest.mark.slow
+
+GPUS, CANDIDATES, RECORDS = 2, 3, 60
+
+
+def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
+    command = [sys.executable, "-m", "kernelswarm.experiments.benchmarks.cluster_scale",
+               "--json", "--gpus", str(GPUS), "--nodes", "1", "--candidates", str(CANDIDATES),
+               "--service-s", "0.05", "--compile-s", "0", "--ingest-records", str(RECORDS),
+               "--ingest-lineages", "4", "--ingest-in-flight", "8",
+               "--ingest-sinks", "parquet+mlflow", "--out", str(tmp_path)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    result = json.loads(proc.stdout)
+
+    [row] = result["rows"]
+    # The starting kernel plus every lineage's budget, each executed by a simulated worker
+    # once and recorded once.
+    assert row["recorded"] == row["executed"] == 1 + row["lineages"] * CANDIDATES
+    assert row["lineages"] == GPUS and not row["lineage_errors"]
+    table = read_evaluations(tmp_path / "runs" / f"gpus-{GPUS}").to_pylist()
+    assert len({r["candidate_id"] for r in table}) == row["recorded"]
+    assert {r["device"] for r in table} == {SIMULATED_DEVICE}
+    assert 0 < row["throughput"] <= row["ideal"] * 1.05
+    assert 0 < row["busy"] <= 1.05
+    overhead = row["overhead"]
+    # Every candidate but each lineage's last has a following step to time its record by.
+    assert overhead["candidates"] == row["lineages"] * (CANDIDATES - 1)
+    parts = [overhead[k] for k in ("claim_ms", "dispatch_ms", "return_ms", "record_ms")]
+    assert all(math.isfinite(p) and p >= 0 for p in parts) and overhead["total_ms"] > 0
+
+    [ingest] = result["ingest"]
+    assert ingest["sinks"] == "parquet+mlflow" and not ingest["sink_errors"]
+    assert ingest["parquet_records"] == ingest["mlflow_records"] == RECORDS
+    # Records in flight together share a Parquet file (the tracker's group commit).
+    assert ingest["parquet_files"] < RECORDS
+    assert ingest["acknowledged_per_s"] >= ingest["through_mlflow_per_s"] > 0
