@@ -8,6 +8,7 @@ evaluation lost, none recorded twice (one record per (lineage, step) and per seq
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -17,6 +18,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -86,36 +88,40 @@ def settings(cache: Path) -> EvaluatorSettings:
                              seeds=1, flush_cache=False)
 
 
-def check_counts(run_dir: Path, counter: Path, unrecorded: int = 0, repeated: int = 0
-                 ) -> dict[str, int]:
-    """The Parquet records against what the workers executed.
+def check_counts(run_dirs: Path | list[Path], counter: Path, unrecorded: int = 0,
+                 repeated: int = 0) -> dict[str, int]:
+    """The Parquet records of one run (or of a sweep's cells) against what the workers executed.
 
-    Each (lineage, step) and each seq is recorded once; every verdict a worker gave (the first
-    record of a candidate id that no lineage built into a failure or reused) was executed by a
-    worker, and every executed candidate is recorded. Allowed: ``unrecorded`` executed ids no
-    record holds (in flight when the driver died) and ``repeated`` executions of one id (a
-    worker lost after it finished but before its answer arrived: evaluated again).
+    In each run, each seq and each (lineage, step) is recorded once. Every verdict a worker gave
+    (a run's first record of a candidate id that its lineage did not build into a failure or
+    reuse) was executed by a worker, and every execution is such a verdict. Allowed:
+    ``unrecorded`` executed ids no record holds (in flight when the driver died) and
+    ``repeated`` executions beyond the verdicts (a worker lost after it finished but before its
+    answer arrived: evaluated again).
     """
-    rows = read_evaluations(run_dir).to_pylist()
-    records = {r["seq"]: r for r in rows}
-    assert sorted(records) == list(range(len(records))), "seqs are not 0..n-1"
-    keys = Counter((r["lineage"], r["step"]) for r in records.values())
-    assert max(keys.values()) == 1, f"recorded twice: {[k for k, n in keys.items() if n > 1]}"
-    evaluated: dict[str, int] = {}
-    for seq, r in sorted(records.items()):
-        if r["candidate_id"] in evaluated or r["status"] in NOT_ON_A_WORKER \
-                or "reused_from" in json.loads(r["metrics"] or "{}"):
-            continue
-        evaluated[r["candidate_id"]] = seq
+    expected: Counter[str] = Counter()
+    records = 0
+    for run_dir in [run_dirs] if isinstance(run_dirs, Path) else run_dirs:
+        rows = {r["seq"]: r for r in read_evaluations(run_dir).to_pylist()}
+        assert sorted(rows) == list(range(len(rows))), f"{run_dir}: seqs are not 0..n-1"
+        keys = Counter((r["lineage"], r["step"]) for r in rows.values())
+        assert max(keys.values()) == 1, \
+            f"{run_dir}: recorded twice: {[k for k, n in keys.items() if n > 1]}"
+        evaluated: set[str] = set()
+        for _, r in sorted(rows.items()):
+            if r["candidate_id"] not in evaluated and r["status"] not in NOT_ON_A_WORKER \
+                    and "reused_from" not in json.loads(r["metrics"] or "{}"):
+                evaluated.add(r["candidate_id"])
+        expected.update(evaluated)
+        records += len(rows)
     executed = Counter(json.loads(line)["id"] for line in counter.read_text().splitlines())
-    assert set(evaluated) <= set(executed), \
-        f"recorded but never executed: {sorted(set(evaluated) - set(executed))}"
-    lost = set(executed) - set(evaluated)
+    missing = expected - executed
+    assert not missing, f"recorded but never executed: {sorted(missing)}"
+    lost = set(executed) - set(expected)
     assert len(lost) <= unrecorded, f"executed but not recorded: {sorted(lost)}"
-    again = sum(executed.values()) - len(executed)
-    assert again <= repeated, f"{again} evaluations were executed twice: {executed}"
-    return {"records": len(records), "evaluated": len(evaluated),
-            "executed": sum(executed.values())}
+    again = (executed - expected).total() - len(lost)  # a lost id's first run is not "again"
+    assert again <= repeated, f"executed more often than recorded: {executed}"
+    return {"records": records, "evaluated": expected.total(), "executed": executed.total()}
 
 
 def _kill_process(actor: ray.actor.ActorHandle) -> int:
@@ -386,41 +392,109 @@ def _records_in(run_dir: Path) -> int:
         return 0
 
 
-def test_a_killed_driver_is_finished_by_resume(tmp_path, compile_cache):
-    counting_module(tmp_path)
+@contextlib.contextmanager
+def _cluster() -> Iterator[str]:
+    """A one-node cluster in a process of its own (it outlives the drivers); its address."""
     cluster = subprocess.Popen([sys.executable, "-c", _CLUSTER_SCRIPT], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
     try:
-        address = cluster.stdout.readline().strip()
+        yield cluster.stdout.readline().strip()
+    finally:
+        cluster.stdin.close()
+        cluster.wait(timeout=120)
+
+
+def _kill_after_a_step(driver: subprocess.Popen, runs: Callable[[], list[Path]],
+                       log: Path) -> Path:
+    """SIGKILL ``driver`` once one of its ``runs`` has recorded a lineage's first step;
+    the folder holding that run."""
+    deadline = time.monotonic() + 300
+    found = None
+    while time.monotonic() < deadline and driver.poll() is None:
+        found = next((run for run in runs() if _records_in(run) >= 2), None)
+        if found is not None:  # the start and one step
+            break
+        time.sleep(0.2)
+    assert driver.poll() is None, \
+        f"the driver ended before it could be killed: {log.read_text()[-3000:]}"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert found is not None, "no run recorded a step in time"
+    assert not (found / "summary.json").exists()
+    return found
+
+
+def test_a_killed_driver_is_finished_by_resume(tmp_path, compile_cache):
+    counting_module(tmp_path)
+    with _cluster() as address:
         driver = [sys.executable, "-c", _DRIVER_SCRIPT, str(tmp_path / "counting_evaluator.py")]
         log = tmp_path / "killed.log"
         with log.open("w") as out:
             killed = subprocess.Popen([*driver, "run", "--address", address,
                                        *_run_settings(tmp_path, compile_cache)],
                                       stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        run_dir = None
-        while time.monotonic() < deadline and killed.poll() is None:
-            run_dir = next((tmp_path / "runs").glob("killed-*"), None)
-            if run_dir is not None and _records_in(run_dir) >= 2:  # the start and one step
-                break
-            time.sleep(0.2)
-        assert killed.poll() is None, \
-            f"the driver ended before it could be killed: {log.read_text()[-3000:]}"
-        killed.send_signal(signal.SIGKILL)
-        killed.wait()
-        assert not (run_dir / "summary.json").exists()
+        run_dir = _kill_after_a_step(killed, lambda: list(tmp_path.glob("runs/killed-*")), log)
         before = _records_in(run_dir)
-
         resumed = subprocess.run([*driver, "run", "--resume", str(run_dir), "--address",
                                   address], capture_output=True, text=True, timeout=400)
         assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
-    finally:
-        cluster.stdin.close()
-        cluster.wait(timeout=120)
     assert f"{before} evaluations already recorded" in resumed.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [lineage["steps"] for lineage in summary["lineages"]] == [2, 2]
     # One worker: at most the evaluation in flight at the kill was lost or is done again.
     counts = check_counts(run_dir, tmp_path / "executed.jsonl", unrecorded=1, repeated=1)
     assert counts["records"] == 5
+
+
+_SWEEP = """
+[sweep]
+name = "killed"
+out_dir = "{out}/sweeps"
+
+[base]
+search.lineages = 1
+search.candidates_per_lineage = 2
+search.tester = false
+evaluator.cache_dir = "{cache}"
+evaluator.workers = 1
+evaluator.seeds = 1
+timing.budget_s = 0.05
+timing.min_repeats = 3
+timing.warmup = 1
+tracking.mlflow = false
+{no_confirmation}
+[grid]
+seeds = [0, 1]
+"""
+
+
+def test_a_killed_sweep_driver_is_finished_by_resume(tmp_path, compile_cache):
+    counting_module(tmp_path)
+    from kernelswarm.experiments.config import SearchSection
+
+    sweep_file = tmp_path / "killed.toml"
+    sweep_file.write_text(_SWEEP.format(
+        out=tmp_path, cache=compile_cache,
+        no_confirmation="search.confirm_top = 0" if "confirm_top" in SearchSection.model_fields
+        else ""))
+    with _cluster() as address:
+        driver = [sys.executable, "-c", _DRIVER_SCRIPT, str(tmp_path / "counting_evaluator.py")]
+        log = tmp_path / "killed.log"
+        with log.open("w") as out:
+            killed = subprocess.Popen([*driver, "sweep", str(sweep_file), "--address", address],
+                                      stdout=out, stderr=subprocess.STDOUT)
+        sweep_dir = _kill_after_a_step(killed, lambda: [
+            c for c in (tmp_path / "sweeps").glob("killed-*/*") if (c / "config.json").exists()],
+            log).parent
+        resumed = subprocess.run([*driver, "sweep", "--resume", str(sweep_dir), "--address",
+                                  address], capture_output=True, text=True, timeout=400)
+        assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
+    cells = sorted(c for c in sweep_dir.iterdir() if (c / "config.json").exists())
+    assert len(cells) == 2
+    for cell in cells:
+        summary = json.loads((cell / "summary.json").read_text())
+        assert [lineage["steps"] for lineage in summary["lineages"]] == [2]
+    # One worker for both cells: at most the evaluation in flight at the kill was lost or is
+    # done again.
+    counts = check_counts(cells, tmp_path / "executed.jsonl", unrecorded=1, repeated=1)
+    assert counts["records"] == 6
