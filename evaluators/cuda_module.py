@@ -25,6 +25,7 @@ the same calls, answered by that route's copies of the kernels and its knob valu
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,13 @@ class CudaFunction:
         """The GPU's figures (SM count, L2 size, per-SM limits), read from its driver."""
         return device_figures(self.module.device)
 
+    @functools.cached_property  # launchers read it on every call
+    def registers(self) -> int:
+        """Registers per thread of this kernel (for occupancy: ``device.blocks_per_sm``)."""
+        kind = _driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS
+        return int(check(_driver().cuFuncGetAttribute(kind, self.handle),
+                         f"reading `{self.name}`'s registers"))
+
     def kernel(self, name: str) -> CudaFunction:
         """Another ``extern "C" __global__`` kernel of the same source."""
         return self.module.function(name)
@@ -184,6 +192,10 @@ class RouteFunction:
     @property
     def device(self) -> DeviceFigures:
         return self.function.device
+
+    @property
+    def registers(self) -> int:
+        return self.function.registers
 
     def kernel(self, name: str) -> CudaFunction:
         """This route's copy of the kernel ``name``."""

@@ -14,12 +14,14 @@ from .cpp_fast_exp import FastExp
 from .cpp_rewrites import Restrict, Simd, TargetIsa, Unroll
 from .cuda_geometry import RowsPerBlock, SplitRows
 from .cuda_rewrites import CudaRestrict, CudaUnroll, FastMath
+from .cuda_structures import Stream, WarpRows
 from .cuda_vectorize import Vectorize
 from .transformation import Transformation
 
 _LIBRARY: tuple[Transformation, ...] = (
     Restrict(), FastExp(), Simd(), Unroll(), TargetIsa(),  # cpp
     Vectorize(), SplitRows(), RowsPerBlock(), CudaRestrict(), CudaUnroll(), FastMath(),  # cuda
+    WarpRows(), Stream(),  # cuda kernel structures: whole kernels for a contract
 )
 
 

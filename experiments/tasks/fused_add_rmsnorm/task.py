@@ -132,9 +132,15 @@ def launch_cpp(fn, inputs, outputs, shape):
 
 
 def launch_cuda(fn, inputs, outputs, shape):
-    # One block per token; the BLOCK knob is the block size the kernel was compiled for.
+    # One block per token; the BLOCK knob is the block size the kernel was compiled for. With
+    # ROWS (the warp_rows structure): one warp per token, ROWS per block, the token count last.
     (x, residual, weight), (x_out, residual_out) = inputs, outputs
     kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
+    if "ROWS" in fn.knobs:
+        rows, tokens = int(fn.knobs["ROWS"]), shape["tokens"]
+        kernel(-(-tokens // rows), (32, rows), x_out, residual_out, x, residual, weight,
+               shape["hidden"], EPS, tokens)
+        return
     block = int(fn.knobs.get("BLOCK", 256))
     kernel(shape["tokens"], block, x_out, residual_out, x, residual, weight, shape["hidden"], EPS)
 

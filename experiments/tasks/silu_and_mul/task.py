@@ -138,6 +138,12 @@ def launch_cuda(fn, inputs, outputs, shape):
     kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
     block = int(fn.knobs.get("BLOCK", 256))
     tokens, d = shape["tokens"], shape["d"]
+    if "WAVES" in fn.knobs:  # the stream structure: a grid sized to the GPU, tokens passed last
+        resident = fn.device.blocks_per_sm(block, kernel.registers)
+        needed = -(-tokens * d // (block * (16 // x.element_size())))
+        grid = max(1, min(needed, int(fn.knobs["WAVES"]) * resident * fn.device.sm_count))
+        kernel(grid, block, out, x, d, tokens)
+        return
     split = int(fn.knobs.get("SPLIT", 1))
     if split > 1:
         steps = -(-d // (block * int(fn.knobs.get("VEC", 1))))
