@@ -130,6 +130,7 @@ def test_a_workload_without_its_axes_or_file_is_named(tmp_path):
         import_definition(definition, workloads, tmp_path / "task")
 
 
+@pytest.mark.slow
 def test_the_best_kernel_is_written_back_as_a_solution_with_traces(tmp_path, compile_cache,
                                                                   capsys):
     definition, workloads = _dataset(tmp_path / "data", batches=(4, 2, 8))

@@ -296,6 +296,7 @@ def forward(x, alpha, slope, out, BLOCK=256):
 '''
 
 
+@pytest.mark.slow
 def test_a_triton_kernel_gets_the_arguments_in_the_same_order(tmp_path, compile_cache):
     folder = import_problem(_write(tmp_path, "scaled_relu", SCALED_RELU), tmp_path / "t").task.path
     (folder / "kernel.py").write_text(TRITON_KERNEL)

@@ -60,12 +60,9 @@ SCALE = RELU.replace("def forward(self, x):\n        return torch.relu(x)",
                      "def forward(self, x, s):\n        return x * s").replace(
     "[torch.randn(batch_size, dim)]", "[torch.randn(batch_size, dim), 1.5]")
 
+# One problem is searched (a search takes most of this test's time); the others show how a
+# problem without a starting kernel and one that is not a problem are counted.
 STARTS = {
-    "1_ReLU.cpp": """
-#include <stdint.h>
-extern "C" void forward(const float* x, float* out, const int64_t* sizes) {
-    for (int64_t i = 0; i < sizes[0] * sizes[1]; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}""",
     "2_Scale.cpp": """
 #include <stdint.h>
 extern "C" void forward(const float* x, double s, float* out, const int64_t* sizes) {
@@ -89,27 +86,27 @@ def test_the_benchmark_runs_the_agent_over_a_level_and_reports(tmp_path, compile
     report_file = tmp_path / "report.json"
     assert main(["--kernelbench", str(tmp_path / "KernelBench"), "--level", "1", "--first", "4",
                  "--starts", str(starts), "--language", "cpp", "--device", "cpu",
-                 "--lineages", "1", "--minutes", "1", "--out", str(tmp_path / "out"),
+                 "--lineages", "1", "--minutes", "10", "--out", str(tmp_path / "out"),
                  "--json", str(report_file),
-                 "--set", "search.candidates_per_lineage=2", "--set", "search.confirm_repeats=0",
+                 "--set", "search.candidates_per_lineage=1", "--set", "search.confirm_repeats=0",
                  "--set", f'evaluator.cache_dir="{compile_cache}"',
                  "--set", "timing.budget_s=0.05", "--set", "timing.max_repeats=20"]) == 0
     report = json.loads(report_file.read_text())
     rows = {r["problem"]: r for r in report["problems"]}
     assert list(rows) == ["1_ReLU", "2_Scale", "3_NoStart", "4_Broken"]  # --first 4
-    assert rows["1_ReLU"]["status"] == rows["2_Scale"]["status"] == "ok"
-    assert rows["3_NoStart"]["status"].startswith("no starting kernel")
+    assert rows["2_Scale"]["status"] == "ok"
+    assert rows["1_ReLU"]["status"] == "no starting kernel (1_ReLU.cpp not in --starts)"
     assert rows["4_Broken"]["status"].startswith("not imported")
-    for name in ("1_ReLU", "2_Scale"):
-        assert rows[name]["speedup_vs_eager"] > 0 and rows[name]["evaluations"] >= 1
-        assert Path(rows[name]["run_dir"]).is_dir()
-        assert rows[name]["speedup_vs_compile"] is None  # not measured on the cpu
+    scale = rows["2_Scale"]
+    # the starting kernel and the built-in agent's candidate were judged
+    assert scale["speedup_vs_eager"] > 0 and scale["evaluations"] >= 2
+    assert Path(scale["run_dir"]).is_dir()
+    assert scale["speedup_vs_compile"] is None  # not measured on the cpu
     summary = report["summary"]
-    fast = sum(1 for r in rows.values() if r["status"] == "ok" and r["speedup_vs_eager"] > 1)
-    assert summary["fast_1_vs_eager"] == fast / 4 and summary["correct"] == 2
-    assert summary["geomean_vs_eager"] == pytest.approx(math.sqrt(
-        rows["1_ReLU"]["speedup_vs_eager"] * rows["2_Scale"]["speedup_vs_eager"]))
+    assert summary["fast_1_vs_eager"] == (scale["speedup_vs_eager"] > 1) / 4
+    assert summary["correct"] == 1
+    assert summary["geomean_vs_eager"] == pytest.approx(scale["speedup_vs_eager"])
     assert summary["fast_1_vs_compile"] is None
     printed = capsys.readouterr().out
     assert "| eager |" in printed and "| compile | not measured" in printed
-    assert "2 of 4 problems have a correct kernel" in printed
+    assert "1 of 4 problems have a correct kernel" in printed
