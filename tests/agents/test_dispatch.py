@@ -178,3 +178,43 @@ def test_no_dispatch_when_one_setting_is_best_everywhere(start):
         current, attempt = _tuned(base, chunk, speedups, step)
         history.append(attempt)
     assert dispatch_candidate(_view(current, history)) is None
+
+
+# --- the built-in roles in the real lineage state machine --------------------------------------
+
+# Per tuning shape (in CPU_SHAPES order), the speedup each CHUNK gives: every shape has another
+# best, so a kernel routing each shape to its best beats every single setting.
+CHUNK_GAINS = {1: (1.0, 1.0, 1.0), 3: (1.3, 1.0, 0.9), 8: (1.0, 1.25, 1.0), 16: (0.9, 1.0, 1.4)}
+LABELS = [",".join(f"{k}={v}" for k, v in sorted(s.items())) for s in CPU_SHAPES]
+
+
+def judge(candidate: Candidate) -> Evaluation:
+    """A stand-in evaluator scoring each shape by the CHUNK it runs with: the candidate's own, or
+    for a dispatch kernel the CHUNK of the route its table gives that shape."""
+    table = read_table(candidate.source)
+    shapes = []
+    for i, shape in enumerate(CPU_SHAPES):
+        knobs = table.knobs_for(shape) if table else candidate.knob_values
+        gain = CHUNK_GAINS[knobs.get("CHUNK", 1)][i]
+        shapes.append(ShapeResult(LABELS[i], correct=True, time_us=10.0 / gain,
+                                  speedup_vs_start=gain, roofline_fraction=0.1 * gain))
+    return Evaluation(candidate.id, Status.OK, shapes=tuple(shapes))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_lineage_of_the_builtin_roles_tunes_then_dispatches_and_keeps_the_dispatch(start, seed):
+    from kernelswarm.agents import builtin_roles
+    from kernelswarm.search import Budget, KnobTuner, Lineage
+
+    base = start.derive(source=CHUNKED.replace("+ WRONG", ""), knob_space={"CHUNK": (1, 3, 8, 16)})
+    lineage = Lineage(0, base, judge(base), builtin_roles(seed), KnobTuner(seed),
+                      Budget(candidates=60))
+    while (candidate := lineage.propose()) is not None:
+        lineage.observe(candidate, judge(candidate))
+    moves = [a.move for a in lineage.history]
+    assert DISPATCH in moves, moves
+    best, evaluation = lineage.best
+    table = read_table(best.source)
+    assert table is not None, "the lineage's best is the dispatch kernel"
+    assert [table.knobs_for(s)["CHUNK"] for s in CPU_SHAPES] == [3, 8, 16]
+    assert evaluation.speedup == pytest.approx((1.3 * 1.25 * 1.4) ** (1 / 3))
