@@ -157,8 +157,11 @@ class BaselineBench:
                               build.result.seconds)
         try:
             for shape in task.tuning_shapes[:max_shapes]:
-                found = self._shape(task, shape, launch, kernel.fn,
-                                    {name: k.fn for name, k in others.items()})
+                # a dispatch kernel launches each shape with its route (LoadedKernel.fn alone
+                # would run every shape with the first route's knobs)
+                found = self._shape(task, shape, launch, language.for_shape(kernel, shape),
+                                    {name: language.for_shape(k, shape)
+                                     for name, k in others.items()})
                 result.shapes.append(found)
                 if on_shape is not None:
                     on_shape(found)

@@ -216,6 +216,7 @@ class CudaModule:
         table = header.get("dispatch")
         self.dispatch = DispatchTable.from_json(table) if table is not None else None
         self._routes: dict[tuple[str, int], RouteFunction] = {}
+        self._chosen: dict[tuple[str, tuple[tuple[str, Any], ...]], RouteFunction] = {}
         self._functions: dict[str, CudaFunction] = {}
         self._launches: dict[tuple[str, tuple[int, ...], tuple[int, ...], int], int] = {}
         self._loaded = True
@@ -263,6 +264,15 @@ class CudaModule:
         if key not in self._routes:
             self._routes[key] = RouteFunction(self, entry, index)
         return self._routes[key]
+
+    def route_for(self, entry: str, shape: Mapping[str, Any]) -> RouteFunction:
+        """The route a launch of ``shape`` takes (the table's rule, remembered per shape: the
+        timing launches the same shape many times)."""
+        assert self.dispatch is not None
+        key = (entry, tuple(sorted(shape.items())))
+        if key not in self._chosen:
+            self._chosen[key] = self.route(entry, self.dispatch.select(shape))
+        return self._chosen[key]
 
     def record_launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...],
                       shared_mem: int) -> None:

@@ -32,7 +32,8 @@ def do_bench_medians(task_path: Path | str, language_name: str, settings: Evalua
             params = dict(shape)
             inputs = tuple(task.module.make_inputs(params, 0, settings.device))
             outputs = tuple(task.module.make_outputs(params, settings.device))
-            ms = do_bench(lambda i=inputs, o=outputs, p=params: launch(kernel.fn, i, o, p),
+            fn = language.for_shape(kernel, shape)  # a dispatch kernel: this shape's route
+            ms = do_bench(lambda i=inputs, o=outputs, p=params, f=fn: launch(f, i, o, p),
                           warmup=25, rep=rep_ms, return_mode="median")
             medians[shape.label] = float(ms) * 1e3
         torch.cuda.synchronize()

@@ -189,7 +189,7 @@ class CudaLanguage(KernelLanguage):
         module = kernel.handle
         if module.dispatch is None:
             return kernel.fn
-        return module.route(kernel.fn.entry, module.dispatch.select(shape))
+        return module.route_for(kernel.fn.entry, shape)
 
     def unload(self, kernel: LoadedKernel) -> None:
         kernel.handle.unload()
