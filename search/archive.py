@@ -46,6 +46,7 @@ class Island:
     lineage: int
     members: list[Member] = field(default_factory=list)
     size: int = 8
+    changes: int = field(default=0, compare=False)  # kernels kept so far: what caches key on
 
     def add(self, candidate: Candidate, evaluation: Evaluation) -> bool:
         """Keep a correct kernel among the best ``size``; True if it was kept."""
@@ -54,7 +55,9 @@ class Island:
         self.members.append((candidate, evaluation))
         _best_first(self.members)
         del self.members[self.size:]
-        return any(c.id == candidate.id for c, _ in self.members)
+        kept = any(c.id == candidate.id for c, _ in self.members)
+        self.changes += kept
+        return kept
 
     @property
     def best(self) -> Member | None:
@@ -101,6 +104,8 @@ class Archive:
         self.migrations: list[tuple[int, int, str]] = []  # (from lineage, to lineage, id)
         self._elite_size = elites
         self._island_size = island_size
+        # diversity() is asked for on every record; islands change far less often.
+        self._diversity: tuple[tuple[tuple[int, int], ...], float] = ((), 0.0)
 
     def island(self, lineage: int) -> Island:
         return self.islands.setdefault(lineage, Island(lineage, size=self._island_size))
@@ -170,6 +175,12 @@ class Archive:
     def diversity(self) -> float:
         """Distinct source families among the lineages' own bests, over the lineages: 1.0 when
         every lineage's best is a different kernel, 1 / n when all share one."""
+        key = tuple((i, island.changes) for i, island in self.islands.items())
+        if key != self._diversity[0]:
+            self._diversity = (key, self._measure_diversity())
+        return self._diversity[1]
+
+    def _measure_diversity(self) -> float:
         bests = [self.lineage_best(i) for i in self.islands if i >= 0]
         bests = [b for b in bests if b is not None]
         if not bests:
