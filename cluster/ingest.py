@@ -40,13 +40,9 @@ def feed_tracker(run: RunInfo, sinks: list[Sink], records: Sequence[tuple[int, i
     ray.get(tracker.stats.remote())  # constructed, sinks open
     pid = ray.get(tracker.__ray_call__.remote(lambda actor: os.getpid()))
     cpu_before = process_cpu_s(pid)
-    # In the object store first: the tracker resolves the references, as it would read the
-    # arguments lineages send, and the driver's pickling stays off the clock.
-    queued = [(lineage, step, ray.put(candidate), ray.put(evaluation))
-              for lineage, step, candidate, evaluation in records]
     pending: list[ray.ObjectRef] = []
     began = time.monotonic()
-    for lineage, step, candidate, evaluation in queued:
+    for lineage, step, candidate, evaluation in records:  # sent inline, as lineages send them
         if len(pending) >= in_flight:
             _, pending = ray.wait(pending, num_returns=1)
         pending.append(tracker.record.remote(lineage, step, candidate, evaluation))
