@@ -1,15 +1,14 @@
 """Faults on a real Ray cluster: the tracker's process killed, a lineage that crashes or whose
-process dies, a node removed mid-run, the driver killed and the run resumed.
+process dies, a node removed mid-run, the driver killed and the sweep resumed.
 
 Every run here counts what the evaluation workers executed (``CountingEvaluator`` appends one
 line per finished evaluation to a file) and checks it against the Parquet records: no recorded
 evaluation lost, none recorded twice (one record per (lineage, step) and per seq).
+The shared pieces are in fault_support.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -17,8 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -28,7 +25,7 @@ import ray
 
 from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import ActorTracker, Swarm, SwarmSpec, TrackerActor
-from kernelswarm.evaluators import EvaluatorSettings
+from kernelswarm.experiments.config import SearchSection
 from kernelswarm.experiments.resume import replay_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, read_evaluations
 from kernelswarm.experiments.sinks.mlflow_sink import mlflow_client
@@ -46,82 +43,18 @@ from kernelswarm.search import (
     Status,
     load_task,
 )
+from tests.cluster.fault_support import (
+    DRIVER_SCRIPT,
+    check_counts,
+    cluster,
+    counting_module,
+    kill_after_a_step,
+    records_in,
+    settings,
+)
 from tests.conftest import ROOT, SILU_TASK
 
 pytestmark = pytest.mark.slow
-
-# A module of its own, written next to the run: the workers' processes unpickle it by value
-# (nothing to import there), and a driver started in a subprocess imports it by path.
-COUNTING = textwrap.dedent("""
-    import json, os
-    from kernelswarm.evaluators.judge.evaluator import SandboxEvaluator
-
-    COUNTER = {counter!r}
-
-    class CountingEvaluator(SandboxEvaluator):
-        \"\"\"A SandboxEvaluator that appends one line per finished evaluation to COUNTER.\"\"\"
-
-        def evaluate(self, candidate):
-            evaluation = super().evaluate(candidate)
-            with open(COUNTER, "a") as out:
-                out.write(json.dumps({{"id": candidate.id, "pid": os.getpid()}}) + "\\n")
-            return evaluation
-""")
-NOT_ON_A_WORKER = {"COMPILE_ERROR", "REJECTED"}  # verdicts of the lineage's own build
-
-
-def counting_module(folder: Path):
-    """``CountingEvaluator``'s module, written to ``folder`` and imported; its counter file."""
-    counter = folder / "executed.jsonl"
-    path = folder / "counting_evaluator.py"
-    path.write_text(COUNTING.format(counter=str(counter)))
-    spec = importlib.util.spec_from_file_location("counting_evaluator", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["counting_evaluator"] = module
-    spec.loader.exec_module(module)
-    ray.cloudpickle.register_pickle_by_value(module)
-    return module
-
-
-def settings(cache: Path) -> EvaluatorSettings:
-    return EvaluatorSettings(cache_dir=cache, timing_budget_s=0.05, min_repeats=3, warmup=1,
-                             seeds=1, flush_cache=False)
-
-
-def check_counts(run_dirs: Path | list[Path], counter: Path, unrecorded: int = 0,
-                 repeated: int = 0) -> dict[str, int]:
-    """The Parquet records of one run (or of a sweep's cells) against what the workers executed.
-
-    In each run, each seq and each (lineage, step) is recorded once. Every verdict a worker gave
-    (a run's first record of a candidate id that its lineage did not build into a failure or
-    reuse) was executed by a worker, and every execution is such a verdict. Allowed:
-    ``unrecorded`` executed ids no record holds (in flight when the driver died) and
-    ``repeated`` executions beyond the verdicts (a worker lost after it finished but before its
-    answer arrived: evaluated again).
-    """
-    expected: Counter[str] = Counter()
-    records = 0
-    for run_dir in [run_dirs] if isinstance(run_dirs, Path) else run_dirs:
-        rows = {r["seq"]: r for r in read_evaluations(run_dir).to_pylist()}
-        assert sorted(rows) == list(range(len(rows))), f"{run_dir}: seqs are not 0..n-1"
-        keys = Counter((r["lineage"], r["step"]) for r in rows.values())
-        assert max(keys.values()) == 1, \
-            f"{run_dir}: recorded twice: {[k for k, n in keys.items() if n > 1]}"
-        evaluated: set[str] = set()
-        for _, r in sorted(rows.items()):
-            if r["candidate_id"] not in evaluated and r["status"] not in NOT_ON_A_WORKER \
-                    and "reused_from" not in json.loads(r["metrics"] or "{}"):
-                evaluated.add(r["candidate_id"])
-        expected.update(evaluated)
-        records += len(rows)
-    executed = Counter(json.loads(line)["id"] for line in counter.read_text().splitlines())
-    missing = expected - executed
-    assert not missing, f"recorded but never executed: {sorted(missing)}"
-    lost = set(executed) - set(expected)
-    assert len(lost) <= unrecorded, f"executed but not recorded: {sorted(lost)}"
-    again = (executed - expected).total() - len(lost)  # a lost id's first run is not "again"
-    assert again <= repeated, f"executed more often than recorded: {executed}"
-    return {"records": records, "evaluated": expected.total(), "executed": executed.total()}
 
 
 def _kill_process(actor: ray.actor.ActorHandle) -> int:
@@ -272,7 +205,7 @@ _NODE_SCRIPT = textwrap.dedent("""
     from kernelswarm.experiments.resume import replay_records
     from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
     from kernelswarm.search import Budget, Migration, RunInfo, load_task
-    from tests.cluster.test_faults import counting_module, settings
+    from tests.cluster.fault_support import counting_module, settings
     from tests.conftest import SILU_TASK
 
     out, cache = Path(sys.argv[1]), Path(sys.argv[2])
@@ -346,106 +279,6 @@ def test_a_node_removed_mid_run_loses_no_record(tmp_path, compile_cache):
     assert counts["records"] == 5
 
 
-_CLUSTER_SCRIPT = textwrap.dedent("""
-    import sys
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    print(cluster.address, flush=True)
-    sys.stdin.read()  # until the test closes it
-    cluster.shutdown()
-""")
-
-# `kernelswarm` with the counting evaluator in place of the SandboxEvaluator it would build.
-_DRIVER_SCRIPT = textwrap.dedent("""
-    import importlib.util, sys
-    import ray
-    from kernelswarm.experiments import run_setup
-    from kernelswarm.experiments.cli import main
-
-    spec = importlib.util.spec_from_file_location("counting_evaluator", sys.argv[1])
-    counting = sys.modules["counting_evaluator"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(counting)
-    ray.cloudpickle.register_pickle_by_value(counting)
-    run_setup.SandboxEvaluator = counting.CountingEvaluator
-    sys.exit(main(sys.argv[2:]))
-""")
-
-
-def _run_settings(out: Path, cache: Path) -> list[str]:
-    settings = [f'run.out_dir="{out / "runs"}"', "run.name=killed", "search.lineages=2",
-                "search.candidates_per_lineage=2", "tracking.mlflow=false",
-                f'evaluator.cache_dir="{cache}"', "evaluator.workers=1", "evaluator.seeds=1",
-                "timing.budget_s=0.05", "timing.min_repeats=3", "timing.warmup=1",
-                "search.tester=false"]
-    from kernelswarm.experiments.config import SearchSection
-
-    if "confirm_top" in SearchSection.model_fields:  # confirming would evaluate again
-        settings.append("search.confirm_top=0")
-    return [arg for setting in settings for arg in ("--set", setting)]
-
-
-def _records_in(run_dir: Path) -> int:
-    try:
-        return len(set(read_evaluations(run_dir).column("seq").to_pylist()))
-    except (FileNotFoundError, OSError):
-        return 0
-
-
-@contextlib.contextmanager
-def _cluster() -> Iterator[str]:
-    """A one-node cluster in a process of its own (it outlives the drivers); its address."""
-    cluster = subprocess.Popen([sys.executable, "-c", _CLUSTER_SCRIPT], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
-    try:
-        yield cluster.stdout.readline().strip()
-    finally:
-        cluster.stdin.close()
-        cluster.wait(timeout=120)
-
-
-def _kill_after_a_step(driver: subprocess.Popen, runs: Callable[[], list[Path]],
-                       log: Path) -> Path:
-    """SIGKILL ``driver`` once one of its ``runs`` has recorded a lineage's first step;
-    the folder holding that run."""
-    deadline = time.monotonic() + 300
-    found = None
-    while time.monotonic() < deadline and driver.poll() is None:
-        found = next((run for run in runs() if _records_in(run) >= 2), None)
-        if found is not None:  # the start and one step
-            break
-        time.sleep(0.2)
-    assert driver.poll() is None, \
-        f"the driver ended before it could be killed: {log.read_text()[-3000:]}"
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    assert found is not None, "no run recorded a step in time"
-    assert not (found / "summary.json").exists()
-    return found
-
-
-def test_a_killed_driver_is_finished_by_resume(tmp_path, compile_cache):
-    counting_module(tmp_path)
-    with _cluster() as address:
-        driver = [sys.executable, "-c", _DRIVER_SCRIPT, str(tmp_path / "counting_evaluator.py")]
-        log = tmp_path / "killed.log"
-        with log.open("w") as out:
-            killed = subprocess.Popen([*driver, "run", "--address", address,
-                                       *_run_settings(tmp_path, compile_cache)],
-                                      stdout=out, stderr=subprocess.STDOUT)
-        run_dir = _kill_after_a_step(killed, lambda: list(tmp_path.glob("runs/killed-*")), log)
-        before = _records_in(run_dir)
-        resumed = subprocess.run([*driver, "run", "--resume", str(run_dir), "--address",
-                                  address], capture_output=True, text=True, timeout=400)
-        assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
-    assert f"{before} evaluations already recorded" in resumed.stdout
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert [lineage["steps"] for lineage in summary["lineages"]] == [2, 2]
-    # One worker: at most the evaluation in flight at the kill was lost or is done again.
-    counts = check_counts(run_dir, tmp_path / "executed.jsonl", unrecorded=1, repeated=1)
-    assert counts["records"] == 5
-
-
 _SWEEP = """
 [sweep]
 name = "killed"
@@ -468,31 +301,36 @@ seeds = [0, 1]
 """
 
 
-def test_a_killed_sweep_driver_is_finished_by_resume(tmp_path, compile_cache):
+def test_a_killed_driver_is_finished_by_run_and_sweep_resume(tmp_path, compile_cache):
+    """A sweep of two cells is killed with SIGKILL once a cell has recorded a step; that cell is
+    finished by ``run --resume`` (a sweep's cell is a run folder), the other by
+    ``sweep --resume``."""
     counting_module(tmp_path)
-    from kernelswarm.experiments.config import SearchSection
-
     sweep_file = tmp_path / "killed.toml"
+    confirming = "confirm_top" in SearchSection.model_fields  # confirming would evaluate again
     sweep_file.write_text(_SWEEP.format(
         out=tmp_path, cache=compile_cache,
-        no_confirmation="search.confirm_top = 0" if "confirm_top" in SearchSection.model_fields
-        else ""))
-    with _cluster() as address:
-        driver = [sys.executable, "-c", _DRIVER_SCRIPT, str(tmp_path / "counting_evaluator.py")]
+        no_confirmation="search.confirm_top = 0" if confirming else ""))
+    with cluster() as address:
+        driver = [sys.executable, "-c", DRIVER_SCRIPT, str(tmp_path / "counting_evaluator.py")]
         log = tmp_path / "killed.log"
         with log.open("w") as out:
             killed = subprocess.Popen([*driver, "sweep", str(sweep_file), "--address", address],
                                       stdout=out, stderr=subprocess.STDOUT)
-        sweep_dir = _kill_after_a_step(killed, lambda: [
-            c for c in (tmp_path / "sweeps").glob("killed-*/*") if (c / "config.json").exists()],
-            log).parent
-        resumed = subprocess.run([*driver, "sweep", "--resume", str(sweep_dir), "--address",
-                                  address], capture_output=True, text=True, timeout=400)
-        assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
-    cells = sorted(c for c in sweep_dir.iterdir() if (c / "config.json").exists())
-    assert len(cells) == 2
-    for cell in cells:
-        summary = json.loads((cell / "summary.json").read_text())
+        cell = kill_after_a_step(killed, lambda: [
+            c for c in tmp_path.glob("sweeps/killed-*/*") if (c / "config.json").exists()], log)
+        before = records_in(cell)
+        run = subprocess.run([*driver, "run", "--resume", str(cell), "--address", address],
+                             capture_output=True, text=True, timeout=400)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+        assert f"{before} evaluations already recorded" in run.stdout
+        sweep = subprocess.run([*driver, "sweep", "--resume", str(cell.parent), "--address",
+                                address], capture_output=True, text=True, timeout=400)
+        assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-4000:]
+    cells = sorted(c for c in cell.parent.iterdir() if (c / "config.json").exists())
+    assert len(cells) == 2 and "2 cells, 1 to run" in sweep.stdout
+    for folder in cells:
+        summary = json.loads((folder / "summary.json").read_text())
         assert [lineage["steps"] for lineage in summary["lineages"]] == [2]
     # One worker for both cells: at most the evaluation in flight at the kill was lost or is
     # done again.
