@@ -17,8 +17,9 @@ RETRY_PAUSE_S = 0.5
 
 
 def call(method: Any, *args: Any, wait_s: float = RESTART_WAIT_S,
-         on_retry: Callable[[], None] | None = None) -> Any:
-    """``ray.get(method.remote(*args))``, sent again while its actor is being restarted.
+         on_retry: Callable[[], None] | None = None, **kwargs: Any) -> Any:
+    """``ray.get(method.remote(*args, **kwargs))``, sent again while its actor is being
+    restarted.
 
     A call that failed because the actor died may or may not have run: only calls that are
     safe to repeat (every one the tracker and the dispatcher serve) go through here.
@@ -27,7 +28,7 @@ def call(method: Any, *args: Any, wait_s: float = RESTART_WAIT_S,
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return ray.get(method.remote(*args))
+            return ray.get(method.remote(*args, **kwargs))
         except RayActorError:
             if time.monotonic() > deadline:
                 raise

@@ -208,7 +208,7 @@ class Swarm:
         one with the best median is what the run reports (search/confirm.py says why).
         ``announce(n)``: called before the ``n`` kernels are judged."""
         began = time.monotonic()
-        elites = ray.get(self.tracker.elites.remote(top + 1)) if top > 0 and repeats > 0 else []
+        elites = call(self.tracker.elites, top + 1) if top > 0 and repeats > 0 else []
         if elites and elites[0][0].id == self.spec.start.id:
             return Confirmation(repeats, (), None, 0.0, "no kernel beat the starting kernel")
         # the starting kernel is 1.0x by definition: nothing to confirm there
@@ -233,9 +233,9 @@ class Swarm:
         utilisation = self.lane.utilisation()
         reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
         confirmed = (confirmation is not None and not confirmation.skipped)
-        summary, sink_errors, locations = ray.get(self.tracker.close.remote(
-            stop_reason or "; ".join(reasons) or "no lineage ran",
-            best=confirmation.best() if confirmed else None, override_best=confirmed))
+        summary, sink_errors, locations = call(
+            self.tracker.close, stop_reason or "; ".join(reasons) or "no lineage ran",
+            best=confirmation.best() if confirmed else None, override_best=confirmed)
         self._close_pool()
         for actor in [*self.runners, self.tracker]:
             if actor is not None:
