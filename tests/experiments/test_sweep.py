@@ -26,6 +26,7 @@ max_workers = 1
 
 [base]
 search.candidates_per_lineage = 1
+search.wall_time_s = 1800  # cells wait their turns for the one worker: no deadline on a slow CI
 search.tester = false
 search.confirm_top = 0
 timing.budget_s = 0.05
