@@ -5,6 +5,9 @@ evaluator finds it correct on every tuning and held-out shape, odd sizes include
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 
 from kernelswarm.agents import TRANSFORMATIONS
@@ -126,3 +129,16 @@ def test_each_structure_is_correct_on_every_shape_on_the_gpu(task, knobs, evalua
     verdict = evaluate(task, structured(task, knobs))
     assert verdict.status is Status.OK, f"{task} {knobs}: {verdict.message}"
     assert verdict.shapes and all(s.correct for s in verdict.shapes)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("task", sorted(STRUCTURES))
+def test_each_structure_compiles_with_nvcc_too(task, tmp_path):
+    # The evaluator builds with NVRTC; nvcc is the compiler users build the file with.
+    (tmp_path / "kernel.cu").write_text(structured(task).source)
+    for knobs in SETTINGS[task][:2]:
+        defines = [f"-D{k}={v}" for k, v in knobs.items()]
+        built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "--cubin", *defines,
+                                "kernel.cu", "-o", "kernel.cubin"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=300)
+        assert built.returncode == 0, built.stderr[-2000:]

@@ -6,6 +6,8 @@ shape, the launcher reading each route's knobs."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
 
 import pytest
 
@@ -66,3 +68,15 @@ def test_a_cuda_dispatch_kernel_is_correct_on_every_shape_on_the_gpu(tmp_path):
     launches = verdict.resources.get("launches", [])
     routes = {launch["kernel"].rsplit("__route", 1)[1] for launch in launches}
     assert len(routes) >= 4, launches  # the shapes really took different routes
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_cuda_dispatch_file_compiles_alone_with_nvcc(tmp_path):
+    # The stored file is self-contained: no knob on the command line, every route's kernels in it.
+    (tmp_path / "kernel.cu").write_text(dispatch_kernel().source)
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "--cubin", "kernel.cu", "-o",
+                            "kernel.cubin"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    cubin = (tmp_path / "kernel.cubin").read_bytes()  # kernel names are in its symbol table
+    assert all(route_symbol("silu_and_mul_bf16", i).encode() in cubin for i in range(6))
