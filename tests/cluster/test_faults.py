@@ -211,7 +211,9 @@ _NODE_SCRIPT = textwrap.dedent("""
     out, cache = Path(sys.argv[1]), Path(sys.argv[2])
     counting = counting_module(out)
     cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
-    doomed = cluster.add_node(num_cpus=2)  # 2: it starts two processes at a time
+    # 3 CPUs: a node starts as many processes at once, here the worker and both lineages
+    # (with 1, soft affinity sent a lineage to the head while the node was busy starting).
+    doomed = cluster.add_node(num_cpus=3)
     cluster.wait_for_nodes()
     # The worker and both lineages go to the doomed node while it lives (soft: elsewhere after).
     there = NodeAffinitySchedulingStrategy(doomed.node_id, soft=True)
