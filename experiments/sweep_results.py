@@ -155,7 +155,9 @@ def closing_table(name: str, rows: Sequence[Mapping[str, Any]], width: int | Non
                           style=None if values["status"] == "finished" else "yellow")
         return table
 
-    return fit(build, CLOSING_COLUMNS, ("cost $", "eval s", "status"), width)
+    # The cell and its status stay; figures go first, the best baseline last of them.
+    return fit(build, CLOSING_COLUMNS, ("cost $", "eval s", "evals", "vs best baseline",
+                                        "status"), width)
 
 
 def open_sweep_run(tracking_uri: str, experiment: str, name: str, params: Mapping[str, Any],
