@@ -17,6 +17,7 @@ from kernelswarm.search import (
     Roles,
     StartingKernelFailed,
 )
+from kernelswarm.search.dispatch import read_table
 
 from .config import Config
 from .llm_view import LLMWatch, one_line, spending_table
@@ -52,10 +53,18 @@ class RunOutcome:
 
 def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
     """The best kernel's source as ``run_dir/best/<id>.<ext>``, with the knob values it was
-    judged with at the top (self-contained: see experiments/sinks/sources.py); returns its path."""
+    judged with at the top (self-contained: see experiments/sinks/sources.py); returns its path.
+    A dispatch kernel's table (search/dispatch.py), which its first line holds, is also written
+    as ``best/dispatch/<id>.json`` for a launcher of the user's own (a folder of its own: the
+    kernel stays the one ``best/<id>.*`` file)."""
     path = run_dir / "best" / source_file_name(candidate)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(self_contained_source(candidate))
+    table = read_table(candidate.source)
+    if table is not None:
+        (path.parent / "dispatch").mkdir(exist_ok=True)
+        (path.parent / "dispatch" / f"{candidate.id}.json").write_text(
+            json.dumps(table.to_json(), indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -218,3 +218,19 @@ def test_a_lineage_of_the_builtin_roles_tunes_then_dispatches_and_keeps_the_disp
     assert table is not None, "the lineage's best is the dispatch kernel"
     assert [table.knobs_for(s)["CHUNK"] for s in CPU_SHAPES] == [3, 8, 16]
     assert evaluation.speedup == pytest.approx((1.3 * 1.25 * 1.4) ** (1 / 3))
+
+
+def test_a_dispatch_kernel_is_stored_as_one_file_plus_its_table(start, tmp_path: Path):
+    import json
+
+    from kernelswarm.experiments.runner import write_best_kernel
+    from kernelswarm.experiments.sinks.sources import read_kernel_file
+
+    kernel = dispatch_of(start, [{"CHUNK": 1}, {"CHUNK": 3}, {"CHUNK": 16}])
+    path = write_best_kernel(tmp_path, kernel)
+    knobs, source = read_kernel_file(path.read_text(), "cpp", kernel.entry)
+    assert knobs is None and source == kernel.source  # eval of the file judges the same kernel
+    assert sorted(p.name for p in path.parent.glob("*.*")) == [path.name]  # one kernel file
+    table = json.loads((path.parent / "dispatch" / f"{kernel.id}.json").read_text())
+    assert table == read_table(kernel.source).to_json()
+    assert [r["knobs"]["CHUNK"] for r in table["routes"]] == [1, 3, 16]
