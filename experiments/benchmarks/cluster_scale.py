@@ -234,6 +234,31 @@ def _table(rows: list[ScaleRow]) -> str:
     return "\n".join(lines)
 
 
+def targets(rows: list[ScaleRow], ingest: list[IngestRow]) -> dict[str, dict[str, object]]:
+    """Each target, the figure it is judged on, and whether it is met."""
+    out: dict[str, dict[str, object]] = {}
+    one = next((r.throughput for r in rows if r.gpus == 1), None)
+    if one:
+        most = max(rows, key=lambda r: r.gpus)
+        linear = most.throughput / (most.gpus * one)
+        out["throughput vs linear"] = {"at_gpus": most.gpus, "value": linear,
+                                       "target": THROUGHPUT_TARGET,
+                                       "met": linear >= THROUGHPUT_TARGET}
+    worst = max((r.overhead.total_ms for r in rows), default=float("nan"))
+    out["overhead median ms (worst GPU count)"] = {"value": worst, "target": OVERHEAD_TARGET_MS,
+                                                   "met": worst <= OVERHEAD_TARGET_MS}
+    for row in ingest:
+        rate = min(row.acknowledged_per_s, row.through_mlflow_per_s)
+        out[f"ingest per s, {row.sinks}"] = {"value": rate, "target": INGEST_TARGET,
+                                             "met": rate >= INGEST_TARGET}
+    return out
+
+
+def _target_lines(judged: dict[str, dict[str, object]]) -> list[str]:
+    return [f"{name}: {entry['value']:.3g} (target {entry['target']:g}): "
+            f"{'met' if entry['met'] else 'NOT met'}" for name, entry in judged.items()]
+
+
 def _ingest_line(row: IngestRow) -> str:
     return (f"tracker ingest, {row.sinks} ({row.records} records, {row.lineages} lineages, "
             f"{row.in_flight} in flight): {row.acknowledged_per_s:,.0f}/s acknowledged "
@@ -277,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"settings": asdict(settings), "out": str(out),
                           "rows": [asdict(r) for r in rows],
-                          "ingest": [asdict(r) for r in ingest]}, indent=2))
+                          "ingest": [asdict(r) for r in ingest],
+                          "targets": targets(rows, ingest)}, indent=2))
     else:
         print(f"SIMULATED GPUs ({SIM_GPU} Ray resource) on {settings.nodes} worker node(s); "
               f"service {settings.service_s:g} s, simulated compile {settings.compile_s:g} s, "
@@ -285,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(rows))
         for row in ingest:
             print(_ingest_line(row))
+        print("\n".join(_target_lines(targets(rows, ingest))))
         print(f"({time.monotonic() - began:.0f} s in all)")
     return 1 if _report_problems(rows, ingest) else 0
 

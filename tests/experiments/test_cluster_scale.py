@@ -54,3 +54,7 @@ def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
     # Records in flight together share a Parquet file (the tracker's group commit).
     assert ingest["parquet_files"] < RECORDS
     assert ingest["acknowledged_per_s"] >= ingest["through_mlflow_per_s"] > 0
+    # Each target is judged on the figures above.
+    judged = result["targets"]["ingest per s, parquet+mlflow"]
+    assert judged["value"] == ingest["through_mlflow_per_s"]
+    assert judged["met"] == (judged["value"] >= judged["target"])
