@@ -29,8 +29,9 @@ def call(method: Any, *args: Any, wait_s: float = RESTART_WAIT_S,
     while True:
         try:
             return ray.get(method.remote(*args, **kwargs))
-        except RayActorError:
-            if time.monotonic() > deadline:
+        except RayActorError as exc:
+            # A constructor that failed on a restart fails again: the actor is gone for good.
+            if exc.actor_init_failed or time.monotonic() > deadline:
                 raise
         time.sleep(RETRY_PAUSE_S)
         if on_retry is not None:

@@ -54,12 +54,18 @@ class TrackerActor:
 
     ``history``: a resumed run's records (already in the sinks). ``replay``: reads every record
     of the run back from its durable sink; called at every start, so a restarted tracker goes on
-    from the last acknowledged record. Without ``replay`` a restart starts from ``history``.
+    from the last acknowledged record. Without ``replay`` a restart fails (the tracker is lost).
     """
 
     def __init__(self, run: RunInfo, sinks: list[Sink], elites: int,
                  history: list[Record] | None = None, migration: Migration | None = None,
                  replay: Callable[[], Sequence[Record]] | None = None) -> None:
+        restarted = _reconstructed()
+        if restarted and replay is None:
+            # Going on from ``history`` would give new records the seqs of lost ones, and a
+            # sink would write them over: fail instead (the run's callers see the tracker dead).
+            raise RuntimeError(f"run {run.run_id}: the tracker's process was lost and it has no "
+                               f"replay to rebuild its records from")
         resumed = list(history or ())
         records = list(replay()) if replay is not None else resumed
         self._tracker = Tracker(run, sinks, elites=elites, history=records,
@@ -74,7 +80,6 @@ class TrackerActor:
         self._migrations = run.run_dir / MIGRATIONS_LOG
         self._migrated: dict[tuple[int, int], list[tuple[Candidate, Evaluation]]] = {}
         self._replay_migrations(records)
-        restarted = _reconstructed()
         self._claims = self._open_claims(run, restarted)
         self._restarts = self._note_restart(run, restarted, len(records), len(resumed))
 

@@ -338,3 +338,16 @@ def test_a_killed_driver_is_finished_by_run_and_sweep_resume(tmp_path, compile_c
     # done again.
     counts = check_counts(cells, tmp_path / "executed.jsonl", unrecorded=1, repeated=1)
     assert counts["records"] == 6
+
+
+def test_a_tracker_without_replay_is_not_restarted_over_its_records(tmp_path, ray_session):
+    """Without a replay a restarted tracker would hand out the seqs of records it lost (and a
+    sink would write over them): it stays dead instead."""
+    run = RunInfo("faults-noreplay", "faults", tmp_path, "silu_and_mul", "cpp", 1)
+    tracker = TrackerActor.remote(run, [ParquetSink()], 4)
+    start = _candidates(1)[0]
+    assert ray.get(tracker.record.remote(-1, 0, start, _ok(start, 1.0))) == 0
+    _kill_process(tracker)
+    with pytest.raises(ray.exceptions.RayActorError, match="no replay"):
+        ActorTracker(tracker).lookup(start.id)
+    assert [r["seq"] for r in read_evaluations(tmp_path).to_pylist()] == [0]
