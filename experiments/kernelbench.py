@@ -209,24 +209,31 @@ def shrink_sizes(problem: Problem, sizes: Mapping[str, int],
                  trace: Callable[[dict], Mapping[str, int]], shrink: Shrink = SHRINK
                  ) -> dict[str, int]:
     """``sizes`` plus the literal sizes halved by ``shrink``'s rule (``trace(shape)`` gives a
-    shape's bytes and flops)."""
+    shape's bytes and flops, or raises ``TaskError`` for sizes the model cannot take: such a
+    halving is undone and that size kept, e.g. a dilated kernel wider than the input, or two
+    sizes that must stay equal)."""
     sizes = dict(sizes)
     shrinkable = problem.roots(problem.fixed | set(problem.varied)) - set(sizes)
-    while True:
+    traced = trace({**problem.values(sizes), "dtype": "float32"})
+    while traced["bytes"] > shrink.max_bytes or traced["flops"] > shrink.max_flops:
         values = problem.values(sizes)
-        traced = trace({**values, "dtype": "float32"})
-        if traced["bytes"] <= shrink.max_bytes and traced["flops"] <= shrink.max_flops:
-            return sizes
         candidates = [n for n in shrinkable if values[n] >= 2 * shrink.floor]
         if not candidates:
-            return sizes
+            break
         largest = max(candidates, key=lambda n: (values[n], n))
-        sizes[largest] = max(shrink.floor, values[largest] // 2)
+        tried = {**sizes, largest: max(shrink.floor, values[largest] // 2)}
+        try:
+            traced = trace({**problem.values(tried), "dtype": "float32"})
+        except TaskError:
+            shrinkable.discard(largest)
+            continue
+        sizes = tried
+    return sizes
 
 
-def _render_task(problem: Problem, sizes: Mapping[str, int] | None,
+def _render_task(problem: Problem, shapes: tuple[dict, dict],
                  traced: Mapping[str, object], tolerance: tuple[float, float]) -> str:
-    tuning, heldout = problem_shapes(problem, sizes)
+    tuning, heldout = shapes
     atol, rtol = tolerance
     tolerances = {dtype: {"atol": atol, "rtol": rtol}
                   for dtype in ("float32", "float16", "bfloat16")}
@@ -263,17 +270,29 @@ class _Shapes:
     heldout_shapes: tuple[Shape, ...]
 
 
-def _trace_all(trace: Callable[[dict], dict], problem: Problem,
-               sizes: Mapping[str, int] | None) -> dict[str, object]:
+def _trace_all(trace: Callable[[dict], dict], tuning: dict[str, list[dict]],
+               heldout: dict[str, list[dict]]) -> tuple[dict[str, object], list[str]]:
     """``trace()`` of the written task.py on every shape of every device and on the built-in
-    tester's check shapes, by shape label: a shape traced in a sandbox would import what the
-    sandbox forbids to change once a kernel is loaded (the flop counter, torch._dynamo)."""
+    tester's check shapes, by shape label (a shape traced in a sandbox would import what the
+    sandbox forbids to change once a kernel is loaded: the flop counter, torch._dynamo); and
+    the labels of the held-out shapes the model cannot run, which are dropped from ``heldout``
+    (a problem whose sizes must stay as they are, e.g. equal to another)."""
     from kernelswarm.agents.builtin import RuleTester
 
-    tuning, heldout = problem_shapes(problem, sizes)
     traced: dict[str, object] = {}
-    for shape in (s for group in (*tuning.values(), *heldout.values()) for s in group):
-        traced.setdefault(Shape.of(shape).label, trace(shape))
+    for shape in (s for group in tuning.values() for s in group):
+        label = Shape.of(shape).label
+        if label not in traced:
+            traced[label] = trace(shape)
+    dropped = []
+    for group in heldout.values():
+        for shape in list(group):
+            label = Shape.of(shape).label
+            try:
+                traced[label] = traced[label] if label in traced else trace(shape)
+            except TaskError:
+                group.remove(shape)
+                dropped.append(label)
     for device in tuning:
         view = _Shapes(tuple(map(Shape.of, tuning[device])),
                        tuple(map(Shape.of, heldout[device])))
@@ -284,7 +303,7 @@ def _trace_all(trace: Callable[[dict], dict], problem: Problem,
                     traced[label] = trace(dict(check.shape))
                 except TaskError:  # a size the model cannot take: the run drops the check
                     continue
-    return traced
+    return traced, dropped
 
 
 def _tolerance(atol: float | None, rtol: float | None) -> tuple[float, float]:
@@ -301,11 +320,12 @@ def _tolerance(atol: float | None, rtol: float | None) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Imported:
-    """An imported task and its cpu sizes that differ from the file's (name -> (file value,
-    cpu value)): set with ``sizes`` or shrunk."""
+    """An imported task, its cpu sizes that differ from the file's (name -> (file value, cpu
+    value)): set with ``sizes`` or shrunk, and the held-out shapes left out."""
 
     task: Task
     cpu_sizes: Mapping[str, tuple[int, int]]
+    dropped_heldout: tuple[str, ...] = ()  # held-out shapes the model cannot run
 
 
 def import_problem(problem_file: str | Path, dest: str | Path, *, cpp_source: str | None = None,
@@ -331,13 +351,15 @@ def import_problem(problem_file: str | Path, dest: str | Path, *, cpp_source: st
     moved = False
     try:
         shutil.copyfile(problem.path, staging / "problem.py")
-        (staging / "task.py").write_text(_render_task(problem, sizes, {}, tolerance))
+        (staging / "task.py").write_text(_render_task(problem, problem_shapes(problem, sizes),
+                                                      {}, tolerance))
         (staging / "kernel.cpp").write_text(cpp_source or "")
         trace = _tracer(load_task(staging, "cpu"), problem)
         if shrink is not None:
             sizes = shrink_sizes(problem, sizes, trace, shrink)
-        traced = _trace_all(trace, problem, sizes)
-        (staging / "task.py").write_text(_render_task(problem, sizes, traced, tolerance))
+        shapes = problem_shapes(problem, sizes)
+        traced, dropped = _trace_all(trace, *shapes)
+        (staging / "task.py").write_text(_render_task(problem, shapes, traced, tolerance))
         if dest.exists():
             dest.rmdir()
         staging.rename(dest)
@@ -356,4 +378,4 @@ def import_problem(problem_file: str | Path, dest: str | Path, *, cpp_source: st
         raise
     cpu = problem.values(sizes)
     return Imported(task, {n: (problem.constants[n], v) for n, v in cpu.items()
-                           if v != problem.constants[n]})
+                           if v != problem.constants[n]}, tuple(dict.fromkeys(dropped)))

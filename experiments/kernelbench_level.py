@@ -38,6 +38,7 @@ class ProblemImport:
     folder: Path
     reason: str = ""
     cpu_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    dropped_heldout: tuple[str, ...] = ()
 
 
 def _number(path: Path) -> tuple[int, str]:
@@ -84,7 +85,8 @@ def import_level(source: str | Path, level: int, dest: str | Path, *,
                                          f"{_short(str(exc), path, folder)}"))
             continue
         results.append(ProblemImport(path.stem, ImportStatus.IMPORTED, imported.task.path,
-                                     cpu_sizes=dict(imported.cpu_sizes)))
+                                     cpu_sizes=dict(imported.cpu_sizes),
+                                     dropped_heldout=imported.dropped_heldout))
     return results
 
 
@@ -105,6 +107,9 @@ def level_table(results: Sequence[ProblemImport], level: int) -> Table:
     for result in results:
         if result.status is ImportStatus.IMPORTED:
             detail = ", ".join(f"{n} {a}->{b}" for n, (a, b) in result.cpu_sizes.items())
+            if result.dropped_heldout:
+                detail += f"; {len(result.dropped_heldout)} held-out shape(s) left out (the "
+                detail += "model cannot run there)"
             colour = "green"
         else:
             detail, colour = result.reason, "red" if result.status is ImportStatus.FAILED \

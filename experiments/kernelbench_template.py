@@ -184,14 +184,15 @@ def trace(shape, flops=True):
             args = _forward_args(shape, 0)
             with torch.no_grad(), counter:
                 results = _as_tuple(model(*args))
-    except (NotImplementedError, RuntimeError):
+    except (NotImplementedError, RuntimeError) as exc:
         with torch.device("meta"):
             size = sum(a.numel() * a.element_size() for a in _forward_args(shape, 0)
                        if isinstance(a, torch.Tensor))
         if size > _GUARD_BYTES:
-            raise ValueError(f"shape {shape}: forward cannot run on the meta device, and its "
-                             f"inputs ({size >> 20} MiB) are too large to run it for real "
-                             f"here; give smaller sizes") from None
+            reason = " ".join(str(exc).split())[:200]
+            raise ValueError(f"forward fails on the meta device ({type(exc).__name__}: "
+                             f"{reason}), and its inputs ({size >> 20} MiB) are too large to "
+                             f"run it for real here") from None
         counter = _counter(flops)
         model, args = _model(shape, 0), _forward_args(shape, 0)
         with torch.no_grad(), counter:

@@ -277,6 +277,8 @@ def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
     if imported.cpu_sizes:
         console.print("cpu sizes (the cuda shapes keep the file's): " + ", ".join(
             f"{n} {a} -> {b}" for n, (a, b) in imported.cpu_sizes.items()), highlight=False)
+    for label in imported.dropped_heldout:
+        console.print(f"no held-out shape {label}: the model cannot run there", highlight=False)
     console.print("the cpp entry point:\n" + task.module.c_signature(), highlight=False,
                   markup=False)
     if source is None:

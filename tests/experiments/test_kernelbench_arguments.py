@@ -311,3 +311,35 @@ def test_a_triton_kernel_gets_the_arguments_in_the_same_order(tmp_path, compile_
             source=TRITON_KERNEL.replace("x.numel(), alpha, slope", "x.numel(), slope, alpha")))
     assert wrong.status is Status.INCORRECT
     assert "the entry point takes x, alpha, slope, out0, sizes" in wrong.message
+
+
+TIED_SIZES = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, predictions, targets):
+        return torch.clamp(1 - predictions * targets, min=0)
+
+
+batch_size = 1024
+
+
+def get_inputs():
+    # broadcasts only while batch_size is 1024
+    return [torch.rand(batch_size, 1024), torch.rand(batch_size)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_sizes_the_model_cannot_take_are_not_shrunk_nor_held_out(tmp_path):
+    imported = import_problem(_write(tmp_path, "tied", TIED_SIZES), tmp_path / "tied")
+    # halving batch_size breaks the broadcast: kept on the cpu, and no held-out shape
+    assert imported.cpu_sizes == {}
+    assert imported.task.heldout_shapes == ()
+    assert imported.dropped_heldout == ("batch_size=513,dtype=float32",)
+    check_task(imported.task.path)
