@@ -343,3 +343,42 @@ def test_sizes_the_model_cannot_take_are_not_shrunk_nor_held_out(tmp_path):
     assert imported.task.heldout_shapes == ()
     assert imported.dropped_heldout == ("batch_size=513,dtype=float32",)
     check_task(imported.task.path)
+
+
+GEMM_ADD = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(torch.randn(out_features))
+
+    def forward(self, x):
+        return torch.relu(self.gemm(x) + self.bias)
+
+
+batch_size = 4
+in_features = 8
+out_features = 16
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
+'''
+
+
+def test_the_models_own_parameters_come_before_its_submodules(tmp_path):
+    task = import_problem(_write(tmp_path, "gemm_add", GEMM_ADD), tmp_path / "gemm_add").task
+    names = [line.split("//")[0].split()[-1].rstrip(",*") for line in
+             task.module.c_signature().splitlines()[1:]]
+    assert names == ["x", "in_features", "out_features", "bias", "gemm_weight", "out0",
+                     "sizes)"]
+    x, bias, weight, _ = task.module.make_inputs(dict(task.tuning_shapes[0]), 0, "cpu")
+    assert bias.shape == (16,) and weight.shape == (16, 8)
