@@ -79,6 +79,8 @@ def _ok(candidate, speedup: float) -> Evaluation:
 
 
 def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
+    """Records, a claim held, migrants handed out; SIGKILL; everything is as it was, a record
+    sent again is not written twice, and MLflow's new parent run holds every record."""
     run = RunInfo("faults-tracker", "faults", tmp_path, "silu_and_mul", "cpp", 2)
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = TrackerActor.remote(run, [ParquetSink(), MLflowSink(store, "faults")], 4,
@@ -103,7 +105,7 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
     again = port.record(1, 1, candidates[1], _ok(candidates[1], 1.2))
 
     assert again == 1, "a retried record must return the seq it was first given"
-    assert other.claim(pending.id) == (None, False), "the held claim must be renewed"
+    assert other.claim(pending.id) == (None, False), "a claim held at the kill must be held still"
     assert [c.id for c, _ in port.migrants(0, 1)] == migrants, "a retried call, same migrants"
     # Lineage 0's island holds lineage 1's best since before the restart: the next one comes.
     assert [c.id for c, _ in port.migrants(0, 2)] == [candidates[3].id]
