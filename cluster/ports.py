@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from ray.exceptions import RayError
 
 from kernelswarm.search import CompileResult, Evaluation, Evaluator
 from kernelswarm.search.archive import Member
@@ -44,9 +45,13 @@ class ActorTracker:
         return known, mine
 
     def release(self, candidate_id: str) -> None:
-        # Not waited for: it is called while an error unwinds, and must not raise another.
+        # Waited for, so that a tracker restarting meanwhile gets it too; it is called while an
+        # error unwinds, and must not raise another.
         self._held.discard(candidate_id)
-        self._handle.release.remote(candidate_id)
+        try:
+            call(self._handle.release, candidate_id)
+        except RayError:  # the tracker is gone for good, and its claims with it
+            pass
 
     def lookup(self, candidate_id: str) -> Evaluation | None:
         return self._call(self._handle.lookup, candidate_id)
