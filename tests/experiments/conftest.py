@@ -20,7 +20,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path, ray
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     config = load_config(None, [
         f'run.out_dir="{folder / "runs"}"', "run.name=small",
-        "search.lineages=2", "search.candidates_per_lineage=3", "search.wall_time_s=240",
+        "search.lineages=2", "search.candidates_per_lineage=3", "search.wall_time_s=600",
         f'tracking.mlflow_uri="{uri}"', f'evaluator.cache_dir="{compile_cache}"',
         "timing.budget_s=0.05", "timing.min_repeats=5", "timing.max_repeats=30"])
     console = Console(file=io.StringIO(), width=80)  # a file: not a terminal, like a CI log

