@@ -185,6 +185,8 @@ def trace(shape, flops=True):
             with torch.no_grad(), counter:
                 results = _as_tuple(model(*args))
     except (NotImplementedError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and "meta" not in str(exc).lower():
+            raise  # an error of the model at these sizes, not a gap of the meta device
         with torch.device("meta"):
             size = sum(a.numel() * a.element_size() for a in _forward_args(shape, 0)
                        if isinstance(a, torch.Tensor))
