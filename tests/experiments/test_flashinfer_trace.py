@@ -171,3 +171,20 @@ def test_the_best_kernel_is_written_back_as_a_solution_with_traces(tmp_path, com
     with pytest.raises(TaskError, match="not exported, the kernel is INCORRECT"):
         export_solution(folder, wrong, tmp_path / "out2", settings=settings)
     assert not (tmp_path / "out2").exists()
+
+
+def test_cpu_axes_are_set_only_where_every_input_is_random(tmp_path):
+    definition, workloads = _dataset(tmp_path / "data")
+    with pytest.raises(TaskError, match="the cpu workloads load tensors from safetensors"):
+        import_definition(definition, workloads, tmp_path / "a", cpu_axes={"batch_size": 5})
+    with pytest.raises(TaskError, match="--cpu-axis hidden_size: not a var axis"):
+        import_definition(definition, workloads, tmp_path / "b", cpu_axes={"hidden_size": 8})
+    lines = [json.loads(line) for line in workloads.read_text().splitlines()]
+    for line in lines:
+        line["workload"]["inputs"].pop("weight", None)  # an input not named is random
+    workloads.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    task = import_definition(definition, workloads, tmp_path / "c",
+                             cpu_axes={"batch_size": 5}).task
+    assert {s["batch_size"] for s in task.tuning_shapes} == {5}
+    assert load_task(task.path, "cuda").tuning_shapes[0]["batch_size"] == 1  # as given
+    check_task(task.path)
