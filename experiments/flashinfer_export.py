@@ -18,7 +18,6 @@ is exported: a trace says what was measured, never a guess.
 from __future__ import annotations
 
 import json
-import platform
 import re
 import shutil
 import tempfile
@@ -51,26 +50,18 @@ def _every_workload_task(task_path: Path, scratch: Path) -> Path:
 
 
 def _hardware(device: str) -> str:
-    if device.startswith("cuda"):
-        import torch
+    """The device's name as FlashInfer-Trace writes hardware (``NVIDIA_H100_80GB_HBM3``)."""
+    from kernelswarm.evaluators.baselines import device_name
 
-        return torch.cuda.get_device_name(0).replace(" ", "_")
-    return f"CPU_{platform.machine()}"
+    return device_name(device).split(": ", 1)[-1].strip().replace(" ", "_")
 
 
 def _libs() -> dict[str, str]:
-    import torch
+    """The library versions the evaluation ran with (those installed)."""
+    from kernelswarm.evaluators.baseline_timing import versions
 
-    libs = {"torch": torch.__version__.split("+")[0], "python": platform.python_version()}
-    if torch.version.cuda:
-        libs["cuda"] = torch.version.cuda
-    try:
-        import triton
-
-        libs["triton"] = triton.__version__
-    except ImportError:
-        pass
-    return libs
+    return {name.removesuffix(" (torch)"): version for name, version in versions().items()
+            if version not in ("None", "not installed") and not version.startswith("unavailable")}
 
 
 def export_solution(task_path: str | Path, kernel_file: str | Path, out: str | Path, *,

@@ -30,7 +30,6 @@ import argparse
 import io
 import json
 import math
-import platform
 import shlex
 import shutil
 import sys
@@ -173,21 +172,11 @@ def summarise(results: list[ProblemResult]) -> dict[str, Any]:
 
 
 def _versions(device: str) -> dict[str, str]:
-    import torch
+    """The software and the device the figures come from."""
+    from kernelswarm.evaluators.baseline_timing import versions
+    from kernelswarm.evaluators.baselines import device_name
 
-    found = {"torch": torch.__version__, "python": platform.python_version()}
-    try:
-        import triton
-
-        found["triton"] = triton.__version__
-    except ImportError:
-        pass
-    if device.startswith("cuda") and torch.cuda.is_available():
-        found["device"] = torch.cuda.get_device_name(0)
-        found["cuda"] = str(torch.version.cuda)
-    else:
-        found["device"] = f"cpu ({platform.machine()})"
-    return found
+    return {**versions(), "device": device_name(device)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
