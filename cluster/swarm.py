@@ -219,7 +219,14 @@ class Swarm:
         for _ in range(repeats):
             for i, (candidate, _found) in enumerate(elites):
                 refs[i].append(self.lane.submit(candidate))
-        kernels = tuple(Confirmed(candidate, found, tuple(ray.get(r) for r in refs[i]))
+
+        def verdict(ref: ray.ObjectRef, candidate: Candidate) -> Evaluation:
+            try:
+                return ray.get(ref)
+            except RayError:  # the dispatcher was lost: sent again once Ray has restarted it
+                return self.lane.evaluate(candidate)
+
+        kernels = tuple(Confirmed(candidate, found, tuple(verdict(r, candidate) for r in refs[i]))
                         for i, (candidate, found) in enumerate(elites))
         return Confirmation(repeats, kernels, choose(kernels), time.monotonic() - began,
                             "" if elites else "no kernel besides the starting one to confirm")
