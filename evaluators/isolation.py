@@ -226,6 +226,17 @@ def _remount_read_only(point: str) -> None:
     _mount(None, point, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
 
 
+def _imported_from_private(private: Iterable[str]) -> list[str]:
+    """The folders this process imports from (its Python environment, kernelswarm, sys.path)
+    that lie under a folder about to be made private, outermost only: a virtual environment or
+    a checkout under /tmp must stay visible, read-only, to the imports still to come."""
+    roots = {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1]), *sys.path}
+    under = sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)
+                    and any(os.path.realpath(r).startswith(p.rstrip("/") + "/")
+                            for p in private)})
+    return [r for r in under if not any(r.startswith(o + "/") for o in under if o != r)]
+
+
 def _private_file_system(scratch: Path, hidden: Iterable[Path]) -> list[str]:
     """Read-only everything, private /tmp and /dev/shm, ``scratch`` writable, ``hidden`` empty.
 
@@ -234,11 +245,18 @@ def _private_file_system(scratch: Path, hidden: Iterable[Path]) -> list[str]:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing propagates back to the judge
     # Scratch may lie under /tmp or a hidden folder: held open, it is bound back in afterwards.
     held = os.open(scratch, os.O_PATH | os.O_DIRECTORY)
+    private = [p for p in ("/tmp", "/dev/shm") if os.path.isdir(p)]
+    # What the runner imports from under /tmp is bound back (before the hidden folders are
+    # emptied, so a hidden folder inside it stays hidden) and made read-only below.
+    imported = {path: os.open(path, os.O_PATH | os.O_DIRECTORY)
+                for path in _imported_from_private(private)}
     try:
-        private = [p for p in ("/tmp", "/dev/shm") if os.path.isdir(p)]
         for point in private:
             _mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV,
                    f"mode=1777,size={TMP_SIZE}")
+        for path, fd in imported.items():
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC)
         for folder in hidden:  # emptied; made read-only with everything else below
             if Path(folder).is_dir():
                 _mount("tmpfs", str(folder), "tmpfs", _MS_NOSUID | _MS_NODEV,
@@ -248,6 +266,8 @@ def _private_file_system(scratch: Path, hidden: Iterable[Path]) -> list[str]:
         _mount(None, str(scratch), None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV)
     finally:
         os.close(held)
+        for fd in imported.values():
+            os.close(fd)
     writable = {str(scratch), *private}
     refused = []
     for point in _mount_points():

@@ -159,3 +159,19 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_folders_imported_from_under_a_private_tmp_are_kept_outermost_only(tmp_path,
+                                                                        monkeypatch):
+    # A virtual environment or checkout under /tmp: the runner's private /tmp would hide it
+    # from imports still to come, so it is bound back (read-only); nested entries need no bind.
+    from kernelswarm.evaluators.isolation import _imported_from_private
+
+    outer, inner = tmp_path / "venv", tmp_path / "venv" / "lib" / "site-packages"
+    inner.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(inner), str(outer), "/usr/lib/python3"])
+    kept = _imported_from_private([str(tmp_path.parent)])
+    assert os.path.realpath(outer) in kept
+    assert os.path.realpath(inner) not in kept
+    assert all(k.startswith(os.path.realpath(tmp_path.parent) + "/") for k in kept)
+    assert _imported_from_private(["/nonexistent-private"]) == []
