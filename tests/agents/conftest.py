@@ -69,3 +69,25 @@ def evaluator(compile_cache: Path) -> Iterator[Any]:
     ev = evaluators.SandboxEvaluator(SILU_TASK, "cpp", settings)
     yield ev
     ev.close()
+
+
+@pytest.fixture(scope="module")
+def cuda_evaluate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable]:
+    """``run(task, candidate)``: judge a cuda candidate of a built-in task on the GPU, one
+    quick-timing ``SandboxEvaluator`` per task for the module."""
+    from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+    from tests.agents.test_cuda_transforms import TASKS
+
+    cache = tmp_path_factory.mktemp("cuda-gpu-builds")
+    evaluators: dict[str, SandboxEvaluator] = {}
+
+    def run(task: str, candidate: Candidate):
+        if task not in evaluators:
+            evaluators[task] = SandboxEvaluator(TASKS / task, "cuda", EvaluatorSettings(
+                device="cuda", cache_dir=cache, run_timeout_s=60.0, seeds=2, warmup=2,
+                min_repeats=10, max_repeats=50, timing_budget_s=0.1))
+        return evaluators[task].evaluate(candidate)
+
+    yield run
+    for evaluator in evaluators.values():
+        evaluator.close()

@@ -104,29 +104,11 @@ def test_micro_rewrites_on_a_structure_decline_or_build(task, build):
             build(task, rewrite(base, name))
 
 
-@pytest.fixture(scope="module")
-def evaluate(tmp_path_factory):
-    from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-
-    cache = tmp_path_factory.mktemp("structure-gpu-builds")
-    evaluators: dict[str, SandboxEvaluator] = {}
-
-    def run(task: str, candidate: Candidate):
-        if task not in evaluators:
-            evaluators[task] = SandboxEvaluator(TASKS / task, "cuda", EvaluatorSettings(
-                device="cuda", cache_dir=cache, run_timeout_s=60.0, seeds=2, warmup=2,
-                min_repeats=10, max_repeats=50, timing_budget_s=0.1))
-        return evaluators[task].evaluate(candidate)
-
-    yield run
-    for evaluator in evaluators.values():
-        evaluator.close()
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("task, knobs", [(t, k) for t, ks in SETTINGS.items() for k in ks])
-def test_each_structure_is_correct_on_every_shape_on_the_gpu(task, knobs, evaluate):
-    verdict = evaluate(task, structured(task, knobs))
+def test_each_structure_is_correct_on_every_shape_on_the_gpu(task, knobs, cuda_evaluate):
+    verdict = cuda_evaluate(task, structured(task, knobs))
     assert verdict.status is Status.OK, f"{task} {knobs}: {verdict.message}"
     assert verdict.shapes and all(s.correct for s in verdict.shapes)
 

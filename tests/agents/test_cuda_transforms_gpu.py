@@ -4,13 +4,10 @@ shape under the real evaluator. Marked ``gpu``: skipped where no GPU is visible.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import Candidate, Status
-from tests.agents.test_cuda_transforms import APPLIES, TASKS, compose
+from kernelswarm.search import Status
+from tests.agents.test_cuda_transforms import APPLIES, compose
 
 pytestmark = pytest.mark.gpu
 
@@ -23,22 +20,6 @@ TUNED = {
 }
 
 
-@pytest.fixture(scope="module")
-def evaluate(tmp_path_factory) -> Iterator:
-    cache = tmp_path_factory.mktemp("cuda-gpu-builds")
-    evaluators: dict[str, SandboxEvaluator] = {}
-
-    def run(task: str, candidate: Candidate):
-        if task not in evaluators:
-            evaluators[task] = SandboxEvaluator(TASKS / task, "cuda", EvaluatorSettings(
-                device="cuda", cache_dir=cache, run_timeout_s=60.0, seeds=2, warmup=2,
-                min_repeats=10, max_repeats=50, timing_budget_s=0.1))
-        return evaluators[task].evaluate(candidate)
-
-    yield run
-    for evaluator in evaluators.values():
-        evaluator.close()
-
 
 def _assert_ok(evaluation, what: str) -> None:
     speedups = {s.shape: round(s.speedup_vs_start, 2) for s in evaluation.shapes}
@@ -47,20 +28,20 @@ def _assert_ok(evaluation, what: str) -> None:
 
 
 @pytest.mark.parametrize("task, name", sorted((t, n) for t in SUITE for n in APPLIES[t]))
-def test_each_transformation_alone_is_correct_on_every_shape(task, name, evaluate):
+def test_each_transformation_alone_is_correct_on_every_shape(task, name, cuda_evaluate):
     child = compose(task, [name])
-    _assert_ok(evaluate(task, child), f"{task} {name} {child.knob_values}")
+    _assert_ok(cuda_evaluate(task, child), f"{task} {name} {child.knob_values}")
 
 
 @pytest.mark.parametrize("task", SUITE)
-def test_all_transformations_composed_are_correct_at_first_and_tuned_knobs(task, evaluate):
+def test_all_transformations_composed_are_correct_at_first_and_tuned_knobs(task, cuda_evaluate):
     from kernelswarm.agents import transformations_for
 
     names = [t.name for t in transformations_for("cuda") if t.name in APPLIES[task]]
     composed = compose(task, names)
-    _assert_ok(evaluate(task, composed), f"{task} composed {composed.knob_values}")
+    _assert_ok(cuda_evaluate(task, composed), f"{task} composed {composed.knob_values}")
     tuned = composed.derive(knobs=TUNED[task])
-    evaluation = evaluate(task, tuned)
+    evaluation = cuda_evaluate(task, tuned)
     _assert_ok(evaluation, f"{task} tuned {tuned.knob_values}")
     assert evaluation.speedup > 1.0, {s.shape: round(s.speedup_vs_start, 2)
                                       for s in evaluation.shapes}
