@@ -42,6 +42,7 @@ from kernelswarm.search import (
     UnknownLanguage,
     language_spec,
     load_task,
+    median_evaluation,
     spec_for_suffix,
 )
 
@@ -149,15 +150,6 @@ def repeats_for(requested: int | None, run: RunFolder | None) -> int:
     return max(1, run.config.search.confirm_repeats) if run is not None else 1
 
 
-def median_of(evaluations: list[Evaluation]) -> Evaluation:
-    """The verdict of several evaluations of one kernel: the first that failed, if any (a kernel
-    that fails once is not OK), else the one whose speedup is the median (lower middle)."""
-    failed = next((e for e in evaluations if not e.ok), None)
-    if failed is not None:
-        return failed
-    return sorted(evaluations, key=lambda e: e.speedup)[(len(evaluations) - 1) // 2]
-
-
 def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
               run: RunFolder | None = None, repeats: int = 1
               ) -> tuple[list[Evaluation], str, EvaluatorSettings]:
@@ -225,7 +217,7 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     recorded = run.recorded(candidate.stem) if run is not None else None
     if not console.is_terminal:  # piped or captured: no terminal width to fit, keep every column
         console = Console(file=console.file, width=max(console.width, 160))
-    evaluation = median_of(evaluations)
+    evaluation = median_evaluation(evaluations)
     speedups = [e.speedup for e in evaluations]
     if args.json:
         doc = evaluation_document(evaluation, task_name, language, candidate)

@@ -3,7 +3,7 @@
 from .archive import TOPOLOGIES, Archive, Island, Migration, source_family
 from .budget import Budget, Spent
 from .candidate import Candidate, Origin, candidate_id
-from .confirm import Confirmation, Confirmed, choose
+from .confirm import Confirmation, Confirmed, choose, median_evaluation
 from .driver import Clock, Driver, Judged, StopSignal, SystemClock, TrackerPort, Via
 from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
 from .evaluator import CompileResult, Evaluator
@@ -64,4 +64,5 @@ __all__ = [
     "TrackerPort", "Via", "Withheld",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
     "language_spec", "source_suffix", "spec_for_suffix", "Confirmation", "Confirmed", "choose",
+    "median_evaluation",
 ]

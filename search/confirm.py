@@ -19,6 +19,16 @@ from .candidate import Candidate
 from .evaluation import Evaluation
 
 
+def median_evaluation(evaluations: Sequence[Evaluation]) -> Evaluation:
+    """Of several evaluations of one kernel: the first that failed, if any (a kernel that fails
+    once is not OK), else the one whose speedup is the median (the lower middle one of an even
+    count)."""
+    failed = next((e for e in evaluations if not e.ok), None)
+    if failed is not None:
+        return failed
+    return sorted(evaluations, key=lambda e: e.speedup)[(len(evaluations) - 1) // 2]
+
+
 @dataclass(frozen=True)
 class Confirmed:
     """A kernel the search found, with the figure it was found at and its re-evaluations."""
@@ -35,10 +45,7 @@ class Confirmed:
     def median(self) -> Evaluation | None:
         """The repeat whose speedup is the median (the lower middle one of an even count); None
         unless every repeat is OK."""
-        if not self.ok:
-            return None
-        ranked = sorted(self.repeats, key=lambda e: e.speedup)
-        return ranked[(len(ranked) - 1) // 2]
+        return median_evaluation(self.repeats) if self.ok else None
 
     def spread(self, figure: str = "speedup") -> tuple[float, float]:
         """The lowest and highest ``figure`` over the repeats."""
