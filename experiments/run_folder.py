@@ -71,11 +71,7 @@ class RunFolder:
                 "speedup_vs_eager": best.get("speedup_vs_eager") or math.nan,
                 "speedup_vs_start_range": best["speedup_vs_start_range"],
                 "found": found,
-                "shapes": {s["shape"]: {"time_us": s["time_us"],
-                                        "speedup_vs_start": s["speedup_vs_start"],
-                                        "speedup_vs_best": s.get("speedup_vs_best"),
-                                        "best_baseline": s.get("best_baseline") or ""}
-                           for s in best.get("shapes", [])}}
+                "shapes": _per_shape(best.get("shapes", []))}
 
     def _first_record(self, candidate_id: str) -> dict[str, Any] | None:
         """``candidate_id``'s first OK record in the run's Parquet, as figures."""
@@ -98,11 +94,15 @@ class RunFolder:
         return {"seq": seq, "speedup_vs_start": geomean("speedup_vs_start"),
                 "speedup_vs_best": geomean("speedup_vs_best"),
                 "speedup_vs_eager": geomean("speedup_vs_eager"),
-                "shapes": {r["shape"]: {"time_us": r["time_us"],
-                                        "speedup_vs_start": r["speedup_vs_start"],
-                                        "speedup_vs_best": r.get("speedup_vs_best"),
-                                        "best_baseline": r.get("best_baseline") or ""}
-                           for r in shapes}}
+                "shapes": _per_shape(shapes)}
+
+
+def _per_shape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per shape label, the figures eval prints beside its own (from Parquet rows or from
+    summary.json's per-shape figures: the same keys)."""
+    return {r["shape"]: {"time_us": r["time_us"], "speedup_vs_start": r["speedup_vs_start"],
+                         "speedup_vs_best": r.get("speedup_vs_best"),
+                         "best_baseline": r.get("best_baseline") or ""} for r in rows}
 
 
 def run_folder_of(file: Path) -> Path | None:
