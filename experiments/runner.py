@@ -213,7 +213,7 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
                 view.update(stats)
         if watch is not None:
             watch.echo(console)
-        confirmation = _confirm(swarm, console, *confirm)
+        confirmation = confirm_best(swarm, console, *confirm)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: stopping lineages after their current step; "
                       "recorded results are kept[/]")
@@ -226,11 +226,15 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
     return swarm.finish(stop_reason, confirmation)
 
 
-def _confirm(swarm: Swarm, console: Console, top: int, repeats: int) -> Confirmation | None:
+def confirm_best(swarm: Swarm, console: Console, top: int,
+                 repeats: int) -> Confirmation | None:
     """The search's ``top`` kernels judged ``repeats`` more times each (search/confirm.py);
-    None when turned off. Ctrl-C here keeps the search's own figures."""
+    None when turned off. Ctrl-C here keeps the search's own figures. A sweep's cell does the
+    same; other cells' candidates share the workers meanwhile, each evaluation still timed
+    alone on its worker."""
     if top <= 0 or repeats <= 0:
         return None
+
     def announce(kernels: int) -> None:
         console.print(f"confirming the best {kernels} kernel(s): {repeats} more evaluations "
                       f"each", highlight=False)

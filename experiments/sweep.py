@@ -38,7 +38,7 @@ from typing import Any
 from rich.console import Console
 
 from kernelswarm.cluster import EvalPool, Swarm, connect, disconnect
-from kernelswarm.search import Confirmation, StartingKernelFailed, TaskError
+from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import Config, ConfigError, validate_config
 from .llm_view import one_line
@@ -46,7 +46,7 @@ from .progress import LiveView
 from .progress import closing_table as run_closing_table
 from .run_log import stderr_to
 from .run_setup import prepare_run, worker_pool
-from .runner import write_outputs
+from .runner import confirm_best, write_outputs
 from .sweep_config import SweepCell, SweepSpec, cells_from_document
 from .sweep_results import (
     cell_row,
@@ -265,7 +265,9 @@ def _search_cell(ctx: _Context, cell: SweepCell, run_dir: Path, console: Console
             stop_reason = INTERRUPTED
         ctx.board[cell.index] = {**swarm.stats(), "state": "searching"}
     ctx.board[cell.index] = {**ctx.board.get(cell.index, {}), "state": "confirming"}
-    confirmation = None if stop_reason else _confirm(swarm, cell.config, console)
+    search = cell.config.search
+    confirmation = None if stop_reason else confirm_best(
+        swarm, console, search.confirm_top, search.confirm_repeats)
     ctx.board[cell.index] = {**ctx.board[cell.index], "state": "closing"}
     result = swarm.finish(stop_reason, confirmation)
     write_outputs(run_dir, result, prepared.timing, prepared.watch.summary())
@@ -274,18 +276,6 @@ def _search_cell(ctx: _Context, cell: SweepCell, run_dir: Path, console: Console
     status = CellStatus.INTERRUPTED if stop_reason else CellStatus.FINISHED
     return CellOutcome(cell, status, run_dir, stop_reason or result.summary.stop_reason,
                        len(prepared.history))
-
-
-def _confirm(swarm: Swarm, config: Config, console: Console) -> Confirmation | None:
-    """The cell's best kernels judged again (search.confirm_top, confirm_repeats), as a run
-    does; in a sweep other cells' candidates share the workers meanwhile, each evaluation
-    still timed alone on its worker."""
-    top, repeats = config.search.confirm_top, config.search.confirm_repeats
-    if top <= 0 or repeats <= 0:
-        return None
-    return swarm.confirm(top, repeats, lambda kernels: console.print(
-        f"confirming the best {kernels} kernel(s): {repeats} more evaluations each",
-        highlight=False))
 
 
 def _report(folder: Path, config: Config | None, console: Console) -> Path | None:
