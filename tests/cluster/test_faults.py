@@ -200,7 +200,6 @@ _NODE_SCRIPT = textwrap.dedent("""
 
     import ray
     from ray.cluster_utils import Cluster
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from kernelswarm.agents import builtin_roles
     from kernelswarm.cluster import Swarm, SwarmSpec
@@ -213,19 +212,19 @@ _NODE_SCRIPT = textwrap.dedent("""
     out, cache = Path(sys.argv[1]), Path(sys.argv[2])
     counting = counting_module(out)
     cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
-    # 3 CPUs: a node starts as many processes at once, here the worker and both lineages
-    # (with 1, soft affinity sent a lineage to the head while the node was busy starting).
-    doomed = cluster.add_node(num_cpus=3)
+    # The worker and both lineages need a "site" slot, which only the doomed node has (nothing
+    # of theirs can land on the head); a spare node with slots joins once the doomed one is
+    # removed, as an autoscaler's replacement would, and takes what is restarted.
+    doomed = cluster.add_node(num_cpus=3, resources={"site": 3})
     cluster.wait_for_nodes()
-    # The worker and both lineages go to the doomed node while it lives (soft: elsewhere after).
-    there = NodeAffinitySchedulingStrategy(doomed.node_id, soft=True)
+    site = {"site": 1}
     spec = SwarmSpec(
         run=RunInfo("faults-node", "faults", out, "silu_and_mul", "cpp", 2),
         sinks=[ParquetSink()], start=load_task(SILU_TASK).starting_candidate("cpp"),
         make_evaluator=partial(counting.CountingEvaluator, SILU_TASK, "cpp", settings(cache)),
         make_roles=builtin_roles, seeds=[0, 1], budget=Budget(candidates=2), workers=1,
-        worker_resources={"num_cpus": 1, "scheduling_strategy": there},
-        lineage_options={"scheduling_strategy": there}, tuner_journal=out / "optuna.journal",
+        worker_resources={"num_cpus": 1, "resources": site},
+        lineage_options={"resources": site}, tuner_journal=out / "optuna.journal",
         migration=Migration(interval=1000), replay=partial(replay_records, out, SILU_TASK))
     began = time.monotonic()
     swarm = Swarm(spec)
@@ -240,6 +239,7 @@ _NODE_SCRIPT = textwrap.dedent("""
         time.sleep(0.2)
     cluster.remove_node(doomed)
     removed_at = swarm.stats()["records"]
+    cluster.add_node(num_cpus=3, resources={"site": 3})  # what is restarted waits for it
     deadline = time.monotonic() + 400
     while not swarm.done(timeout=0.5) and time.monotonic() < deadline:
         pass
@@ -269,9 +269,8 @@ def test_a_node_removed_mid_run_loses_no_record(tmp_path, compile_cache):
                           capture_output=True, text=True, timeout=500, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     result = _result(proc)
-    # Soft affinity: Ray may place a lineage elsewhere when the node is slow to start it.
     *lineages, worker = result["on_doomed"]
-    assert worker and any(lineages), f"nothing started on the node to remove: {result}"
+    assert worker and all(lineages), f"not all started on the node to remove: {result}"
     assert result["removed_at"] < 5, "the node was removed after the run had finished"
     assert all(not e for e in result["errors"]), result["errors"]
     assert result["steps"] == [2, 2]

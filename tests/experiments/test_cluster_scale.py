@@ -40,7 +40,10 @@ def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
     table = read_evaluations(tmp_path / "runs" / f"gpus-{GPUS}").to_pylist()
     assert len({r["candidate_id"] for r in table}) == row["recorded"]
     assert {r["device"] for r in table} == {SIMULATED_DEVICE}
-    assert 0 < row["throughput"] <= row["ideal"] * 1.05
+    # Records counted in the window; at this size the window is a few service times long, and
+    # each simulated GPU may finish one evaluation in it whose service began before it.
+    counted = row["throughput"] * row["window_s"]
+    assert 0 < counted <= row["ideal"] * row["window_s"] + GPUS + 1e-6
     assert 0 < row["busy"] <= 1.05
     overhead = row["overhead"]
     # Every candidate but each lineage's last has a following step to time its record by.
