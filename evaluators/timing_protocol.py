@@ -20,18 +20,22 @@ from .settings import EvaluatorSettings
 TIMING_FILE = "timing.json"
 
 
+# The defaults are EvaluatorSettings' own, so that the two cannot drift apart.
+_DEFAULT = {f.name: f.default for f in fields(EvaluatorSettings)}
+
+
 @dataclass(frozen=True)
 class TimingSettings:
     """How every kernel and baseline of a run is timed (names as in ``EvaluatorSettings``)."""
 
-    warmup: int = 3
-    min_repeats: int = 10
-    max_repeats: int = 200
-    target_rel_se: float = 0.005
-    timing_budget_s: float = 1.0
-    flush_cache: bool = True
-    cuda_graph_below_us: float = 1000.0
-    seeds: int = 3
+    warmup: int = _DEFAULT["warmup"]
+    min_repeats: int = _DEFAULT["min_repeats"]
+    max_repeats: int = _DEFAULT["max_repeats"]
+    target_rel_se: float = _DEFAULT["target_rel_se"]
+    timing_budget_s: float = _DEFAULT["timing_budget_s"]
+    flush_cache: bool = _DEFAULT["flush_cache"]
+    cuda_graph_below_us: float = _DEFAULT["cuda_graph_below_us"]
+    seeds: int = _DEFAULT["seeds"]
 
     def __post_init__(self) -> None:
         # EvaluatorSettings validates every field; a TimingSettings it refuses is refused too.

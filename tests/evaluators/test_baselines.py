@@ -175,3 +175,10 @@ def test_baselines_are_carried_over_by_the_starting_kernel():
     assert direct.speedup_vs_eager == pytest.approx(1.5)
     # four medians' errors in the interval, not two
     assert filled.speedup_vs_eager_ci / 3.0 > direct.speedup_vs_eager_ci / 1.5
+
+
+def test_the_timing_protocol_defaults_are_the_evaluators():
+    # A run's timing.json with defaults must time as an evaluator built with defaults does.
+    assert TimingSettings.of(EvaluatorSettings()) == TimingSettings()
+    with pytest.raises(ValueError, match="min_repeats"):
+        TimingSettings(min_repeats=0)
