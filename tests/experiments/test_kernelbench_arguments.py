@@ -15,6 +15,7 @@ from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.experiments.kernelbench import import_problem, problem_shapes, read_problem
 from kernelswarm.experiments.task_commands import check_task
 from kernelswarm.search import Status, TaskError, load_task
+from tests.experiments.test_kernelbench import LINEAR
 
 # Every argument kind: a tensor, a float, an int, a bool, a tuple of ints and None to forward;
 # ints, a tuple of ints, a float, a bool and a string to the constructor; a parameter (Linear)
@@ -69,32 +70,6 @@ extern "C" void forward(const float* x, double alpha, int64_t power, int64_t neg
 }
 """
 
-LINEAR = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.fc = nn.Linear(in_features, out_features)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
-batch_size = 8
-in_features = 256
-out_features = 128
-
-
-def get_inputs():
-    return [torch.randn(batch_size, in_features)]
-
-
-def get_init_inputs():
-    return [in_features, out_features]
-'''
 
 MATMUL = '''
 import torch
