@@ -7,6 +7,7 @@
     kernelswarm tasks import-kernelbench KB [DIR] --level N   a whole level, one folder each
     kernelswarm tasks import-flashinfer DEF WORKLOADS DIR    a FlashInfer-Trace definition
     kernelswarm tasks export-flashinfer TASK KERNEL OUT      a kernel as a solution + traces
+    kernelswarm tasks start DIR --from-compile [--language L]  a start from torch.compile
 
 A broken task raises ``TaskError`` naming the part that is wrong; the CLI prints it and exits 2.
 """
@@ -83,6 +84,21 @@ def add_tasks_parser(commands: argparse._SubParsersAction) -> None:
     kb.add_argument("--rtol", type=float, help="relative tolerance, at most KernelBench's 1e-2 "
                                                "(the default)")
     add_flashinfer_parsers(sub)
+    start = sub.add_parser(
+        "start", help="write a task's starting kernel from torch.compile",
+        description="Compile the task's reference with torch.compile (Inductor) at each of its "
+                    "shapes and the built-in tester's, write the generated code as the task's "
+                    "starting kernel (a version per shape), and judge it.")
+    start.add_argument("path", help="the task folder")
+    start.add_argument("--from-compile", action="store_true", required=True,
+                       help="generate the start from Inductor's code (the only source so far)")
+    start.add_argument("--language", choices=("cpp", "triton"), default="cpp",
+                       help="cpp: Inductor's C++ (CPU) code; triton: its Triton code for CUDA "
+                            "(needs a GPU here)")
+    start.add_argument("--force", action="store_true",
+                       help="replace a kernel that was not generated (kept as FILE.orig)")
+    start.add_argument("--no-evaluate", dest="evaluate", action="store_false",
+                       help="write the kernel without judging it")
 
 
 def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
@@ -96,6 +112,12 @@ def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
         return _check(args, console)
     if args.tasks_command == "import-kernelbench":
         return _import_kernelbench(args, console)
+    if args.tasks_command == "start":
+        from .compiled_start import print_start, start_from_compile
+
+        result = start_from_compile(args.path, args.language, force=args.force,
+                                    evaluate=args.evaluate)
+        return print_start(result, console)
     if args.tasks_command in ("import-flashinfer", "export-flashinfer"):
         return run_flashinfer_command(args, console)
     console.print(task_table(args.config))
