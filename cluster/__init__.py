@@ -9,12 +9,12 @@ from .lineage_runner import LineageResult, LineageRunner
 from .pool import EvalPool, Lane
 from .ports import ActorTracker, DispatchedEvaluator
 from .study import Finished, TrialPool
-from .swarm import SEED_LINEAGE, Swarm, SwarmResult, SwarmSpec
+from .swarm import SEED_LINEAGE, LanguageStart, Swarm, SwarmResult, SwarmSpec
 from .tracker_actor import TrackerActor
 
 __all__ = [
     "SEED_LINEAGE", "ActorTracker", "ClusterInfo", "DispatchedEvaluator", "EvalDispatcher",
-    "EvalPool", "EvalWorker", "FairShare", "Finished", "Lane", "LineageResult", "LineageRunner",
+    "EvalPool", "EvalWorker", "FairShare", "Finished", "Lane", "LanguageStart", "LineageResult", "LineageRunner",
     "Share", "Swarm", "SwarmResult", "SwarmSpec", "TrackerActor", "TrialPool", "connect",
     "disconnect",
 ]

@@ -1,4 +1,10 @@
-"""A whole search on Ray: tracker, evaluation workers, dispatcher and lineage runners."""
+"""A whole search on Ray: tracker, evaluation workers, dispatcher and lineage runners.
+
+A search may hold several kernel languages (``SwarmSpec.more_languages``): lineage ``i``
+searches the ``i % n``-th, from that language's starting kernel, judged by that language's
+evaluator (a cell of its own on the pool). Kernels are ranked across languages by their speedup
+over the first language's starting kernel (search/archive_languages.py).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from kernelswarm.search import (
     Confirmed,
     Evaluation,
     Evaluator,
+    LanguageScales,
     Migration,
     Record,
     Roles,
@@ -33,7 +40,21 @@ from .pool import EvalPool
 from .ports import ActorTracker, call
 from .tracker_actor import TrackerActor
 
-SEED_LINEAGE = -1  # the starting kernel's evaluation is recorded under this lineage
+SEED_LINEAGE = -1  # the starting kernels' evaluations are recorded under this lineage
+
+
+@dataclass(frozen=True)
+class LanguageStart:
+    """One language of a search: its starting kernel, the evaluator that judges (and compiles)
+    its candidates, and the roles of its lineages."""
+
+    start: Candidate
+    make_evaluator: Callable[[], Evaluator]
+    make_roles: Callable[[int], Roles]
+
+    @property
+    def language(self) -> str:
+        return self.start.language
 
 
 @dataclass(frozen=True)
@@ -63,6 +84,20 @@ class SwarmSpec:
     # Unix time by which every lineage stops (the run's start plus search.wall_time_s): a
     # lineage started, or restarted, later gets what is left of it as its wall-time budget.
     deadline: float | None = None
+    # Languages searched beside ``start``'s (its language is the reference): lineage i searches
+    # ``languages[i % len(languages)]``. Migration.languages must name the same rotation.
+    more_languages: tuple[LanguageStart, ...] = ()
+
+    @property
+    def languages(self) -> tuple[LanguageStart, ...]:
+        """Every language of the search, the reference (``start``'s) first."""
+        return (LanguageStart(self.start, self.make_evaluator, self.make_roles),
+                *self.more_languages)
+
+    def language_of(self, lineage: int) -> LanguageStart:
+        """The language lineage ``lineage`` searches."""
+        languages = self.languages
+        return languages[lineage % len(languages)]
 
 
 @dataclass(frozen=True)
@@ -74,6 +109,19 @@ class SwarmResult:
     locations: list[str]  # where each sink wrote, in sink order
     utilisation: dict[str, float]
     confirmation: Confirmation | None = None  # the best kernels judged again (search/confirm.py)
+    # Each language's starting kernel's evaluation, the reference language's first; ``scales``:
+    # how kernels of the languages were ranked. One entry, scale 1, in a single-language run.
+    starts: dict[str, Evaluation] = field(default_factory=dict)
+    scales: LanguageScales = field(default_factory=LanguageScales)
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The languages searched, the reference first: lineage i searched ``[i % n]``."""
+        return tuple(self.starts)
+
+    def language_of(self, lineage: int) -> str:
+        languages = self.languages
+        return languages[lineage % len(languages)] if languages else ""
 
 
 class Swarm:
@@ -87,7 +135,14 @@ class Swarm:
         # A pool given is shared (a sweep's): this search is one cell of it and leaves it open.
         self._own_pool = pool is None
         self.pool = EvalPool(spec.workers, spec.worker_resources) if pool is None else pool
-        self.lane = self.pool.open(spec.run.run_id, spec.make_evaluator, spec.max_workers)
+        # One cell per language (each language's evaluator judges its candidates); the
+        # reference language's cell is named after the run, as in a single-language search.
+        self.lanes = {part.language: self.pool.open(
+            spec.run.run_id if i == 0 else f"{spec.run.run_id}/{part.language}",
+            part.make_evaluator, spec.max_workers) for i, part in enumerate(spec.languages)}
+        self.lane = self.lanes[spec.start.language]
+        self.starts: dict[str, Evaluation] = {}
+        self.scales = LanguageScales()
         self.runners: list[Any] = []
         self._pending: list[ray.ObjectRef] = []
         self._crashes: list[list[str]] = []  # per lineage: why each restart was needed
@@ -97,13 +152,19 @@ class Swarm:
     def start(self) -> Evaluation:
         spec = self.spec
         tracker = ActorTracker(self.tracker)
-        start_eval = tracker.lookup(spec.start.id)
-        if start_eval is None:
-            start_eval = self.lane.evaluate(spec.start)
-            tracker.record(SEED_LINEAGE, 0, spec.start, start_eval)
-        self.start_eval = start_eval
-        if not start_eval.ok:
-            raise StartingKernelFailed(start_eval)
+        for step, part in enumerate(spec.languages):  # each language's start: its own step
+            evaluation = tracker.lookup(part.start.id)
+            if evaluation is None:
+                evaluation = self.lanes[part.language].evaluate(part.start)
+                tracker.record(SEED_LINEAGE, step, part.start, evaluation)
+            self.starts[part.language] = evaluation
+            if step == 0:
+                self.start_eval = evaluation
+            if not evaluation.ok:
+                raise StartingKernelFailed(evaluation)
+        # Raises when two starting kernels cannot be compared: ranking them would be a guess.
+        self.scales = LanguageScales.of_starts(
+            [(part.start, self.starts[part.language]) for part in spec.languages])
         for lineage in range(len(spec.seeds)):
             history = sorted((r for r in spec.history if r.lineage == lineage),
                              key=lambda r: r.step)
@@ -111,12 +172,13 @@ class Swarm:
             self._pending.append(None)
             self._crashes.append([])
             self._launch(lineage, [(r.candidate, r.evaluation) for r in history])
-        return start_eval
+        return self.start_eval
 
     def _launch(self, lineage: int, history: list[tuple[Candidate, Evaluation]]) -> None:
         """Start ``lineage``'s actor, going on from the steps in ``history``."""
         spec = self.spec
-        start = spec.start.derive(lineage=lineage, origin=spec.start.origin)
+        part = spec.language_of(lineage)
+        start = part.start.derive(lineage=lineage, origin=part.start.origin)
         budget = spec.budget
         if spec.deadline is not None:
             left = spec.deadline - time.time()
@@ -128,9 +190,9 @@ class Swarm:
                 return
             budget = replace(budget, wall_s=max(0.0, left))
         runner = LineageRunner.options(**spec.lineage_options).remote(
-            lineage, spec.seeds[lineage], start, self.start_eval, spec.make_roles,
-            spec.make_evaluator, budget, self.tracker, self.lane, spec.tuner_journal,
-            history, spec.max_repairs)
+            lineage, spec.seeds[lineage], start, self.starts[part.language], part.make_roles,
+            part.make_evaluator, budget, self.tracker, self.lanes[part.language],
+            spec.tuner_journal, history, spec.max_repairs)
         self.runners[lineage] = runner
         self._pending[lineage] = runner.run.remote()
 
@@ -163,8 +225,18 @@ class Swarm:
 
     def stats(self) -> dict[str, Any]:
         stats = call(self.tracker.stats)
-        stats["utilisation"] = self.lane.utilisation()
+        stats["utilisation"] = self._utilisation()
         return stats
+
+    def _utilisation(self) -> dict[str, float]:
+        """The pool's figures, with this search's cell figures summed over its languages."""
+        out = self.lane.utilisation()
+        for lane in self.lanes.values():
+            if lane is not self.lane:
+                for key, value in lane.utilisation().items():
+                    if key.startswith("cell_"):
+                        out[key] = out.get(key, 0.0) + value
+        return out
 
     def done(self, timeout: float = 0.0) -> bool:
         ready, _ = ray.wait(self._pending, num_returns=len(self._pending), timeout=timeout)
@@ -178,7 +250,8 @@ class Swarm:
         if self._own_pool:
             self.pool.close()
         else:
-            self.pool.release(self.lane.cell)
+            for lane in self.lanes.values():
+                self.pool.release(lane.cell)
 
     def abort(self) -> None:
         """Ask every lineage to stop after its current step."""
@@ -208,35 +281,49 @@ class Swarm:
         one with the best median is what the run reports (search/confirm.py says why).
         ``announce(n)``: called before the ``n`` kernels are judged."""
         began = time.monotonic()
-        elites = call(self.tracker.elites, top + 1) if top > 0 and repeats > 0 else []
-        # The starting kernel is 1.0x by definition (what it measured against itself is
-        # noise): the search's best is its best other kernel, whatever the start measured.
-        elites = [(c, e) for c, e in elites if c.id != self.spec.start.id][:top]
+        elites = self._to_confirm(top) if top > 0 and repeats > 0 else []
         if elites and announce is not None:
             announce(len(elites))
         # Interleaved (a, b, a, b, ...): a drift of the machine touches every kernel alike.
         refs = [[] for _ in elites]
         for _ in range(repeats):
             for i, (candidate, _found) in enumerate(elites):
-                refs[i].append(self.lane.submit(candidate))
+                refs[i].append(self.lanes[candidate.language].submit(candidate))
 
         def verdict(ref: ray.ObjectRef, candidate: Candidate) -> Evaluation:
             try:
                 return ray.get(ref)
             except RayError:  # the dispatcher was lost: sent again once Ray has restarted it
-                return self.lane.evaluate(candidate)
+                return self.lanes[candidate.language].evaluate(candidate)
 
         kernels = tuple(Confirmed(candidate, found, tuple(verdict(r, candidate) for r in refs[i]))
                         for i, (candidate, found) in enumerate(elites))
-        return Confirmation(repeats, kernels, choose(kernels), time.monotonic() - began,
-                            "" if elites else "no kernel besides the starting one to confirm")
+        return Confirmation(repeats, kernels, choose(kernels, self.scales),
+                            time.monotonic() - began,
+                            "" if elites else "no kernel besides the starting one to confirm",
+                            self.scales)
+
+    def _to_confirm(self, top: int) -> list[tuple[Candidate, Evaluation]]:
+        """The ``top`` best kernels (over the reference start), then each language's best
+        where it is not among them. A starting kernel is 1.0x by definition (what it measured
+        against itself is noise): the search's best is its best other kernel."""
+        starts = {part.start.id for part in self.spec.languages}
+        # the archive keeps at most its elites plus each language's best
+        ranked = [(c, e) for c, e in call(self.tracker.elites, self.spec.elites + len(starts))
+                  if c.id not in starts]
+        chosen = ranked[:top]
+        for part in self.spec.languages:
+            best = next((m for m in ranked if m[0].language == part.language), None)
+            if best is not None and all(best[0].id != c.id for c, _ in chosen):
+                chosen.append(best)
+        return chosen
 
     def finish(self, stop_reason: str | None = None,
                confirmation: Confirmation | None = None) -> SwarmResult:
         """Close the run; with a ``confirmation``, the kernel it chose (by its median repeat)
         is the run's best in every sink, or none when no kernel held up."""
         lineages = self._lineage_results()
-        utilisation = self.lane.utilisation()
+        utilisation = self._utilisation()
         reasons = sorted({r.stop_reason for r in lineages if r.stop_reason})
         confirmed = (confirmation is not None and not confirmation.skipped)
         summary, sink_errors, locations = call(
@@ -247,4 +334,4 @@ class Swarm:
             if actor is not None:
                 ray.kill(actor)
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
-                           utilisation, confirmation)
+                           utilisation, confirmation, dict(self.starts), self.scales)

@@ -233,9 +233,10 @@ class TrackerActor:
 
     def stats(self) -> dict[str, Any]:
         """A cheap snapshot for progress views."""
-        best = self._tracker.best()
+        best = self._tracker.best()  # its speedup over the reference start (several languages)
         return {"records": len(self._tracker.records), "status": dict(self._status),
-                "lineages": dict(self._lineages), "best": best[1].speedup if best else 0.0,
+                "lineages": dict(self._lineages),
+                "best": self._tracker.archive.measure(best) if best else 0.0,
                 "diversity": self._tracker.diversity(),
                 "sink_errors": list(self._tracker.sink_errors),
                 "tracker_restarts": self._restarts}

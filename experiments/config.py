@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from kernelswarm.search import LANGUAGES
 
@@ -51,6 +59,9 @@ class TaskSection(_Section):
 
 class SearchSection(_Section):
     lineages: int = Field(4, ge=1, le=1024)
+    # Several kernel languages in one population: lineage i searches languages[i % n], each from
+    # the task's starting kernel in it; None: every lineage searches task.language.
+    languages: list[LanguageName] | None = Field(None, min_length=1)  # type: ignore[valid-type]
     candidates_per_lineage: int = Field(12, ge=1)
     wall_time_s: float | None = Field(None, gt=0)  # per lineage
     gpu_time_s: float | None = Field(None, gt=0)  # per lineage: seconds on evaluation workers
@@ -68,6 +79,22 @@ class SearchSection(_Section):
     # search's fastest measurement is a lucky one); 0 in either turns that off.
     confirm_top: int = Field(2, ge=0)
     confirm_repeats: int = Field(3, ge=0)
+
+    @field_validator("languages")
+    @classmethod
+    def _languages_shared_out(cls, value: list[str] | None,
+                              info: ValidationInfo) -> list[str] | None:
+        if value is None:
+            return value
+        if len(set(value)) != len(value):
+            repeated = sorted({v for v in value if value.count(v) > 1})
+            raise ValueError(f"lists {', '.join(repeated)} more than once; name each language "
+                             f"once (lineages are shared among them in turn)")
+        lineages = info.data.get("lineages")  # absent when search.lineages itself is invalid
+        if lineages is not None and lineages < len(value):
+            raise ValueError(f"{len(value)} languages need at least {len(value)} lineages, one "
+                             f"each (search.lineages = {lineages})")
+        return value
 
 
 class LLMRoleSection(_Section):
@@ -213,6 +240,44 @@ class Config(_Section):
     cluster: ClusterSection = ClusterSection()
     tracking: TrackingSection = TrackingSection()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _language_from_languages(cls, data: Any) -> Any:
+        """With ``search.languages`` and no ``task.language``, the task's language is the first
+        listed (the run's reference language), so that a saved config reads back the same."""
+        if not isinstance(data, dict):
+            return data
+        search, task = data.get("search"), data.get("task", {})
+        languages = search.get("languages") if isinstance(search, dict) else None
+        if isinstance(languages, list) and languages and isinstance(task, dict) \
+                and "language" not in task:
+            data = {**data, "task": {**task, "language": languages[0]}}
+        return data
+
+    @model_validator(mode="after")
+    def _languages_agree(self) -> Config:
+        languages = self.search.languages
+        if languages is None:
+            return self
+        if self.task.language not in languages:
+            # Raised as a ValueError, it would read as a problem of no key: _describe shows this
+            # message as it is, and it names both keys.
+            raise ValueError(
+                f"task.language = {self.task.language!r} is not one of search.languages "
+                f"({', '.join(languages)}): leave task.language out (the first of "
+                f"search.languages is used), or list it in search.languages")
+        return self
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The kernel languages the run searches, the reference language first: lineage ``i``
+        searches ``languages[i % len(languages)]``."""
+        return tuple(self.search.languages or (self.task.language,))
+
+    def lineage_language(self, lineage: int) -> str:
+        """The kernel language lineage ``lineage`` searches."""
+        return self.languages[lineage % len(self.languages)]
+
     def task_path(self) -> Path:
         """The task folder: a built-in name, or a path relative to the working folder."""
         builtin = BUILTIN_TASKS / self.task.name
@@ -273,8 +338,10 @@ def _describe(error: ValidationError) -> str:
         else:
             message = item["msg"].removeprefix("Value error, ")
             shown = "<withheld>" if "api_key_env" in loc else _shown(item.get("input"))
-            problems.setdefault(key, []).append(f"{message} (got {shown!r})")
-    lines = [f"{key}: {' or '.join(msgs)}" for key, msgs in problems.items()]
+            problems.setdefault(key, []).append(message if not loc else f"{message} (got {shown!r})")
+    # A problem of the whole configuration (two sections disagreeing) names its keys itself.
+    lines = [f"{key}: {' or '.join(msgs)}" if key != "(top level)" else " or ".join(msgs)
+             for key, msgs in problems.items()]
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 

@@ -204,7 +204,7 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     """Evaluate the file and print the verdict; the exit status (0, 1 or 2)."""
     try:
         task_path, candidate, run = _arguments(args)
-        language = args.language or (run.language if run else None)
+        language = args.language or (run.language_of(candidate.stem) if run else None)
         language = infer_language(candidate, language)
         device = args.device or (run.settings.device if run else default_device(language))
         repeats = repeats_for(args.repeats, run)

@@ -16,6 +16,7 @@ from rich.text import Text
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
 
+from .language_summary import language_lines
 from .llm_view import one_line, spending_line
 from .speedups import best_text, compact_labels, speedup_text
 
@@ -133,7 +134,8 @@ SHAPE_COLUMNS = ("shape", "µs", "best baseline", "baseline µs", "× best", "×
 
 def closing_table(result: SwarmResult, regime: str = "", width: int | None = None) -> Group:
     """Best speedup per lineage vs the starting kernel and vs the best baseline (``≈``: inside
-    the timing noise), then the overall best kernel shape by shape; ``regime`` (the cache regime
+    the timing noise), then the overall best kernel shape by shape, and in a run of several
+    languages each language's best (its lineages are labelled with it); ``regime`` (the cache regime
     of the timing, e.g. "warm cache (not flushed)") goes in the title. ``width``: the tables
     drop columns (stop reasons first; they are printed below the table too) to fit it."""
     title = "kernelswarm: best kernel per lineage" + (f" · timed with a {regime}" if regime else "")
@@ -147,16 +149,20 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
             speed = speedup_text(evaluation.speedup, evaluation.geomean_ci())
             baseline, cid = best_text(evaluation), candidate.id
         reason = one_line(lineage.stop_reason or "") if not lineage.error else "crashed (see log)"
-        rows.append((dict(zip(LINEAGE_COLUMNS, (str(lineage.lineage), str(lineage.steps), speed,
+        label = str(lineage.lineage) + (f" {result.language_of(lineage.lineage)}"
+                                        if len(result.starts) > 1 else "")
+        rows.append((dict(zip(LINEAGE_COLUMNS, (label, str(lineage.steps), speed,
                                                 baseline, cid, reason), strict=True)), None))
-    if result.start is not None:
-        rows.append(({"lineage": "start", "best vs start": "1.000x",
-                      "vs best baseline": best_text(result.start),
-                      "candidate": result.start.candidate_id}, "dim"))
+    starts = result.starts or ({"": result.start} if result.start is not None else {})
+    for language, start in starts.items():
+        rows.append(({"lineage": f"start {language}" if len(starts) > 1 else "start",
+                      "best vs start": "1.000x", "vs best baseline": best_text(start),
+                      "candidate": start.candidate_id}, "dim"))
     if result.summary.best is not None:
         candidate, evaluation = result.summary.best
         confirmed = result.confirmation is not None and result.confirmation.chosen is not None
-        rows.append(({"lineage": "confirmed" if confirmed else "overall",
+        label = "confirmed" if confirmed else "overall"
+        rows.append(({"lineage": f"{label} {candidate.language}" if len(starts) > 1 else label,
                       "best vs start": speedup_text(evaluation.speedup, evaluation.geomean_ci()),
                       "vs best baseline": best_text(evaluation), "candidate": candidate.id},
                      "bold green"))
@@ -173,10 +179,10 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
 
     table = fit(build, LINEAGE_COLUMNS, ("stopped", "steps"), width)
     if result.summary.best is None:
-        return Group(table, *confirmation_lines(result))
+        return Group(table, *confirmation_lines(result), *language_lines(result))
     candidate, evaluation = result.summary.best
     return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape", width),
-                 *confirmation_lines(result))
+                 *confirmation_lines(result), *language_lines(result))
 
 
 def confirmation_lines(result: SwarmResult) -> list[Text]:

@@ -39,6 +39,18 @@ class RunFolder:
     def language(self) -> str:
         return self.config.task.language
 
+    def language_of(self, candidate_id: str) -> str | None:
+        """The language the run judged ``candidate_id`` in: the run's one language, or, in a
+        run of several (``search.languages``), the one its records give; None if unrecorded
+        (the file's suffix then decides)."""
+        if len(self.config.languages) == 1:
+            return self.config.task.language
+        try:
+            rows = read_evaluations(self.path).select(["candidate_id", "language"]).to_pylist()
+        except FileNotFoundError:
+            return None
+        return next((r["language"] for r in rows if r["candidate_id"] == candidate_id), None)
+
     def best_file(self) -> Path:
         """The run's best kernel file (``best/<id>.<ext>``); ``ConfigError`` if it has none."""
         summary = self.path / "summary.json"

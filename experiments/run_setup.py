@@ -18,7 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kernelswarm.cluster import SwarmSpec
+from kernelswarm.agents.llm import LLMRoleFactory
+from kernelswarm.cluster import LanguageStart, SwarmSpec
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
@@ -32,6 +33,7 @@ from kernelswarm.search import (
     RunInfo,
     Sink,
     Task,
+    language_spec,
     load_task,
 )
 
@@ -116,6 +118,30 @@ def naming_the_users_file(evaluation: Evaluation, task: Task, start: Candidate) 
     return replace(evaluation, message=pattern.sub(str(own[0]), evaluation.message))
 
 
+def check_languages(config: Config, task: Task) -> None:
+    """Refuse, naming ``search.languages``, a language the task has no starting kernel in or
+    that does not run on ``evaluator.device``: before a run folder or a worker exists."""
+    if config.search.languages is None:
+        return  # task.language alone: the task loader and the evaluator say what is wrong
+    device = config.evaluator.device
+    for language in config.languages:
+        if language not in task.kernels:
+            raise ConfigError(f"search.languages: task {task.name!r} has no starting kernel in "
+                              f"{language!r} (it has: {', '.join(sorted(task.kernels))})")
+        if not language_spec(language).runs_on(device):
+            raise ConfigError(f"search.languages: {language!r} kernels do not run on "
+                              f"evaluator.device = {device!r} (they run on "
+                              f"{', '.join(language_spec(language).devices)})")
+
+
+def roles_for(make_roles: Callable[[int], Roles], language: str) -> Callable[[int], Roles]:
+    """``make_roles`` for lineages of ``language``: the LLM agent's prompts name the language
+    (and its knob conventions); the built-in roles read it from each candidate."""
+    if isinstance(make_roles, LLMRoleFactory) and make_roles.language != language:
+        return replace(make_roles, language=language)
+    return make_roles
+
+
 @dataclass(frozen=True)
 class PreparedRun:
     """A run's folder with its ``config.json`` and ``timing.json`` written, its records so far
@@ -133,6 +159,8 @@ class PreparedRun:
     timing: TimingSettings
     watch: LLMWatch
     started: float = 0.0  # Unix time the run started: search.wall_time_s counts from here
+    # The starting kernels of search.languages after the first (``start``'s, the reference).
+    more_starts: tuple[Candidate, ...] = ()
 
     def spec(self, workers: int, resources: dict[str, float], mlflow_parent: str = "",
              max_workers: int | None = None) -> SwarmSpec:
@@ -141,17 +169,22 @@ class PreparedRun:
         config, task = self.config, self.task
         search = config.search
         info = RunInfo(run_id=self.run_id, name=config.run.name, run_dir=self.run_dir,
-                       task=task.name, language=config.task.language, lineages=search.lineages,
-                       params=config.flat())
+                       task=task.name, language="+".join(config.languages),
+                       lineages=search.lineages, params=config.flat())
+        settings = evaluator_settings(config, self.checks)
+        first, *more = [
+            LanguageStart(start, partial(SandboxEvaluator, task.path, start.language, settings),
+                          roles_for(self.make_roles, start.language))
+            for start in (self.start, *self.more_starts)]
         return SwarmSpec(
             run=info, sinks=result_sinks(config, mlflow_parent), start=self.start,
-            make_evaluator=partial(SandboxEvaluator, task.path, config.task.language,
-                                   evaluator_settings(config, self.checks)),
-            make_roles=self.make_roles, seeds=list(self.seeds), budget=search_budget(config),
+            make_evaluator=first.make_evaluator, more_languages=tuple(more),
+            make_roles=first.make_roles, seeds=list(self.seeds), budget=search_budget(config),
             workers=workers, worker_resources=resources, elites=search.elites,
             tuner_journal=self.run_dir / "optuna.journal", history=self.history,
             migration=Migration(search.migration_interval, search.migration_count,
-                                search.migration_topology, config.run.seed),
+                                search.migration_topology, config.run.seed,
+                                config.languages if len(config.languages) > 1 else ()),
             max_repairs=search.max_repairs, max_workers=max_workers,
             deadline=None if search.wall_time_s is None else self.started + search.wall_time_s,
             # a restarted tracker rebuilds itself from what the run folder holds
@@ -180,7 +213,8 @@ def prepare_run(config: Config, console: Console,
     run's folder and records; ``make_roles(seed)`` replaces the configured agent."""
     started = time.time()
     task = load_task(config.task_path(), config.evaluator.device)
-    start = task.starting_candidate(config.task.language)
+    check_languages(config, task)
+    start, *more_starts = (task.starting_candidate(language) for language in config.languages)
     if resume is not None:
         run_dir = resume.resolve()
         history = restore_records(run_dir, task)
@@ -200,4 +234,4 @@ def prepare_run(config: Config, console: Console,
     start_up = tester_checks(config, task, make_roles, console)
     return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
                        start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir),
-                       started)
+                       started, tuple(more_starts))

@@ -20,6 +20,7 @@ from kernelswarm.search import (
 from kernelswarm.search.dispatch import read_table
 
 from .config import Config
+from .language_summary import languages_document
 from .llm_view import LLMWatch, one_line, spending_table
 from .progress import closing_table, search_view
 from .run_log import LOG_NAME, stderr_to
@@ -83,9 +84,14 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         "baselines": start_metrics.get("baselines", {"error": start_metrics.get(
             "baselines_error", "not measured")}),
         "best": None if summary.best is None else {
-            "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
+            "candidate_id": summary.best[0].id, "language": summary.best[0].language,
+            "knobs": summary.best[0].knob_values,
             **kernel_figures(summary.best[1]), "file": str(best_path),
+            # over the reference language's starting kernel: how languages were ranked
+            "speedup_vs_reference": result.scales.speedup(*summary.best),
             **_confirmed_figures(result.confirmation)},
+        # each language's best (search.languages; one entry in a single-language run)
+        "languages": languages_document(result, run_dir),
         # the best kernels judged again after the search (search/confirm.py); null: not done
         "confirmation": result.confirmation.as_dict() if result.confirmation else None,
         "lineages": [{"lineage": r.lineage, "steps": r.steps, "stop_reason": r.stop_reason,
@@ -155,7 +161,7 @@ def run(config: Config, console: Console | None = None,
 
 def _search(console: Console, prepared: PreparedRun) -> SwarmResult:
     config, task, watch = prepared.config, prepared.task, prepared.watch
-    language = config.task.language
+    language = " + ".join(config.languages)
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = worker_pool(config, cluster.gpus)

@@ -15,7 +15,7 @@ folder                 string      its run folder inside the sweep folder
 status                 string      finished | failed | interrupted | not run
 message                string      why it failed or stopped early
 settings               string      JSON object: the cell's settings over the base
-task, language         string      what it searched
+task, language         string      what it searched ("cpp+triton": search.languages)
 agent, model           string      the agent kind and the LLM model ("" for builtin)
 lineages, seed         int64
 records                int64       evaluations recorded (the starting kernel's included)
@@ -97,7 +97,7 @@ def cell_row(sweep: str, cell: SweepCell, run_dir: Path, status: str,
     return {
         "sweep": sweep, "cell": cell.name, "folder": cell.folder, "status": status,
         "message": message, "settings": json.dumps(dict(cell.settings)),
-        "task": config.task.name, "language": config.task.language,
+        "task": config.task.name, "language": "+".join(config.languages),
         "agent": config.agent.kind, "model": model if config.agent.kind == "llm" else "",
         "lineages": config.search.lineages, "seed": config.run.seed,
         "records": len(records),

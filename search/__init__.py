@@ -1,6 +1,7 @@
 """Pure model and algorithms of kernelswarm: no Ray, no network, no GPU."""
 
 from .archive import TOPOLOGIES, Archive, Island, Migration, source_family
+from .archive_languages import LanguageScales, start_scale
 from .budget import Budget, Spent
 from .candidate import Candidate, Origin, candidate_id
 from .confirm import Confirmation, Confirmed, choose, median_evaluation
@@ -64,5 +65,5 @@ __all__ = [
     "TrackerPort", "Via", "Withheld",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
     "language_spec", "source_suffix", "spec_for_suffix", "Confirmation", "Confirmed", "choose",
-    "median_evaluation",
+    "median_evaluation", "LanguageScales", "start_scale",
 ]

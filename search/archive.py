@@ -9,6 +9,11 @@ Diversity: each kernel has a *family*, the hash of its source alone (two candida
 family differ only in knob values). Migration prefers elites of a family the receiving island
 does not hold, and ``diversity()`` is the share of distinct families among the islands' bests,
 so a run whose lineages all collapsed onto one kernel reads 1 / lineages.
+
+Several languages (``Migration.languages``): lineage ``i`` searches ``languages[i % n]``;
+kernels move only between islands of one language (a cuda lineage never receives a triton
+source), and the global elites rank every kernel by its speedup over the first language's
+starting kernel (``LanguageScales``, search/archive_languages.py), keeping each language's best.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import random
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .archive_languages import LanguageScales
 from .candidate import Candidate
 from .evaluation import Evaluation
 
@@ -35,8 +41,12 @@ def _family(language: str, source: str) -> str:
     return hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()[:12]
 
 
-def _best_first(members: list[Member]) -> None:
-    members.sort(key=lambda m: (-m[1].speedup, m[0].id))  # ties broken by id: reproducible
+def _best_first(members: list[Member], scales: LanguageScales | None = None) -> None:
+    """Sort by speedup (over the reference starting kernel, with ``scales``), best first."""
+    def rank(m: Member) -> float:
+        return scales.speedup(*m) if scales is not None else m[1].speedup
+
+    members.sort(key=lambda m: (-rank(m), m[0].id))  # ties broken by id: reproducible
 
 
 @dataclass
@@ -84,6 +94,9 @@ class Migration:
     count: int = 2
     topology: str = "ring"
     seed: int = 0
+    # Lineage i searches languages[i % n]; migrants come only from lineages of its language.
+    # Empty: one language (or none told), every island may receive from every other.
+    languages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.interval < 1 or self.count < 1:
@@ -91,6 +104,11 @@ class Migration:
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"Migration.topology must be one of {', '.join(TOPOLOGIES)}, "
                              f"got {self.topology!r}")
+
+    def language_of(self, lineage: int) -> str | None:
+        """The language ``lineage`` searches, or None when the run does not say."""
+        return self.languages[lineage % len(self.languages)] if self.languages and \
+            lineage >= 0 else None
 
 
 class Archive:
@@ -102,6 +120,10 @@ class Archive:
         self.evaluations: dict[str, Evaluation] = {}
         self.binaries: dict[str, str] = {}  # binary hash -> the candidate id first evaluated
         self.migrations: list[tuple[int, int, str]] = []  # (from lineage, to lineage, id)
+        # Each language's starting kernel (recorded under lineage -1), the first one the
+        # reference every kernel is ranked against (search/archive_languages.py).
+        self.starts: dict[str, Member] = {}
+        self.scales = LanguageScales()
         self._elite_size = elites
         self._island_size = island_size
         # diversity() is asked for on every record; islands change far less often.
@@ -116,12 +138,44 @@ class Archive:
         if isinstance(binary, str) and binary:
             self.binaries.setdefault(binary, candidate.id)
         self.island(candidate.lineage).add(candidate, evaluation)
+        if candidate.lineage < 0 and candidate.origin.role == "seed" and evaluation.ok \
+                and candidate.language not in self.starts:
+            self.starts[candidate.language] = (candidate, evaluation)
+            try:
+                self.scales = LanguageScales.of_starts(list(self.starts.values()))
+            except ValueError:  # refused by the run before any lineage starts (Swarm.start)
+                del self.starts[candidate.language]
+            _best_first(self.elites, self.scales)  # a new language's scale moves its kernels
         if evaluation.ok and all(c.id != candidate.id for c, _ in self.elites):
             self.elites.append((candidate, evaluation))
-            _best_first(self.elites)
+            _best_first(self.elites, self.scales)
             best = self.elites[0]
-            del self.elites[self._elite_size:]
+            self._trim_elites()
             assert self.elites[0] is best  # the global best is never dropped
+
+    def _trim_elites(self) -> None:
+        """Keep the best ``elites`` kernels, and each language's best kernel a lineage found
+        (its report and confirmation need it however the other languages fare)."""
+        kept = self.elites[:self._elite_size]
+        found = {c.language for c, _ in kept if c.lineage >= 0}
+        for member in self.elites[self._elite_size:]:
+            if member[0].lineage >= 0 and member[0].language not in found:
+                kept.append(member)
+                found.add(member[0].language)
+        self.elites = kept
+
+    def _elites_of(self, language: str) -> list[Member]:
+        """The best kernels of one language (the global elites of a run of several languages
+        may hold none of a slower language's)."""
+        members = [m for island in self.islands.values() for m in island.members
+                   if m[0].language == language and m[0].lineage == island.lineage]
+        _best_first(members)
+        return members[:self._elite_size]
+
+    def measure(self, member: Member) -> float:
+        """A kernel's speedup over the reference starting kernel (its own speedup in a run of
+        one language): what kernels of different languages are ranked by."""
+        return self.scales.speedup(*member)
 
     def seen(self, candidate_id: str) -> Evaluation | None:
         return self.evaluations.get(candidate_id)
@@ -151,7 +205,10 @@ class Archive:
         sources = self._sources(to, migration, step)
         target = self.island(to)
         families = target.families()
-        offered = [(c, e) for c, e in sources if not target.holds(c.id) and c.lineage != to]
+        language = migration.language_of(to) or next(
+            (c.language for c, _ in target.members if c.lineage == to), None)
+        offered = [(c, e) for c, e in sources if not target.holds(c.id) and c.lineage != to
+                   and language in (None, c.language)]
         offered.sort(key=lambda m: (source_family(m[0]) in families, -m[1].speedup, m[0].id))
         moved = offered[:migration.count]
         for candidate, evaluation in moved:
@@ -161,11 +218,12 @@ class Archive:
         return moved
 
     def _sources(self, to: int, migration: Migration, step: int) -> list[Member]:
-        others = sorted(i for i in self.islands if i != to and i >= 0)
-        if not others:
-            return [m for m in self.elites if m[0].lineage != to]
-        if migration.topology == "all":
-            return [m for m in self.elites if m[0].lineage != to]
+        language = migration.language_of(to)
+        others = sorted(i for i in self.islands if i != to and i >= 0
+                        and migration.language_of(i) in (None, language))
+        if not others or migration.topology == "all":
+            elites = self.elites if language is None else self._elites_of(language)
+            return [m for m in elites if m[0].lineage != to]
         if migration.topology == "ring":
             source = next((i for i in others if i > to), others[0])
         else:

@@ -7,14 +7,19 @@ kernels are evaluated ``repeats`` more times each (fresh runners, the same judge
 no search running beside them). The kernel with the best median is reported, with the median
 evaluation's figures and the spread of the repeats. A kernel that fails any repeat is out: a
 verdict that holds only sometimes is no verdict.
+
+Kernels of several languages are compared by their medians' speedups over the reference
+language's starting kernel (``LanguageScales``); each language's own best is confirmed too, so
+that what is reported per language is a confirmed figure as well.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .archive_languages import LanguageScales
 from .candidate import Candidate
 from .evaluation import Evaluation
 
@@ -70,13 +75,17 @@ class Confirmed:
                 "failure": self.failure() or None}
 
 
-def choose(confirmed: Sequence[Confirmed]) -> Confirmed | None:
-    """The kernel with the highest median speedup among those every repeat judged OK; ties go
-    to the one the search ranked first."""
+def choose(confirmed: Sequence[Confirmed],
+           scales: LanguageScales | None = None) -> Confirmed | None:
+    """The kernel with the highest median speedup among those every repeat judged OK (over the
+    reference starting kernel, with ``scales``: kernels of several languages); ties go to the
+    one the search ranked first."""
     passing = [c for c in confirmed if c.ok]
     if not passing:
         return None
-    return max(passing, key=lambda c: c.median.speedup)  # max keeps the first of equals
+    scales = scales or LanguageScales()
+    # max keeps the first of equals
+    return max(passing, key=lambda c: scales.speedup(c.candidate, c.median))
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,7 @@ class Confirmation:
     chosen: Confirmed | None
     wall_s: float
     skipped: str = ""  # why no confirmation ran (interrupted, turned off), else ""
+    scales: LanguageScales = field(default_factory=LanguageScales)  # how kernels of several languages were ranked
 
     def best(self) -> tuple[Candidate, Evaluation] | None:
         """The kernel to report with the evaluation to report it by (its median repeat)."""
@@ -95,7 +105,17 @@ class Confirmation:
             return None
         return self.chosen.candidate, self.chosen.median
 
+    def chosen_in(self, language: str) -> Confirmed | None:
+        """The confirmed kernel of ``language`` with the best median, or None (none of its
+        kernels was judged again, or none held up)."""
+        return choose([k for k in self.kernels if k.candidate.language == language], self.scales)
+
     def as_dict(self) -> dict[str, Any]:
-        return {"repeats": self.repeats, "wall_s": self.wall_s, "skipped": self.skipped or None,
-                "chosen": self.chosen.candidate.id if self.chosen else None,
-                "kernels": [k.as_dict() for k in self.kernels]}
+        doc = {"repeats": self.repeats, "wall_s": self.wall_s, "skipped": self.skipped or None,
+               "chosen": self.chosen.candidate.id if self.chosen else None,
+               "kernels": [{**k.as_dict(), "language": k.candidate.language} for k in self.kernels]}
+        if self.scales.several:
+            doc["median_speedup_vs_reference"] = {
+                k.candidate.id: self.scales.speedup(k.candidate, k.median) if k.median else None
+                for k in self.kernels}
+        return doc

@@ -161,7 +161,8 @@ class Tracker:
                 seq=len(self.records), lineage=lineage, step=step, candidate=candidate,
                 evaluation=evaluation,
                 lineage_best=lineage_best[1].speedup if lineage_best else 0.0,
-                global_best=best[1].speedup if best else 0.0,
+                # over the reference starting kernel: comparable across languages
+                global_best=self.archive.measure(best) if best else 0.0,
                 wall_s=time.monotonic() - self._started, timestamp=time.time(),
                 diversity=self.archive.diversity())
             self.records.append(record)
