@@ -117,6 +117,10 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str) -> tupl
         raise GenerationError(f"torch.compile cannot capture the reference as one graph (a "
                               f"graph break: {reason}); Inductor would compile it in pieces "
                               f"with Python between them, which no kernel can be made of") from None
+    except Exception as exc:  # an error of Dynamo or Inductor on this reference
+        reason = " ".join((str(exc).strip().splitlines() or [""])[0].split())[:300]
+        raise GenerationError(f"torch.compile fails on the reference: {type(exc).__name__}: "
+                              f"{reason}") from None
     finally:
         torch._dynamo.reset()
     if len(codes) != 1:
