@@ -318,6 +318,7 @@ class ShapeCode:
     arguments: tuple[Argument, ...]  # the launcher's call, in order
     input_dtypes: tuple[str, ...]  # per make_inputs() tensor
     outputs: tuple[tuple[tuple[int, ...], str], ...]  # per make_outputs() tensor: sizes, dtype
+    input_sizes: tuple[tuple[int, ...], ...] = ()  # per make_inputs() tensor
 
     def position(self, kind: ArgKind, index: int) -> int:
         """The call's argument that is tensor ``index`` of ``kind``; GenerationError if none."""
@@ -329,17 +330,26 @@ class ShapeCode:
 
     def key(self) -> tuple[tuple[int, int, int | float], ...]:
         """(argument, element, value) of every number the launcher passes: what tells this
-        shape's call from another's inside the kernel."""
+        shape's call from another's inside a C kernel."""
         return tuple((i, j, v) for i, a in enumerate(self.arguments)
                      if a.kind in (ArgKind.SCALAR, ArgKind.ARRAY) for j, v in enumerate(a.value))
 
+    def sizes_of(self, argument: Argument) -> tuple[int, ...]:
+        """The sizes of the tensor ``argument`` passes."""
+        if argument.kind is ArgKind.INPUT:
+            return self.input_sizes[argument.index]
+        return self.outputs[argument.index][0]
 
-def check_distinct(shapes: list[ShapeCode]) -> None:
-    """``GenerationError`` when two shapes reach the kernel with the same numbers (it could
-    not tell which shape's code to run)."""
+
+def check_distinct(shapes: list[ShapeCode], tensors: bool = False) -> None:
+    """``GenerationError`` when two shapes reach the kernel with the same numbers (and, with
+    ``tensors``, tensors of the same sizes): it could not tell which shape's code to run."""
     seen: dict[tuple, str] = {}
     for shape in shapes:
-        key = shape.key()
+        key: tuple = shape.key()
+        if tensors:
+            key += tuple(shape.sizes_of(a) for a in shape.arguments
+                         if a.kind in (ArgKind.INPUT, ArgKind.OUTPUT))
         if key in seen:
             raise GenerationError(f"shapes {seen[key]} and {shape.label} reach the kernel with "
                                   f"the same arguments (no size or setting differs), so a "

@@ -162,7 +162,8 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeC
     arguments = probe_launcher(task, language, shape, inputs, outputs)
     dtypes = tuple(str(t.dtype).removeprefix("torch.") for t in inputs)
     described = tuple((tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in outputs)
-    return ShapeCode(label, parsed, tuple(graph_inputs), arguments, dtypes, described)
+    sizes = tuple(tuple(t.shape) for t in inputs)
+    return ShapeCode(label, parsed, tuple(graph_inputs), arguments, dtypes, described, sizes)
 
 
 def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]],

@@ -1,0 +1,334 @@
+"""A ``triton`` starting kernel from Inductor's Triton code, one version per shape.
+
+Inductor's Triton kernels (``triton_poi_*`` pointwise, ``triton_red_*`` looped reductions,
+``triton_per_*`` persistent reductions) are ``@triton.jit`` functions with their sizes as
+literals, wrapped in Inductor's launch heuristics (``@triton_heuristics.*``), which pick block
+sizes and warps by autotuning at run time. The module written here keeps each kernel's
+``@triton.jit`` function, renamed per shape, and replaces what a kernel module may not import:
+
+- Inductor's runtime helpers (``triton_helpers.maximum`` and the like) by definitions of its
+  own (``HELPERS``); ``tl_math`` by ``tl.math``; ``libdevice`` by ``triton.language.extra``'s;
+- the heuristics by knobs: the block sizes and warps the launch uses become the entry point's
+  keyword arguments (``XBLOCK``, ``TILE_X``/``TILE_Y`` for 2-D pointwise tiles, ``RED_XBLOCK``/
+  ``RED_RBLOCK`` for looped reductions, ``PER_XBLOCK`` for persistent ones, ``NUM_WARPS``), each
+  declared with the values the tuner picks from, the first being Inductor's usual default; a
+  persistent reduction's ``R0_BLOCK`` is the reduction's size rounded up to a power of two;
+- ``call``'s steps by plain Python: scratch buffers by ``torch.empty_strided``, kernel launches
+  with their grids, outputs copied by a strided-copy kernel where the graph returns a view.
+
+The entry point takes the task's ``launch_triton`` arguments (and the knobs) and runs the
+version whose numbers and tensor sizes are the call's; any other call raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Mapping
+
+from .inductor_code import (
+    ArgKind,
+    GenerationError,
+    Kernel,
+    Launch,
+    ShapeCode,
+    View,
+    check_distinct,
+    contiguous_strides,
+)
+
+# Knobs by kind of kernel: values, the first the start's. (name in the kernel -> knob name)
+KNOB_VALUES: Mapping[str, tuple[int, ...]] = {
+    "XBLOCK": (1024, 128, 256, 512, 2048),
+    "TILE_X": (32, 16, 64, 128),
+    "TILE_Y": (32, 16, 64),
+    "RED_XBLOCK": (1, 2, 4, 8, 16),
+    "RED_RBLOCK": (1024, 128, 256, 512, 2048),
+    "PER_XBLOCK": (1, 2, 4, 8),
+    "NUM_WARPS": (4, 1, 2, 8),
+}
+_COPY_BLOCK = 1024
+_MAX_COPY_DIMS = 4
+
+HELPERS = '''\
+@triton.jit
+def helper_maximum(a, b):
+    # NaN-propagating maximum (torch.maximum's semantics)
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def helper_minimum(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def helper_max2(a, dim):
+    return tl.reduce(a, dim, helper_maximum)
+
+
+@triton.jit
+def helper_min2(a, dim):
+    return tl.reduce(a, dim, helper_minimum)
+
+
+@triton.jit
+def helper_promote_to_tensor(x):
+    return x + tl.zeros((1,), tl.int1)
+
+
+@triton.jit
+def copy_view(src, dst, numel, offset, n1, n2, n3, t0, t1, t2, t3, BLOCK: tl.constexpr):
+    # dst (contiguous, numel elements) = the view of src with sizes (*, n1, n2, n3), strides
+    # (t0, t1, t2, t3) and offset: an output the graph returns as a view of a buffer
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < numel
+    i3 = i % n3
+    rest = i // n3
+    i2 = rest % n2
+    rest = rest // n2
+    i1 = rest % n1
+    i0 = rest // n1
+    value = tl.load(src + offset + i0 * t0 + i1 * t1 + i2 * t2 + i3 * t3, mask=mask)
+    tl.store(dst + i, value, mask=mask)
+'''
+_HELPER_NAMES = ("maximum", "minimum", "max2", "min2", "promote_to_tensor")
+_OFFSET = re.compile(r"\b([xyz])offset\s*=\s*\(?\s*tl\.program_id\((\d)\)")
+_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+           "uint8", "bool"}
+
+
+def _kind(name: str) -> str:
+    for prefix, kind in (("triton_poi_", "pointwise"), ("triton_red_", "reduction"),
+                         ("triton_per_", "persistent")):
+        if name.startswith(prefix):
+            return kind
+    raise GenerationError(f"kernel {name} is not one of Inductor's pointwise or reduction "
+                          f"kernels (triton_poi_, triton_red_, triton_per_): a template or "
+                          f"another kind, which the generated start does not launch")
+
+
+class _Jit:
+    """One Inductor Triton kernel: its functions (renamed), parameters and grid axes."""
+
+    def __init__(self, kernel: Kernel, prefix: str) -> None:
+        self.name, self.kind = kernel.name, _kind(kernel.name)
+        try:
+            tree = ast.parse(kernel.source)
+        except SyntaxError as exc:
+            raise GenerationError(f"kernel {kernel.name} is not Python: {exc}") from None
+        functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+        main = [f for f in functions if f.name == kernel.name]
+        if not main:
+            raise GenerationError(f"kernel {kernel.name}: its source defines no function of "
+                                  f"that name")
+        lines = kernel.source.splitlines()
+        renames = {f.name: f"{prefix}{f.name}" for f in functions}
+        texts = []
+        for function in functions:
+            text = "\n".join(lines[function.lineno - 1:function.end_lineno])
+            texts.append("@triton.jit\n" + _rename(_rewrite(text, kernel.name), renames))
+        self.source = "\n\n\n".join(texts)
+        self.symbol = renames[kernel.name]
+        arguments = main[0].args.args
+        self.params = [a.arg for a in arguments if not _is_constexpr(a.annotation)]
+        self.constexprs = [a.arg for a in arguments if _is_constexpr(a.annotation)]
+        self.axes = {axis: int(pid) for axis, pid in _OFFSET.findall(kernel.source)}
+
+    def knobs(self) -> list[str]:
+        used = ["NUM_WARPS"]
+        if self.kind == "pointwise":
+            used += ["TILE_X", "TILE_Y"] if "YBLOCK" in self.constexprs else ["XBLOCK"]
+        elif self.kind == "reduction":
+            used += ["RED_XBLOCK", "RED_RBLOCK"]
+        else:
+            used += ["PER_XBLOCK"]
+        return used
+
+    def launch(self, launch: Launch, args: list[str]) -> str:
+        """The Python line launching this kernel with ``args`` (already rendered)."""
+        if len(args) != len(self.params):
+            raise GenerationError(f"{self.name} takes {len(self.params)} arguments, call() "
+                                  f"passes {len(args)}")
+        numel = {p: a for p, a in zip(self.params, launch.args, strict=True)
+                 if p.endswith("numel")}
+        blocks: dict[str, str] = {}
+        for name in self.constexprs:
+            blocks[name] = self._block(name, numel)
+        grid = [1, 1, 1]
+        for axis, block in (("x", "XBLOCK"), ("y", "YBLOCK")):
+            if f"{axis}numel" in numel and block in blocks:
+                pid = self.axes.get(axis, 0 if axis == "x" else 1)
+                grid[pid] = f"triton.cdiv({numel[f'{axis}numel']}, {blocks[block]})"
+        while len(grid) > 1 and grid[-1] == 1:
+            grid.pop()
+        keywords = "".join(f", {k}={v}" for k, v in blocks.items())
+        return (f"{self.symbol}[({', '.join(map(str, grid))},)]({', '.join(args)}{keywords}, "
+                f"num_warps=NUM_WARPS)")
+
+    def _block(self, name: str, numel: Mapping[str, object]) -> str:
+        if name == "XBLOCK":
+            return {"pointwise": "TILE_X" if "YBLOCK" in self.constexprs else "XBLOCK",
+                    "reduction": "RED_XBLOCK", "persistent": "PER_XBLOCK"}[self.kind]
+        if name == "YBLOCK":
+            return "TILE_Y"
+        if name in ("R0_BLOCK", "RBLOCK"):
+            if self.kind == "reduction":
+                return "RED_RBLOCK"
+            size = numel.get("r0_numel", numel.get("rnumel"))
+            if not isinstance(size, int):
+                raise GenerationError(f"{self.name}: no reduction size for {name}")
+            return str(1 << max(0, math.ceil(math.log2(max(size, 1)))))
+        raise GenerationError(f"{self.name}: block size {name} has no launch rule here (only "
+                              f"XBLOCK, YBLOCK and R0_BLOCK)")
+
+
+def _is_constexpr(annotation: ast.expr | None) -> bool:
+    return annotation is not None and ast.unparse(annotation).endswith("constexpr")
+
+
+def _rename(text: str, renames: Mapping[str, str]) -> str:
+    for old, new in renames.items():
+        text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+    return text
+
+
+def _rewrite(text: str, name: str) -> str:
+    """A kernel's text with Inductor's runtime helpers replaced by what a module may import."""
+    for helper in set(re.findall(r"\btriton_helpers\.(\w+)", text)):
+        if helper not in _HELPER_NAMES:
+            raise GenerationError(f"kernel {name} uses Inductor's triton_helpers.{helper}, "
+                                  f"which the generated module does not define (it has "
+                                  f"{', '.join(_HELPER_NAMES)})")
+    text = re.sub(r"\btriton_helpers\.(\w+)", r"helper_\1", text)
+    text = re.sub(r"\btl_math\.", "tl.math.", text)
+    return text
+
+
+def _python_view(view: View, roots: Mapping[str, str]) -> str:
+    base = roots[view.root]
+    if not view.offset:
+        return base
+    return f"{base}.as_strided({view.size!r}, {view.stride!r}, {base}.storage_offset() + " \
+           f"{view.offset})"
+
+
+class _Version:
+    """The Python of one shape: its kernels and the body of its ``run``."""
+
+    def __init__(self, index: int, shape: ShapeCode) -> None:
+        self.prefix, self.shape = f"s{index}_", shape
+        code = shape.code
+        self.jits = {name: _Jit(k, f"{self.prefix}") for name, k in code.kernels.items()
+                     if k.language == "triton"}
+        self.roots: dict[str, str] = {}
+        for k, view in enumerate(code.inputs):
+            self.roots[view.root] = f"a{shape.position(ArgKind.INPUT, shape.graph_inputs[k])}"
+        self.copies: list[tuple[int, View]] = []
+        if len(code.returns) != len(shape.outputs):
+            raise GenerationError(f"shape {shape.label}: the graph returns {len(code.returns)} "
+                                  f"tensors, make_outputs makes {len(shape.outputs)}")
+        for j, view in enumerate(code.returns):
+            alloc = code.allocs.get(view.root)
+            size, dtype = shape.outputs[j]
+            whole = alloc is not None and view.root not in self.roots and not view.offset \
+                and (view.size, view.stride) == (alloc.size, alloc.stride) \
+                and alloc.stride == contiguous_strides(alloc.size) and alloc.dtype == dtype \
+                and math.prod(alloc.size) == math.prod(size) == alloc.numel
+            if whole:
+                self.roots[view.root] = f"a{shape.position(ArgKind.OUTPUT, j)}"
+            else:
+                self.copies.append((j, view))
+
+    def knobs(self) -> list[str]:
+        return [k for jit in self.jits.values() for k in jit.knobs()]
+
+    def body(self, device: str) -> list[str]:
+        code, lines = self.shape.code, []
+        for name, alloc in code.allocs.items():
+            if name not in self.roots:
+                if alloc.dtype not in _DTYPES:
+                    raise GenerationError(f"shape {self.shape.label}: buffer dtype {alloc.dtype}")
+                lines.append(f"    {name} = torch.empty_strided({alloc.size!r}, "
+                             f"{alloc.stride!r}, dtype=torch.{alloc.dtype}, device={device})")
+                self.roots[name] = name
+        for launch in code.launches:
+            if launch.kernel not in self.jits:
+                raise GenerationError(f"shape {self.shape.label}: {launch.kernel} is not a "
+                                      f"Triton kernel")
+            args = [_python_view(a, self.roots) if isinstance(a, View) else repr(a)
+                    for a in launch.args]
+            lines.append("    " + self.jits[launch.kernel].launch(launch, args))
+        for j, view in self.copies:
+            lines.append("    " + self._copy(j, view))
+        return lines or ["    pass"]
+
+    def _copy(self, j: int, view: View) -> str:
+        if len(view.size) > _MAX_COPY_DIMS:
+            raise GenerationError(f"shape {self.shape.label}: output {j} is a view of "
+                                  f"{len(view.size)} dimensions (at most {_MAX_COPY_DIMS})")
+        if math.prod(view.size) != math.prod(self.shape.outputs[j][0]):
+            raise GenerationError(f"shape {self.shape.label}: output {j} and the returned view "
+                                  f"differ in size")
+        pad = _MAX_COPY_DIMS - len(view.size)
+        sizes = (1,) * pad + view.size
+        strides = (0,) * pad + view.stride
+        numel = math.prod(view.size)
+        target = f"a{self.shape.position(ArgKind.OUTPUT, j)}"
+        return (f"copy_view[(triton.cdiv({numel}, {_COPY_BLOCK}),)]({self.roots[view.root]}, "
+                f"{target}, {numel}, {view.offset}, {sizes[1]}, {sizes[2]}, {sizes[3]}, "
+                f"{', '.join(map(str, strides))}, BLOCK={_COPY_BLOCK})")
+
+    def condition(self) -> str:
+        parts = []
+        for i, argument in enumerate(self.shape.arguments):
+            if argument.kind in (ArgKind.INPUT, ArgKind.OUTPUT):
+                parts.append(f"tuple(a{i}.shape) == {self.shape.sizes_of(argument)!r}")
+            elif argument.kind is ArgKind.SCALAR:
+                parts.append(f"a{i} == {argument.value[0]!r}")
+            else:
+                raise GenerationError(f"shape {self.shape.label}: argument {i} is an array; a "
+                                      f"triton entry point takes tensors and numbers")
+        return " and ".join(parts) or "True"
+
+
+def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tuple[int, ...]]]:
+    """The ``triton`` module with entry point ``entry`` (a version per shape) and its knobs."""
+    if not shapes:
+        raise GenerationError("no shape to generate code for")
+    check_distinct(shapes, tensors=True)
+    versions = [_Version(i, shape) for i, shape in enumerate(shapes)]
+    used = list(dict.fromkeys(k for v in versions for k in v.knobs()))
+    knobs = {k: KNOB_VALUES[k] for k in KNOB_VALUES if k in used}
+    count = len(shapes[0].arguments)
+    if any(len(s.arguments) != count for s in shapes):
+        raise GenerationError("the launcher passes a different number of arguments per shape")
+    params = ", ".join(f"a{i}" for i in range(count))
+    knob_params = "".join(f", {k}={v[0]}" for k, v in knobs.items())
+    knob_args = "".join(f", {k}" for k in knobs)
+    tensor = next((f"a{i}" for i, a in enumerate(shapes[0].arguments)
+                   if a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)), None)
+    if tensor is None:
+        raise GenerationError("the launcher passes no tensor")
+    needs_libdevice = any("libdevice." in j.source for v in versions for j in v.jits.values())
+    lines = ["# Generated by kernelswarm from torch.compile (Inductor's Triton code) for the "
+             "shapes",
+             f"# {', '.join(s.label for s in shapes)}; another shape raises ValueError.",
+             "import torch",
+             "import triton",
+             "import triton.language as tl",
+             *(["from triton.language.extra import libdevice"] if needs_libdevice else []),
+             "", "", HELPERS]
+    for version in versions:
+        lines += [f"# ---- shape {version.shape.label}: Inductor's kernels for it", ""]
+        lines += [jit.source + "\n\n" for jit in version.jits.values()]
+        lines += [f"def {version.prefix}run({params}{knob_args}):",
+                  *version.body(f"{tensor}.device"), "", ""]
+    lines.append(f"def {entry}({params}{knob_params}):")
+    for i, version in enumerate(versions):
+        lines += [f"    if {version.condition()}:",
+                  f"        s{i}_run({params}{knob_args})", "        return"]
+    lines.append(f"    raise ValueError('{entry}: no version for this call; the kernel was "
+                 f"generated for the shapes {', '.join(s.label for s in shapes)}')")
+    return "\n".join(lines) + "\n", knobs
