@@ -105,6 +105,10 @@ class Migration:
             raise ValueError(f"Migration.topology must be one of {', '.join(TOPOLOGIES)}, "
                              f"got {self.topology!r}")
 
+    def due(self, step: int) -> bool:
+        """Whether a lineage's ``step`` is a migration step (every ``interval``, never 0)."""
+        return step > 0 and step % self.interval == 0
+
     def language_of(self, lineage: int) -> str | None:
         """The language ``lineage`` searches, or None when the run does not say."""
         return self.languages[lineage % len(self.languages)] if self.languages and \

@@ -133,7 +133,7 @@ class Tracker:
     def migrants(self, lineage: int, step: int) -> list[Member]:
         """Elites for ``lineage`` when its step is a migration step (every ``interval``), else
         none; they join its island."""
-        if step == 0 or step % self.migration.interval:
+        if not self.migration.due(step):
             return []
         with self._lock:
             return self.archive.migrate(lineage, self.migration, step)
