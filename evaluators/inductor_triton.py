@@ -325,7 +325,8 @@ def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tu
         lines += [jit.source + "\n\n" for jit in version.jits.values()]
         lines += [f"def {version.prefix}run({params}{knob_args}):",
                   *version.body(f"{tensor}.device"), "", ""]
-    lines.append(f"def {entry}({params}{knob_params}):")
+    # other knobs the task declares (for a kernel written before) are accepted and unused
+    lines.append(f"def {entry}({params}{knob_params}, **other_knobs):")
     for i, version in enumerate(versions):
         lines += [f"    if {version.condition()}:",
                   f"        s{i}_run({params}{knob_args})", "        return"]

@@ -1,0 +1,159 @@
+"""Output code in the form torch.compile (Inductor) writes for CUDA, for tests without a GPU.
+
+Written for these tests in Inductor's layout (an ``async_compile.triton`` kernel with its
+heuristics decorator and runtime imports, a ``call`` that allocates, launches and returns), at
+the sizes a test asks for: what ``run_and_get_code`` captures on a GPU, to convert on a CPU.
+"""
+
+from __future__ import annotations
+
+_HEADER = """\
+from ctypes import c_void_p, c_long, c_int
+import torch
+from torch._inductor.select_algorithm import extern_kernels
+from torch._inductor.async_compile import AsyncCompile
+from torch._C import _cuda_getCurrentRawStream as get_raw_stream
+assert_size_stride = torch._C._dynamo.guards.assert_size_stride
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+async_compile = AsyncCompile()
+"""
+
+_RUNTIME = """
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
+triton_helpers.set_driver_to_gpu()
+"""
+
+
+def silu_and_mul(tokens: int, d: int) -> str:
+    """silu(x[:, :d]) * x[:, d:] as one pointwise kernel over tokens * d elements."""
+    numel = tokens * d
+    kernel = f"""{_RUNTIME}
+@triton_heuristics.pointwise(
+    size_hints={{'x': {numel}}}, filename=__file__,
+    triton_meta={{'signature': {{'in_ptr0': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32',
+                  'XBLOCK': 'constexpr'}}, 'device': DeviceProperties(type='cuda', index=0)}},
+    inductor_meta={{'grid_type': 'Grid1D', 'kernel_name': 'triton_poi_fused_mul_silu_0'}},
+    min_elem_per_thread=0
+)
+@triton.jit
+def triton_poi_fused_mul_silu_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = {numel}
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x0 = (xindex % {d})
+    x1 = xindex // {d}
+    x2 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0 + {2 * d}*x1), xmask)
+    tmp5 = tl.load(in_ptr0 + ({d} + x0 + {2 * d}*x1), xmask)
+    tmp1 = tl.sigmoid(tmp0)
+    tmp2 = tmp0 * tmp1
+    tmp6 = tmp2 * tmp5
+    tl.store(out_ptr0 + (x2), tmp6, xmask)
+"""
+    return f"""{_HEADER}
+triton_poi_fused_mul_silu_0 = async_compile.triton('triton_poi_fused_mul_silu_0', '''
+{kernel}''', device_str='cuda')
+
+async_compile.wait(globals())
+del async_compile
+
+def call(args):
+    arg0_1, = args
+    args.clear()
+    assert_size_stride(arg0_1, ({tokens}, {2 * d}), ({2 * d}, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda(({tokens}, {d}), ({d}, 1), torch.float32)
+        # Topologically Sorted Source Nodes: [silu, mul]
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_mul_silu_0.run(arg0_1, buf0, {numel}, stream=stream0)
+        del arg0_1
+    return (buf0, )
+"""
+
+
+def softmax_transposed(rows: int, cols: int) -> str:
+    """softmax over the last dimension of a [rows, cols] input, returned as its transpose
+    (a view: the converted kernel must copy it into a contiguous output), by one persistent
+    reduction kernel."""
+    block = 1 << max(0, (cols - 1).bit_length())
+    kernel = f"""{_RUNTIME}
+@triton_heuristics.persistent_reduction(
+    size_hints={{'x': {rows}, 'r0_': {block}}}, reduction_hint=ReductionHint.INNER,
+    filename=__file__,
+    triton_meta={{'signature': {{'in_ptr0': '*fp32', 'out_ptr2': '*fp32', 'xnumel': 'i32',
+                  'r0_numel': 'i32', 'XBLOCK': 'constexpr'}}}},
+    inductor_meta={{'kernel_name': 'triton_per_fused__softmax_0'}}
+)
+@triton.jit
+def triton_per_fused__softmax_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr):
+    xnumel = {rows}
+    r0_numel = {cols}
+    R0_BLOCK: tl.constexpr = {block}
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_index = tl.arange(0, R0_BLOCK)[None, :]
+    r0_mask = r0_index < r0_numel
+    r0_1 = r0_index
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (r0_1 + {cols}*x0), r0_mask & xmask, other=0.0)
+    tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+    tmp3 = tl.where(r0_mask & xmask, tmp1, float("-inf"))
+    tmp4 = triton_helpers.max2(tmp3, 1)[:, None]
+    tmp5 = tmp0 - tmp4
+    tmp6 = tl_math.exp(tmp5)
+    tmp7 = tl.broadcast_to(tmp6, [XBLOCK, R0_BLOCK])
+    tmp9 = tl.where(r0_mask & xmask, tmp7, 0)
+    tmp10 = tl.sum(tmp9, 1)[:, None]
+    tmp11 = tmp6 / tmp10
+    tl.store(out_ptr2 + (r0_1 + {cols}*x0), tmp11, r0_mask & xmask)
+"""
+    return f"""{_HEADER}
+triton_per_fused__softmax_0 = async_compile.triton('triton_per_fused__softmax_0', '''
+{kernel}''', device_str='cuda')
+
+async_compile.wait(globals())
+del async_compile
+
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        args.clear()
+        assert_size_stride(arg0_1, ({rows}, {cols}), ({cols}, 1))
+        with torch.cuda._DeviceGuard(0):
+            torch.cuda.set_device(0)
+            buf2 = empty_strided_cuda(({rows}, {cols}), ({cols}, 1), torch.float32)
+            stream0 = get_raw_stream(0)
+            triton_per_fused__softmax_0.run(arg0_1, buf2, {rows}, {cols}, stream=stream0)
+            del arg0_1
+        return (reinterpret_tensor(buf2, ({cols}, {rows}), (1, {cols}), 0), )
+"""
+
+
+def matmul(n: int) -> str:
+    """A graph whose only op is a matmul, which Inductor hands to cuBLAS."""
+    return f"""{_HEADER}
+async_compile.wait(globals())
+del async_compile
+
+def call(args):
+    arg0_1, arg1_1 = args
+    args.clear()
+    assert_size_stride(arg0_1, ({n}, {n}), ({n}, 1))
+    assert_size_stride(arg1_1, ({n}, {n}), ({n}, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda(({n}, {n}), ({n}, 1), torch.float32)
+        extern_kernels.mm(arg0_1, arg1_1, out=buf0)
+        del arg0_1
+        del arg1_1
+    return (buf0, )
+"""

@@ -1,0 +1,119 @@
+"""Triton starts from Inductor's Triton code: the conversion of captured output code into a
+kernel module under a task's contract, judged on this CPU under Triton's interpreter."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.inductor_code import (
+    ArgKind,
+    Argument,
+    GenerationError,
+    ShapeCode,
+    parse_output_code,
+)
+from kernelswarm.evaluators.inductor_start import generate_start, probe_launcher
+from kernelswarm.evaluators.inductor_triton import triton_start
+from kernelswarm.search import Shape, Status, load_task
+
+from . import inductor_texts
+from .conftest import quick_settings
+
+
+def _silu_shapes(task) -> list[ShapeCode]:
+    """Each cpu shape of the task with the output code Inductor writes for it on CUDA."""
+    shapes = []
+    for shape in (*task.tuning_shapes, *task.heldout_shapes):
+        inputs = task.module.make_inputs(dict(shape), 0, "cpu")
+        outputs = task.module.make_outputs(dict(shape), "cpu")
+        code = parse_output_code(inductor_texts.silu_and_mul(shape["tokens"], shape["d"]))
+        shapes.append(ShapeCode(
+            shape.label, code, (0,), probe_launcher(task, "triton", shape, inputs, outputs),
+            ("float32",), tuple((tuple(t.shape), "float32") for t in outputs),
+            tuple(tuple(t.shape) for t in inputs)))
+    return shapes
+
+
+def test_captured_silu_code_becomes_a_kernel_the_evaluator_passes(
+        tiny_silu_task: Path, tmp_path: Path, compile_cache: Path) -> None:
+    silu_task_copy = tmp_path / "silu_tiny"
+    shutil.copytree(tiny_silu_task, silu_task_copy)
+    task = load_task(silu_task_copy, "cpu")
+    source, knobs = triton_start("silu_and_mul", _silu_shapes(task))
+    assert "triton_helpers" not in source and "triton_heuristics" not in source
+    assert knobs == {"XBLOCK": (1024, 128, 256, 512, 2048), "NUM_WARPS": (4, 1, 2, 8)}
+    (silu_task_copy / "silu_and_mul_triton.py").write_text(source)
+    task = load_task(silu_task_copy, "cpu")
+    with SandboxEvaluator(silu_task_copy, "triton",
+                          quick_settings(compile_cache, run_timeout_s=30.0)) as evaluator:
+        evaluation = evaluator.evaluate(task.starting_candidate("triton"))
+    assert evaluation.status is Status.OK, evaluation.message
+    assert "2 held-out shapes" in evaluation.message
+
+
+_RUN_SOFTMAX = """
+import sys, importlib.util, torch
+spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+x = torch.randn(5, 300)
+out = torch.full((300, 5), float("nan"))
+module.softmax_t(out, x, 5, 300, PER_XBLOCK=2)
+torch.testing.assert_close(out, torch.softmax(x, -1).t())
+try:
+    module.softmax_t(out, x, 6, 300)
+except ValueError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_returned_view_is_copied_and_reductions_use_the_own_helpers(tmp_path: Path) -> None:
+    arguments = (Argument(ArgKind.OUTPUT, 0), Argument(ArgKind.INPUT, 0),
+                 Argument(ArgKind.SCALAR, value=(5,)), Argument(ArgKind.SCALAR, value=(300,)))
+    shape = ShapeCode("rows=5,cols=300", parse_output_code(inductor_texts.softmax_transposed(
+        5, 300)), (0,), arguments, ("float32",), (((300, 5), "float32"),), ((5, 300),))
+    source, knobs = triton_start("softmax_t", [shape])
+    assert set(knobs) == {"PER_XBLOCK", "NUM_WARPS"}
+    assert "R0_BLOCK: tl.constexpr = 512" in source and "copy_view[" in source
+    (tmp_path / "kernel.py").write_text(source)
+    # a process of its own: Triton's interpreter is chosen when triton is first imported
+    done = subprocess.run([sys.executable, "-c", _RUN_SOFTMAX, str(tmp_path / "kernel.py")],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: softmax_t: no version for this call" in done.stdout
+
+
+def test_a_library_matmul_is_refused_with_its_name() -> None:
+    with pytest.raises(GenerationError, match=r"extern_kernels\.mm.*vendor library"):
+        parse_output_code(inductor_texts.matmul(16))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine "
+                                                      "without a GPU")
+def test_without_a_gpu_a_triton_start_says_why(silu_task_copy: Path) -> None:
+    task = load_task(silu_task_copy, "cpu")
+    with pytest.raises(GenerationError, match="needs a GPU|only where a GPU is present"):
+        generate_start(task, "triton", [dict(task.tuning_shapes[0])])
+
+
+@pytest.mark.gpu
+def test_triton_start_from_torch_compile_on_the_gpu(silu_task_copy: Path,
+                                                    compile_cache: Path) -> None:
+    from kernelswarm.experiments.compiled_start import start_from_compile
+
+    settings = EvaluatorSettings(device="cuda", cache_dir=compile_cache, timing_budget_s=0.05,
+                                 min_repeats=3)
+    result = start_from_compile(silu_task_copy, "triton", force=True, settings=settings)
+    assert result.status is Status.OK, result.message
+    task = load_task(silu_task_copy, "cuda")
+    assert {Shape.of(dict(s)).label for s in task.tuning_shapes} <= set(result.shapes)
+    assert "triton_poi_" in result.path.read_text()
