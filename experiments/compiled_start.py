@@ -9,6 +9,8 @@ holds a version per shape and computes no other (a shape added later needs a new
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ class StartResult:
     status: Status | None  # None: not evaluated (the language does not run on this machine)
     message: str
     backup: Path | None = None
+    knobs_note: str = ""  # where the generated kernel's knobs must be declared, if not done
 
 
 def _shapes(task: Task, language: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -92,6 +95,8 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
         backup = destination.with_name(destination.name + ".orig")
         backup.write_text(destination.read_text())
     destination.write_text(generated.source)
+    note = _declare_knobs(task, language, destination, dict(generated.knobs))
+    _forget_module(task)
     task = load_task(task.path, device)
     if language not in task.kernels:
         raise TaskError(f"wrote {destination}, but task.py's KERNELS has no {language!r} entry "
@@ -102,7 +107,33 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
     if evaluate and SPECS[language].runs_on(device):
         status, message = _judge(task, language, device, settings)
     return StartResult(destination, language, generated.shapes, generated.skipped, status, message,
-                       backup)
+                       backup, note)
+
+
+def _forget_module(task: Task) -> None:
+    """Drop this process's import of the task's ``task.py``: its declarations may depend on the
+    files just written (a KernelBench task has a triton entry once ``kernel.py`` exists)."""
+    for name, module in list(sys.modules.items()):
+        if module is task.module:
+            del sys.modules[name]
+
+
+def _declare_knobs(task: Task, language: str, destination: Path,
+                   knobs: dict[str, tuple[Any, ...]]) -> str:
+    """Declare the generated kernel's knobs where the task reads them: a KernelBench task's
+    ``kernel_knobs.json`` (beside ``kernel.py``); for another task, the note to print (its
+    ``KERNELS`` is the user's code)."""
+    declared = dict(task.kernels[language].knobs) if language in task.kernels else {}
+    if destination.name == "kernel.py" and language == "triton":
+        (destination.parent / "kernel_knobs.json").write_text(
+            json.dumps({k: list(v) for k, v in knobs.items()}, indent=1) + "\n")
+        return ""
+    if set(declared) == set(knobs):
+        return ""
+    wanted = {k: list(v) for k, v in knobs.items()}
+    return (f"task.py's KERNELS[{language!r}]['knobs'] declares {sorted(declared) or 'none'}; "
+            f"the generated kernel reads {sorted(knobs) or 'none'}: set it to {wanted} for the "
+            f"search to tune them")
 
 
 def _judge(task: Task, language: str, device: str, settings: Any) -> tuple[Status, str]:
@@ -129,6 +160,8 @@ def print_start(result: StartResult, console: Console) -> int:
                   highlight=False)
     if result.backup is not None:
         console.print(f"the previous kernel is in {result.backup}", highlight=False)
+    if result.knobs_note:
+        console.print(result.knobs_note, highlight=False)
     for skipped in result.skipped:
         console.print(f"no version for the tester's check shape {skipped}", highlight=False)
     if result.status is None:
