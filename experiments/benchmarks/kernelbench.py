@@ -8,9 +8,11 @@
    folders made at run time; nothing of KernelBench is part of kernelswarm). A folder that is
    already there is reused, so a second invocation continues an interrupted one's imports.
 2. Gives each its starting kernel from ``--starts``: ``<problem>.cpp`` (cpp) or ``<problem>.py``
-   (triton, entry point ``forward``), in the task's calling contract (docs/tasks.md). A problem
-   without one is counted as unsolved ("no starting kernel"): the built-in agent tunes and
-   rewrites kernels, it does not write a first one.
+   (triton, entry point ``forward``), in the task's calling contract (docs/tasks.md); with
+   ``--compile-starts``, a problem without one gets one generated from ``torch.compile``
+   (Inductor's code for it, docs/tasks.md). A problem with neither is counted as unsolved ("no
+   starting kernel"): the built-in agent tunes and rewrites kernels, it does not write a first
+   one.
 3. Runs ``kernelswarm run`` with the built-in agent on each (``--lineages``, ``--minutes`` of
    wall time per lineage), and takes the search's best kernel and its evaluation: correct on
    every tuning and held-out shape, its time against PyTorch eager (the problem's
@@ -54,6 +56,7 @@ class ProblemResult:
     evaluations: int = 0
     best_move: str = ""
     run_dir: str = ""
+    start: str = ""  # "given" (from --starts) or "compiled" (from torch.compile)
 
     @property
     def correct(self) -> bool:
@@ -70,8 +73,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--first", type=int, help="the first N problems of the level")
     parser.add_argument("--only", action="append", default=[], metavar="PREFIX",
                         help="problems whose file name starts with PREFIX, e.g. 19_ (repeatable)")
-    parser.add_argument("--starts", type=Path, required=True,
+    parser.add_argument("--starts", type=Path,
                         help="starting kernels: <problem>.cpp or <problem>.py")
+    parser.add_argument("--compile-starts", action="store_true",
+                        help="a problem without a kernel in --starts gets one generated from "
+                             "torch.compile (kernelswarm tasks start --from-compile)")
     parser.add_argument("--language", choices=tuple(SUFFIXES), default="triton")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--lineages", type=int, default=2)
@@ -81,6 +87,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any configuration override, as for kernelswarm run")
     args = parser.parse_args(argv)
+    if args.starts is None and not args.compile_starts:
+        parser.error("give --starts DIR, --compile-starts, or both")
     args.argv = list(argv if argv is not None else sys.argv[1:])
     return args
 
@@ -111,27 +119,40 @@ def _search(args: argparse.Namespace, task: Path, problem: str) -> ProblemResult
     from kernelswarm.experiments.runner import run as run_search
     from kernelswarm.search import StartingKernelFailed, TaskError
 
-    start = args.starts / f"{problem}{SUFFIXES[args.language]}"
-    if not start.is_file():
-        return ProblemResult(problem, f"no starting kernel ({start.name} not in --starts)")
-    shutil.copyfile(start, task / f"kernel{SUFFIXES[args.language]}")
+    suffix = SUFFIXES[args.language]
+    start = args.starts / f"{problem}{suffix}" if args.starts else None
+    if start is not None and start.is_file():
+        shutil.copyfile(start, task / f"kernel{suffix}")
+        origin = "given"
+    elif args.compile_starts:
+        from kernelswarm.experiments.compiled_start import start_from_compile
+
+        try:  # judged by the search itself, as a given start is
+            start_from_compile(task, args.language, force=True, evaluate=False)
+        except TaskError as exc:
+            return ProblemResult(problem, f"no starting kernel: {_line(str(exc))}",
+                                 start="compiled")
+        origin = "compiled"
+    else:
+        return ProblemResult(problem, f"no starting kernel ({problem}{suffix} not in --starts)")
     quiet = Console(file=io.StringIO(), width=160)
     try:
         outcome = run_search(load_config(None, _overrides(args, task, problem)), quiet)
     except StartingKernelFailed as exc:
-        return ProblemResult(problem, f"the starting kernel fails: {_line(str(exc))}")
+        return ProblemResult(problem, f"the starting kernel fails: {_line(str(exc))}",
+                             start=origin)
     except (TaskError, ValueError) as exc:
-        return ProblemResult(problem, f"cannot search: {_line(str(exc))}")
+        return ProblemResult(problem, f"cannot search: {_line(str(exc))}", start=origin)
     summary = outcome.result.summary
     if summary.best is None:
         return ProblemResult(problem, "no correct kernel", evaluations=summary.records,
-                             run_dir=str(outcome.run_dir))
+                             run_dir=str(outcome.run_dir), start=origin)
     best, evaluation = summary.best
     return ProblemResult(problem, "ok" if evaluation.ok else evaluation.status.value,
                          _positive(evaluation.speedup_vs_eager),
                          _positive(evaluation.speedup_vs_compile),
                          _positive(evaluation.speedup), summary.records, best.origin.move,
-                         str(outcome.run_dir))
+                         str(outcome.run_dir), origin)
 
 
 def _line(text: str) -> str:
@@ -223,10 +244,12 @@ def table(report: dict[str, Any]) -> str:
                      f"{_x(s[f'geomean_vs_{baseline}'])} "
                      f"({s[f'geomean_vs_{baseline}_over']} of {s['problems']}) |")
     lines += ["", f"{s['correct']} of {s['problems']} problems have a correct kernel.", "",
-              "| problem | status | vs eager | vs compile | vs start | evaluations | best move |",
-              "|---|---|---|---|---|---|---|"]
+              "| problem | start | status | vs eager | vs compile | vs start | evaluations | "
+              "best move |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in report["problems"]:
-        lines.append(f"| {r['problem']} | {r['status']} | {_x(r['speedup_vs_eager'])} | "
+        lines.append(f"| {r['problem']} | {r.get('start') or '—'} | {r['status']} | "
+                     f"{_x(r['speedup_vs_eager'])} | "
                      f"{_x(r['speedup_vs_compile'])} | {_x(r['speedup_vs_start'])} | "
                      f"{r['evaluations']} | {r['best_move'] or '—'} |")
     return "\n".join(lines)

@@ -128,3 +128,17 @@ def test_a_reference_inductor_cannot_generate_is_refused_with_the_reason(
     assert len(re.findall(reason, printed)) == 1, printed
     assert (task.path / "kernel.cpp").read_text() == stub  # the task is as it was
     load_task(task.path, "cpu")
+
+
+def test_the_kernelbench_benchmark_reports_why_no_start_was_generated(tmp_path: Path) -> None:
+    from kernelswarm.experiments.benchmarks.kernelbench import _arguments, _search
+
+    problem = tmp_path / "1_Matmul.py"
+    problem.write_text(_MATMUL)
+    task = import_problem(problem, tmp_path / "task").task
+    args = _arguments(["--kernelbench", str(tmp_path), "--compile-starts", "--language", "cpp",
+                       "--device", "cpu"])
+    result = _search(args, task.path, "1_Matmul")
+    assert result.start == "compiled" and not result.correct
+    assert result.status.startswith("no starting kernel: no cpp start can be generated")
+    assert "extern_kernels.mm" in result.status
