@@ -152,10 +152,14 @@ class Swarm:
     def start(self) -> Evaluation:
         spec = self.spec
         tracker = ActorTracker(self.tracker)
+        known = {part.language: tracker.lookup(part.start.id) for part in spec.languages}
+        # The languages' starting kernels are judged at once where there are workers for it.
+        pending = {part.language: self.lanes[part.language].submit(part.start)
+                   for part in spec.languages if known[part.language] is None}
         for step, part in enumerate(spec.languages):  # each language's start: its own step
-            evaluation = tracker.lookup(part.start.id)
+            evaluation = known[part.language]
             if evaluation is None:
-                evaluation = self.lanes[part.language].evaluate(part.start)
+                evaluation = self._verdict(pending[part.language], part.start)
                 tracker.record(SEED_LINEAGE, step, part.start, evaluation)
             self.starts[part.language] = evaluation
             if step == 0:
@@ -290,18 +294,21 @@ class Swarm:
             for i, (candidate, _found) in enumerate(elites):
                 refs[i].append(self.lanes[candidate.language].submit(candidate))
 
-        def verdict(ref: ray.ObjectRef, candidate: Candidate) -> Evaluation:
-            try:
-                return ray.get(ref)
-            except RayError:  # the dispatcher was lost: sent again once Ray has restarted it
-                return self.lanes[candidate.language].evaluate(candidate)
-
-        kernels = tuple(Confirmed(candidate, found, tuple(verdict(r, candidate) for r in refs[i]))
+        kernels = tuple(Confirmed(candidate, found, tuple(self._verdict(r, candidate)
+                                                          for r in refs[i]))
                         for i, (candidate, found) in enumerate(elites))
         return Confirmation(repeats, kernels, choose(kernels, self.scales),
                             time.monotonic() - began,
                             "" if elites else "no kernel besides the starting one to confirm",
                             self.scales)
+
+    def _verdict(self, ref: ray.ObjectRef, candidate: Candidate) -> Evaluation:
+        """The evaluation ``ref`` (a lane's ``submit``) stands for; sent again through the lane
+        if the dispatcher was lost meanwhile (once Ray has restarted it)."""
+        try:
+            return ray.get(ref)
+        except RayError:
+            return self.lanes[candidate.language].evaluate(candidate)
 
     def _to_confirm(self, top: int) -> list[tuple[Candidate, Evaluation]]:
         """The ``top`` best kernels (over the reference start), then each language's best

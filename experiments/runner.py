@@ -94,7 +94,8 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         "languages": languages_document(result, run_dir),
         # the best kernels judged again after the search (search/confirm.py); null: not done
         "confirmation": result.confirmation.as_dict() if result.confirmation else None,
-        "lineages": [{"lineage": r.lineage, "steps": r.steps, "stop_reason": r.stop_reason,
+        "lineages": [{"lineage": r.lineage, "language": result.language_of(r.lineage),
+                      "steps": r.steps, "stop_reason": r.stop_reason,
                       "best_candidate": lineage_best[r.lineage][0].id
                       if r.lineage in lineage_best else None,
                       "best_speedup": lineage_best[r.lineage][1].speedup

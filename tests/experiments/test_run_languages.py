@@ -14,9 +14,11 @@ import pytest
 from rich.console import Console
 
 from kernelswarm.experiments.config import ConfigError, load_config
+from kernelswarm.experiments.resume import replay_records
 from kernelswarm.experiments.run_folder import open_run_folder
 from kernelswarm.experiments.runner import run
 from kernelswarm.experiments.sinks import read_evaluations
+from kernelswarm.search import Archive
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +99,8 @@ def test_the_best_overall_is_the_fastest_against_the_reference_and_each_language
     languages, best = summary["languages"], summary["best"]
     assert set(languages) == {"cpp", "triton"} and languages["cpp"]["reference"]
     assert languages["cpp"]["lineages"] == [0] and languages["triton"]["lineages"] == [1]
+    assert [(r["lineage"], r["language"]) for r in summary["lineages"]] == [(0, "cpp"),
+                                                                             (1, "triton")]
     # The scale of a language is how its start compares with the reference start, per shape,
     # as the run measured both (Parquet): the interpreter is far slower than compiled C++.
     rows = read_evaluations(outcome.run_dir).to_pylist()
@@ -153,3 +157,16 @@ def test_a_language_the_task_cannot_start_from_is_refused_before_anything_starts
                                           r"evaluator\.device = 'cpu'"):
         run(config, Console(file=io.StringIO()))
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_resumed_run_ranks_the_languages_as_the_run_did(two_language_run):
+    # What a resumed run's (or a restarted tracker's) archive is rebuilt from: the records.
+    outcome, _ = two_language_run
+    summary = json.loads((outcome.run_dir / "summary.json").read_text())
+    folder = open_run_folder(outcome.run_dir)
+    archive = Archive()
+    for record in replay_records(outcome.run_dir, folder.task_path, "cpu"):
+        archive.add(record.candidate, record.evaluation)
+    assert list(archive.starts) == ["cpp", "triton"]
+    assert archive.scales.scale("triton") == pytest.approx(
+        summary["languages"]["triton"]["start_speedup_vs_reference"])
