@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.evaluators import EvaluatorSettings
+from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.inductor_start import generate_start
 from kernelswarm.experiments.cli import main
 from kernelswarm.experiments.compiled_start import start_from_compile
 from kernelswarm.experiments.kernelbench import import_problem
@@ -142,3 +143,59 @@ def test_the_kernelbench_benchmark_reports_why_no_start_was_generated(tmp_path: 
     assert result.start == "compiled" and not result.correct
     assert result.status.startswith("no starting kernel: no cpp start can be generated")
     assert "extern_kernels.mm" in result.status
+
+
+_VIEWS_TASK = '''
+import torch
+import torch.nn.functional as F
+
+NAME = "norm_views"
+TUNING_SHAPES = [{"rows": 4, "cols": 40, "dtype": "float32"}]
+TOLERANCES = {"float32": {"atol": 1e-5, "rtol": 1e-5}}
+KERNELS = {"cpp": {"source": "norm_views.cpp", "entry": "norm_views",
+                   "argtypes": ["ptr", "ptr", "ptr", "ptr", "i64", "i64"], "knobs": {}}}
+
+
+def make_inputs(shape, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape["rows"], shape["cols"], generator=g).to(device),
+            torch.randn(shape["cols"], generator=g).to(device))
+
+
+def make_outputs(shape, device):
+    return (torch.empty(shape["rows"], shape["cols"], device=device),
+            torch.empty(shape["cols"], shape["rows"], device=device))
+
+
+def reference(x, w):
+    return torch.softmax(x, -1), F.layer_norm(x, (x.shape[-1],), w).t()
+
+
+def launch_cpp(fn, inputs, outputs, shape):
+    (x, w), (soft, norm) = inputs, outputs
+    fn(soft.data_ptr(), norm.data_ptr(), x.data_ptr(), w.data_ptr(), shape["rows"], shape["cols"])
+
+
+def roofline(shape):
+    return 16 * shape["rows"] * shape["cols"], 10 * shape["rows"] * shape["cols"]
+'''
+
+
+def test_reductions_scratch_buffers_and_a_returned_view(tmp_path: Path,
+                                                        compile_cache: Path) -> None:
+    # one shape, no tester checks: one compile (the other tests cover the shapes' dispatch)
+    folder = tmp_path / "norm_views"
+    folder.mkdir()
+    (folder / "task.py").write_text(_VIEWS_TASK)
+    (folder / "norm_views.cpp").write_text("")
+    task = load_task(folder, "cpu")
+    generated = generate_start(task, "cpp", [dict(task.tuning_shapes[0])])
+    (folder / "norm_views.cpp").write_text(generated.source)
+    assert "static float s0_buf" in generated.source  # the row statistics: scratch arrays
+    # the transposed output: a loop nest copies the view into the contiguous output
+    assert "for (int64_t i0 = 0; i0 < 40; ++i0) for (int64_t i1 = 0; i1 < 4; ++i1)" \
+        in generated.source
+    task = load_task(folder, "cpu")
+    with SandboxEvaluator(folder, "cpp", _settings(compile_cache)) as evaluator:
+        evaluation = evaluator.evaluate(task.starting_candidate("cpp"))
+    assert evaluation.status is Status.OK, evaluation.message
