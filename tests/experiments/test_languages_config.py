@@ -71,3 +71,21 @@ seeds = [0, 1]
     bad.write_text(sweep.read_text().replace('["triton"]]', '["cpp", "cuda", "triton"]]'))
     with pytest.raises(ConfigError, match=r"search\.languages: 3 languages need at least 3"):
         load_sweep(bad)
+
+
+def test_an_llm_agents_lineages_are_told_their_own_language():
+    from pathlib import Path
+
+    from kernelswarm.agents.llm import LLMRoleFactory
+    from kernelswarm.experiments.run_setup import roles_for
+
+    factory = LLMRoleFactory(settings=None, task_path=Path("task"), language="cuda",
+                             lineage_of_seed={0: 0, 1: 1})
+    triton = roles_for(factory, "triton")
+    assert triton.language == "triton" and triton.lineage_of_seed == factory.lineage_of_seed
+    assert roles_for(factory, "cuda") is factory
+
+    def builtin(seed):  # the built-in roles read each candidate's language
+        return seed
+
+    assert roles_for(builtin, "triton") is builtin
