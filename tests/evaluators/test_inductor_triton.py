@@ -22,6 +22,8 @@ from kernelswarm.evaluators.inductor_code import (
 )
 from kernelswarm.evaluators.inductor_start import generate_start, probe_launcher
 from kernelswarm.evaluators.inductor_triton import triton_start
+from kernelswarm.evaluators.languages.triton import TritonLanguage
+from kernelswarm.evaluators.screen import screen
 from kernelswarm.search import Shape, Status, load_task
 
 from . import inductor_texts
@@ -83,6 +85,7 @@ def test_a_returned_view_is_copied_and_reductions_use_the_own_helpers(tmp_path: 
     source, knobs = triton_start("softmax_t", [shape])
     assert set(knobs) == {"PER_XBLOCK", "NUM_WARPS"}
     assert "R0_BLOCK: tl.constexpr = 512" in source and "copy_view[" in source
+    assert screen(source, TritonLanguage.screen_rules) is None  # what a kernel module may use
     (tmp_path / "kernel.py").write_text(source)
     # a process of its own: Triton's interpreter is chosen when triton is first imported
     done = subprocess.run([sys.executable, "-c", _RUN_SOFTMAX, str(tmp_path / "kernel.py")],
