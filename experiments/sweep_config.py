@@ -241,6 +241,12 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
         config = validate_config(data, f"{path}: cell {label!r}")
         try:
             config.task_path()  # a task that does not exist is refused now, not mid-sweep
+            if config.search.languages:  # and a language it cannot start from, or run on
+                from kernelswarm.search import load_task
+
+                from .run_setup import check_languages
+
+                check_languages(config, load_task(config.task_path(), config.evaluator.device))
         except ConfigError as exc:
             raise ConfigError(f"{path}: cell {label!r}: {exc}") from None
         cells.append(SweepCell(index, label, tuple((_dotted(p), v) for p, v in settings),

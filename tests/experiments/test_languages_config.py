@@ -71,6 +71,11 @@ seeds = [0, 1]
     bad.write_text(sweep.read_text().replace('["triton"]]', '["cpp", "cuda", "triton"]]'))
     with pytest.raises(ConfigError, match=r"search\.languages: 3 languages need at least 3"):
         load_sweep(bad)
+    gemm = tmp_path / "gemm.toml"  # gemm has no triton kernel: refused before any cell runs
+    gemm.write_text(sweep.read_text().replace("seeds = [0, 1]", 'tasks = ["gemm"]'))
+    with pytest.raises(ConfigError, match=r"cell .*search\.languages: task 'gemm' has no "
+                                          r"starting kernel in 'triton'"):
+        load_sweep(gemm)
 
 
 def test_an_llm_agents_lineages_are_told_their_own_language():
