@@ -165,7 +165,9 @@ def load_run(run_dir: str | Path) -> RunData:
         roofline_fraction=_number(row["roofline_fraction"]),
         speedup_vs_best=_number(row["speedup_vs_best"]))
         for row in rows if row["seq"] == best_seq and row["shape"])
-    language = str(config.get("task", {}).get("language", ""))
+    # the best kernel's own (a run of several languages: search.languages), else the task's
+    language = str((summary.get("best") or {}).get("language")
+                   or config.get("task", {}).get("language", ""))
     task = str(config.get("task", {}).get("name", ""))
     skipped = dict((summary.get("baselines") or {}).get("skipped", {}))
     return RunData(run_dir=folder, summary=summary, config=config, records=ordered,

@@ -128,6 +128,8 @@ def test_the_best_overall_is_the_fastest_against_the_reference_and_each_language
     assert re.search(r"cpp \(reference\): best \w+", console)
     assert "triton: " in console and "← best overall" in console
     assert re.search(r"\b1 triton\b", console) and re.search(r"\b0 cpp\b", console)
+    assert "report not written" not in console  # the report reads such a run folder too
+    assert (outcome.run_dir / "report" / "report.html").is_file()
 
 
 def test_eval_judges_each_file_of_the_run_in_the_language_the_run_judged_it(two_language_run):
