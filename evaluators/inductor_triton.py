@@ -94,6 +94,8 @@ def copy_view(src, dst, numel, offset, n1, n2, n3, t0, t1, t2, t3, BLOCK: tl.con
     tl.store(dst + i, value, mask=mask)
 '''
 _HELPER_NAMES = ("maximum", "minimum", "max2", "min2", "promote_to_tensor")
+_FIXED_BLOCK = re.compile(r"^\s*([XYZ]BLOCK|R0_BLOCK|RBLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)\s*$",
+                          re.M)
 _OFFSET = re.compile(r"\b([xyz])offset\s*=\s*\(?\s*tl\.program_id\((\d)\)")
 _DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
            "uint8", "bool"}
@@ -135,15 +137,16 @@ class _Jit:
         self.params = [a.arg for a in arguments if not _is_constexpr(a.annotation)]
         self.constexprs = [a.arg for a in arguments if _is_constexpr(a.annotation)]
         self.axes = {axis: int(pid) for axis, pid in _OFFSET.findall(kernel.source)}
+        # block sizes the body sets itself (XBLOCK = 1 for one row per program): fixed
+        self.fixed = dict(_FIXED_BLOCK.findall(kernel.source))
 
     def knobs(self) -> list[str]:
         used = ["NUM_WARPS"]
-        if self.kind == "pointwise":
-            used += ["TILE_X", "TILE_Y"] if "YBLOCK" in self.constexprs else ["XBLOCK"]
-        elif self.kind == "reduction":
-            used += ["RED_XBLOCK", "RED_RBLOCK"]
-        else:
-            used += ["PER_XBLOCK"]
+        numel: dict[str, object] = {"r0_numel": 1}
+        for name in self.constexprs:
+            if name not in self.fixed:
+                block = self._block(name, numel)
+                used += [block] if block in KNOB_VALUES else []
         return used
 
     def launch(self, launch: Launch, args: list[str]) -> str:
@@ -153,14 +156,14 @@ class _Jit:
                                   f"passes {len(args)}")
         numel = {p: a for p, a in zip(self.params, launch.args, strict=True)
                  if p.endswith("numel")}
-        blocks: dict[str, str] = {}
-        for name in self.constexprs:
-            blocks[name] = self._block(name, numel)
-        grid = [1, 1, 1]
+        blocks = {name: self.fixed.get(name) or self._block(name, numel)
+                  for name in self.constexprs}
+        grid: list[object] = [1, 1, 1]
         for axis, block in (("x", "XBLOCK"), ("y", "YBLOCK")):
-            if f"{axis}numel" in numel and block in blocks:
+            size = self.fixed.get(block) or blocks.get(block)
+            if f"{axis}numel" in numel and size:
                 pid = self.axes.get(axis, 0 if axis == "x" else 1)
-                grid[pid] = f"triton.cdiv({numel[f'{axis}numel']}, {blocks[block]})"
+                grid[pid] = f"triton.cdiv({numel[f'{axis}numel']}, {size})"
         while len(grid) > 1 and grid[-1] == 1:
             grid.pop()
         keywords = "".join(f", {k}={v}" for k, v in blocks.items())

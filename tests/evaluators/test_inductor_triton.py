@@ -95,6 +95,17 @@ def test_a_returned_view_is_copied_and_reductions_use_the_own_helpers(tmp_path: 
     assert "refused: softmax_t: no version for this call" in done.stdout
 
 
+def test_a_block_size_the_kernel_sets_itself_is_launched_as_set_and_not_tuned() -> None:
+    text = inductor_texts.softmax_transposed(5, 300).replace(
+        "    R0_BLOCK: tl.constexpr = 512", "    XBLOCK: tl.constexpr = 1\n    R0_BLOCK: tl.constexpr = 512")
+    arguments = (Argument(ArgKind.OUTPUT, 0), Argument(ArgKind.INPUT, 0))
+    shape = ShapeCode("rows=5,cols=300", parse_output_code(text), (0,), arguments, ("float32",),
+                      (((300, 5), "float32"),), ((5, 300),))
+    source, knobs = triton_start("softmax_t", [shape])
+    assert set(knobs) == {"NUM_WARPS"}
+    assert "[(triton.cdiv(5, 1),)](a1, buf2, 5, 300, XBLOCK=1, num_warps=NUM_WARPS)" in source
+
+
 def test_a_library_matmul_is_refused_with_its_name() -> None:
     with pytest.raises(GenerationError, match=r"extern_kernels\.mm.*vendor library"):
         parse_output_code(inductor_texts.matmul(16))
