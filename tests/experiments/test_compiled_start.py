@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators import CACHE_ENV, EvaluatorSettings, SandboxEvaluator
 from kernelswarm.evaluators.inductor_start import generate_start
 from kernelswarm.experiments.cli import main
 from kernelswarm.experiments.compiled_start import start_from_compile
@@ -102,15 +102,18 @@ def test_silu_and_mul_gets_a_start_correct_on_every_shape(silu_task_copy: Path,
     assert task.kernel("cpp").source == source
 
 
-def test_a_kernelbench_problem_gets_a_start(tmp_path: Path, compile_cache: Path) -> None:
+def test_a_kernelbench_problem_gets_a_start_that_check_and_eval_pass(
+        tmp_path: Path, compile_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     problem = tmp_path / "7_scaled_relu_sum.py"
     problem.write_text(_PROBLEM)
     task = import_problem(problem, tmp_path / "task").task
-    result = start_from_compile(task.path, "cpp", settings=_settings(compile_cache))
-    assert result.status is Status.OK, result.message
-    assert result.path == task.path / "kernel.cpp" and result.backup is None  # the stub
+    monkeypatch.setenv(CACHE_ENV, str(compile_cache))
+    assert main(["tasks", "start", str(task.path), "--from-compile", "--no-evaluate"]) == 0
+    kernel = task.path / "kernel.cpp"
     # the version is picked by the sizes array and the settings the launcher passes
-    assert "((const int64_t*)a6)[0] == 8" in result.path.read_text()
+    assert "((const int64_t*)a6)[0] == 8" in kernel.read_text()
+    assert main(["tasks", "check", str(task.path), "--evaluate"]) == 0
+    assert main(["eval", str(task.path), str(kernel)]) == 0
 
 
 @pytest.mark.parametrize(("text", "reason"), [
