@@ -204,6 +204,9 @@ class _CallReader:
             return
         if isinstance(value, ast.Call) and _dotted(value.func) in ("get_raw_stream",):
             return
+        if isinstance(value, ast.Call) and _dotted(value.func).endswith((".size", ".stride")):
+            raise GenerationError(f"{where}: the compiled code reads a size at run time (a "
+                                  f"dynamic shape); a generated start needs every size known")
         if isinstance(value, ast.Call) and _dotted(value.func) in _ALLOCATORS:
             size, stride = _ints(value.args[0], where), _ints(value.args[1], where)
             dtype = _dotted(value.args[2]).removeprefix("torch.")

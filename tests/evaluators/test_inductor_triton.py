@@ -106,9 +106,30 @@ def test_a_block_size_the_kernel_sets_itself_is_launched_as_set_and_not_tuned() 
     assert "[(triton.cdiv(5, 1),)](a1, buf2, 5, 300, XBLOCK=1, num_warps=NUM_WARPS)" in source
 
 
-def test_a_library_matmul_is_refused_with_its_name() -> None:
-    with pytest.raises(GenerationError, match=r"extern_kernels\.mm.*vendor library"):
-        parse_output_code(inductor_texts.matmul(16))
+_FALLBACK = """
+def call(args):
+    arg0_1, = args
+    args.clear()
+    buf0 = torch.ops.aten.sort.default(arg0_1, -1)
+    return (buf0, )
+"""
+_SYMBOLIC = """
+def call(args):
+    arg0_1, = args
+    s0 = arg0_1.size(0)
+    buf0 = empty_strided_cpu((s0, 4096), (4096, 1), torch.float32)
+    return (buf0, )
+"""
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    (inductor_texts.matmul(16), r"library kernel extern_kernels\.mm .*vendor library"),
+    (_FALLBACK, r"falls back on the ATen op torch\.ops\.aten\.sort\.default"),
+    (_SYMBOLIC, r"a size at run time \(a dynamic shape\)"),
+])
+def test_what_inductor_did_not_generate_is_refused_with_its_name(text: str, reason: str) -> None:
+    with pytest.raises(GenerationError, match=reason):
+        parse_output_code(text)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine "
