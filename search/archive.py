@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -130,8 +131,11 @@ class Archive:
         self.scales = LanguageScales()
         self._elite_size = elites
         self._island_size = island_size
-        # diversity() is asked for on every record; islands change far less often.
-        self._diversity: tuple[tuple[tuple[int, int], ...], float] = ((), 0.0)
+        # diversity() is asked for on every record, and one island changes at a time: per
+        # lineage, its island's changes when last read and its best's family; and how many
+        # lineages' bests each family holds.
+        self._best_families: dict[int, tuple[int, str | None]] = {}
+        self._family_counts: Counter[str] = Counter()
 
     def island(self, lineage: int) -> Island:
         return self.islands.setdefault(lineage, Island(lineage, size=self._island_size))
@@ -237,14 +241,18 @@ class Archive:
     def diversity(self) -> float:
         """Distinct source families among the lineages' own bests, over the lineages: 1.0 when
         every lineage's best is a different kernel, 1 / n when all share one."""
-        key = tuple((i, island.changes) for i, island in self.islands.items())
-        if key != self._diversity[0]:
-            self._diversity = (key, self._measure_diversity())
-        return self._diversity[1]
-
-    def _measure_diversity(self) -> float:
-        bests = [self.lineage_best(i) for i in self.islands if i >= 0]
-        bests = [b for b in bests if b is not None]
-        if not bests:
-            return 0.0
-        return len({source_family(c) for c, _ in bests}) / len(bests)
+        for lineage, island in self.islands.items():
+            known = self._best_families.get(lineage)
+            if lineage < 0 or (known is not None and known[0] == island.changes):
+                continue
+            best = self.lineage_best(lineage)
+            family = source_family(best[0]) if best is not None else None
+            if known is not None and known[1] is not None:
+                self._family_counts[known[1]] -= 1
+                if not self._family_counts[known[1]]:
+                    del self._family_counts[known[1]]
+            if family is not None:
+                self._family_counts[family] += 1
+            self._best_families[lineage] = (island.changes, family)
+        bests = self._family_counts.total()
+        return len(self._family_counts) / bests if bests else 0.0
