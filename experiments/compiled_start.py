@@ -90,24 +90,46 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
     except GenerationError as exc:
         raise TaskError(f"no {language} start can be generated for task {task.name!r}: {exc}"
                         ) from None
+    previous = destination.read_text() if destination.is_file() else None
+    knobs_file = destination.parent / "kernel_knobs.json"
+    previous_knobs = knobs_file.read_text() if knobs_file.is_file() else None
     backup = None
-    if destination.is_file() and not _replaceable(destination):
+    if previous is not None and not _replaceable(destination):
         backup = destination.with_name(destination.name + ".orig")
-        backup.write_text(destination.read_text())
+        backup.write_text(previous)
     destination.write_text(generated.source)
     note = _declare_knobs(task, language, destination, dict(generated.knobs))
     _forget_module(task)
     task = load_task(task.path, device)
     if language not in task.kernels:
-        raise TaskError(f"wrote {destination}, but task.py's KERNELS has no {language!r} entry "
-                        f"naming it; add {{'source': {destination.name!r}, 'entry': "
-                        f"{generated.entry!r}}} to KERNELS")
-    status, message = None, f"not judged: {language} kernels do not run on this machine"
+        _put_back(task, destination, (previous, previous_knobs), generated.source)
+        raise TaskError(f"task.py's KERNELS has no {language!r} entry naming {destination.name}; "
+                        f"add {{'source': {destination.name!r}, 'entry': {generated.entry!r}}} "
+                        f"to KERNELS (the kernel is in {destination.name}.failed)")
+    status, message = None, "not judged (--no-evaluate)"
     # generation needed the device (Inductor's CUDA code needs a GPU), so it is here
     if evaluate and SPECS[language].runs_on(device):
         status, message = _judge(task, language, device, settings)
+        if status is not Status.OK:  # the task keeps a start that works (or its stub)
+            _put_back(task, destination, (previous, previous_knobs), generated.source)
+            message += (f"; {destination.name} is as it was, the generated kernel is in "
+                        f"{destination.name}.failed")
     return StartResult(destination, language, generated.shapes, generated.skipped, status, message,
                        backup, note)
+
+
+def _put_back(task: Task, destination: Path, previous: tuple[str | None, str | None],
+              generated: str) -> None:
+    """Keep the generated kernel as FILE.failed and put back the kernel and the knobs file as
+    they were (removing what was not there)."""
+    destination.with_name(destination.name + ".failed").write_text(generated)
+    for path, text in zip((destination, destination.parent / "kernel_knobs.json"), previous,
+                          strict=True):
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(text)
+    _forget_module(task)
 
 
 def _forget_module(task: Task) -> None:
