@@ -170,8 +170,12 @@ def _judge(task: Task, language: str, device: str, settings: Any) -> tuple[Statu
     checks = tuple({"shape": dict(c.shape), "scale": c.scale, "reason": c.reason}
                    for c in RuleTester().checks(task, language))
     settings = replace(settings, extra_checks=checks)
-    with SandboxEvaluator(task.path, language, settings) as evaluator:
-        evaluation = evaluator.evaluate(task.starting_candidate(language))
+    try:
+        with SandboxEvaluator(task.path, language, settings) as evaluator:
+            evaluation = evaluator.evaluate(task.starting_candidate(language))
+    except TaskError as exc:  # the evaluator's calibration: the start fails a tuning shape
+        message = str(exc)
+        return (Status.INCORRECT if "wrong result" in message else Status.RUNTIME_ERROR), message
     return evaluation.status, evaluation.message
 
 
