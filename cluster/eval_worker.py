@@ -43,10 +43,14 @@ class EvalWorker:
     def __init__(self) -> None:
         self._evaluators: dict[str, Evaluator] = {}
 
-    def evaluate(self, key: str, make_evaluator: Callable[[], Evaluator],
-                 candidate: Candidate) -> Evaluation:
+    def evaluate(self, key: str, candidate: Candidate,
+                 make_evaluator: Callable[[], Evaluator] | None = None) -> Evaluation | None:
+        """The verdict; None when this worker holds no evaluator for ``key`` and was not given
+        its factory (it was restarted since, say): the caller sends the factory with it."""
         evaluator = self._evaluators.get(key)
         if evaluator is None:
+            if make_evaluator is None:
+                return None
             evaluator = self._evaluators[key] = make_evaluator()
         return evaluator.evaluate(candidate)
 
@@ -78,6 +82,10 @@ class EvalDispatcher:
         self._free = list(workers)
         self._share = FairShare()
         self._factories: dict[str, tuple[str, ray.ObjectRef]] = {}  # cell -> (key, factory)
+        # (worker, key) pairs whose factory the worker was given: the factory is sent with a
+        # worker's first candidate of a key only (each call that carries it costs the worker
+        # fetching and unpickling it); a worker that lost it asks again.
+        self._given: set[tuple[int, str]] = set()
         self._busy_s: Counter[str] = Counter()
         self._evaluations: Counter[str] = Counter()
         self._started = time.monotonic()
@@ -97,6 +105,7 @@ class EvalDispatcher:
                 ticket.set_exception(UnknownCell(f"cell {cell!r} was released"))
         key, _ = self._factories.pop(cell, ("", None))
         if key and all(other != key for other, _ in self._factories.values()):
+            self._given = {given for given in self._given if given[1] != key}
             await asyncio.gather(*(w.release.remote(key) for w in self._workers),
                                  return_exceptions=True)
 
@@ -138,7 +147,7 @@ class EvalDispatcher:
             worker = await self._acquire(cell)
             began = time.monotonic()
             try:
-                evaluation = await worker.evaluate.remote(key, make, candidate)
+                evaluation = await self._judge(worker, key, make, candidate)
                 self._evaluations[cell] += 1
                 return evaluation
             except (RayActorError, ActorUnavailableError) as exc:
@@ -151,6 +160,18 @@ class EvalDispatcher:
         return Evaluation(candidate.id, Status.RUNTIME_ERROR,
                           f"the evaluation worker died twice while evaluating this candidate "
                           f"(its process was lost, e.g. killed or out of memory): {error}")
+
+    async def _judge(self, worker: ray.actor.ActorHandle, key: str, make: ray.ObjectRef,
+                     candidate: Candidate) -> Evaluation:
+        """``candidate``'s verdict from ``worker``, with the factory only if it may lack it."""
+        given = (id(worker), key)
+        evaluation = None
+        if given in self._given:
+            evaluation = await worker.evaluate.remote(key, candidate)
+        if evaluation is None:
+            evaluation = await worker.evaluate.remote(key, candidate, make)
+            self._given.add(given)
+        return evaluation
 
     @staticmethod
     async def _restarted(worker: ray.actor.ActorHandle) -> None:

@@ -3,6 +3,7 @@ actors, compiling on its own CPU before asking the pool (through its cell's lane
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import traceback
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from kernelswarm.search import (
 
 from .pool import Lane
 from .ports import ActorTracker, DispatchedEvaluator
+from .retry import call
 
 
 @dataclass(frozen=True)
@@ -68,11 +70,21 @@ class LineageRunner:
 
     def run(self) -> LineageResult:
         lineage = self._lineage
-        driver = Driver(ActorTracker(self._tracker, owner=lineage.lineage),
-                        DispatchedEvaluator(self._compiler, self._lane), stop=self._stop)
+        # Pipelined: each record is made durable while the next candidate is being planned,
+        # compiled and dispatched; at most one is in flight, and it is settled before this
+        # returns (crashed or not), so a restart reads every step this lineage took.
+        tracker = None
         try:
+            tracker = ActorTracker(self._tracker, owner=lineage.lineage, pipelined=True,
+                                   migration=call(self._tracker.migration))
+            driver = Driver(tracker, DispatchedEvaluator(self._compiler, self._lane),
+                            stop=self._stop)
             reason = driver.run(lineage)
+            tracker.settle()
         except Exception:
+            if tracker is not None:
+                with contextlib.suppress(Exception):  # the crash is what is reported
+                    tracker.settle()
             return LineageResult(lineage.lineage, lineage.step, "crashed", lineage.best_speedup,
                                  traceback.format_exc())
         finally:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import RayActorError, RayError
 
 from kernelswarm.search import CompileResult, Evaluation, Evaluator
-from kernelswarm.search.archive import Member
+from kernelswarm.search.archive import Member, Migration
 from kernelswarm.search.candidate import Candidate
 
 from .pool import Lane
@@ -24,12 +24,26 @@ class ActorTracker:
     or released, and claimed again after the tracker restarted (a restarted tracker knows only
     what was recorded), so other lineages keep waiting for its verdict instead of evaluating the
     same kernel.
+
+    ``pipelined``: ``record`` returns once the record is sent, and the lineage goes on with its
+    next step while the tracker makes it durable; the next ``record`` (or ``settle``) first
+    waits for that, sending it again if the tracker died meanwhile. One record at most is in
+    flight, so a lineage's records stay in step order and what it stops with is durable once
+    ``settle`` returns. A lineage's next candidate is a different kernel, so nothing it asks
+    meanwhile depends on that record (a verdict reused for an identical binary at most misses
+    it, and the candidate is evaluated).
     """
 
-    def __init__(self, handle: ray.actor.ActorHandle, owner: int | None = None) -> None:
+    def __init__(self, handle: ray.actor.ActorHandle, owner: int | None = None,
+                 migration: Migration | None = None, pipelined: bool = False) -> None:
         self._handle = handle
         self._owner = owner
         self._held: set[str] = set()
+        # The tracker's migration settings, when known: steps that are not migration steps
+        # get no migrants without asking (a round trip per candidate saved).
+        self._migration = migration
+        self._pipelined = pipelined
+        self._in_flight: tuple[ray.ObjectRef, tuple[Any, ...]] | None = None
 
     def _renew(self) -> None:
         for candidate_id in list(self._held):
@@ -60,12 +74,35 @@ class ActorTracker:
         return self._call(self._handle.lookup_binary, candidate_id, binary)
 
     def record(self, lineage: int, step: int, candidate: Candidate,
-               evaluation: Evaluation) -> int:
-        seq = self._call(self._handle.record, lineage, step, candidate, evaluation)
+               evaluation: Evaluation) -> int | None:
+        """The record's seq once durable; ``pipelined``: None, once sent (see the class)."""
+        self.settle()
+        args = (lineage, step, candidate, evaluation)
+        if self._pipelined:
+            self._in_flight = (self._handle.record.remote(*args), args)
+            return None
+        seq = self._call(self._handle.record, *args)
         self._held.discard(candidate.id)
         return seq
 
+    def settle(self) -> None:
+        """Return once the record in flight (``pipelined``) is durable; it is sent again if the
+        tracker died before answering (a tracker records one (lineage, step) once)."""
+        if self._in_flight is None:
+            return
+        sent, args = self._in_flight
+        self._in_flight = None
+        try:
+            ray.get(sent)
+        except RayActorError as exc:
+            if exc.actor_init_failed:
+                raise
+            self._call(self._handle.record, *args)
+        self._held.discard(args[2].id)
+
     def migrants(self, lineage: int, step: int) -> list[Member]:
+        if self._migration is not None and not self._migration.due(step):
+            return []
         return self._call(self._handle.migrants, lineage, step)
 
 

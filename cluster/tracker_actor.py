@@ -32,6 +32,8 @@ from kernelswarm.search import (
     Tracker,
 )
 
+from .sink_actor import ProcessSink
+
 TRACKER_RESTARTS = 20  # restarts of one run's tracker before Ray gives up on it
 RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run folder
 MIGRATIONS_LOG = "migrations.jsonl"  # one line per batch of migrants handed out, synced
@@ -68,6 +70,9 @@ class TrackerActor:
                                f"replay to rebuild its records from")
         resumed = list(history or ())
         records = list(replay()) if replay is not None else resumed
+        # Background sinks write from a process of their own (sink_actor.py): their cost
+        # would otherwise delay every answer this process gives the lineages.
+        sinks = [sink if sink.durable else ProcessSink(sink) for sink in sinks]
         self._tracker = Tracker(run, sinks, elites=elites, history=records,
                                 migration=migration)
         self._status = Counter()
@@ -157,6 +162,10 @@ class TrackerActor:
 
     def lookup(self, candidate_id: str) -> Evaluation | None:
         return self._tracker.lookup(candidate_id)
+
+    def migration(self) -> Migration:
+        """How migrants move: a lineage's port asks only on the steps it names."""
+        return self._tracker.migration
 
     def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
         return self._tracker.lookup_binary(candidate_id, binary)

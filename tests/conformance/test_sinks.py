@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelswarm.cluster.sink_actor import ProcessSink
 from kernelswarm.experiments.resume import restore_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, TrialMLflowSink, read_evaluations
 from kernelswarm.experiments.sinks.mlflow_sink import mlflow_client
@@ -66,6 +67,7 @@ class Backend:
     read: Callable[[Path, RunInfo], list[Seen]]
     one_lineage: bool = False  # a sink of one study: every record under lineage 0, step = trial
     per_lineage: bool = False  # it orders records by lineage, then step (not by seq)
+    ray: bool = False  # it starts a Ray actor (the test session's Ray instance is used)
 
     def expected(self, records: Sequence[Record]) -> list[Seen]:
         seen = [Seen(r.lineage, r.step, r.candidate.id, r.evaluation.status.value,
@@ -122,7 +124,20 @@ BACKENDS = {b.name: b for b in (
             per_lineage=True),
     Backend("mlflow-trials", lambda folder: TrialMLflowSink(_tracking_uri(folder), EXPERIMENT),
             _trials_read, one_lineage=True),
+    # What a TrackerActor runs MLflow as: the same sink, written from an actor of its own.
+    Backend("mlflow-process",
+            lambda folder: ProcessSink(MLflowSink(_tracking_uri(folder), EXPERIMENT)),
+            _mlflow_read, per_lineage=True, ray=True),
 )}
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The parametrized backend, with the session's Ray instance started if it needs one."""
+    chosen = request.param
+    if chosen.ray:
+        request.getfixturevalue("ray_session")
+    return chosen
 
 
 def _sink_classes_in_the_tree() -> set[str]:
@@ -191,7 +206,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sink-store")
 
 
-@pytest.mark.parametrize("backend", BACKENDS.values(), ids=list(BACKENDS))
+@pytest.mark.parametrize("backend", BACKENDS.values(), ids=list(BACKENDS), indirect=True)
 def test_records_arrive_once_and_in_order(backend, task, store, tmp_path):
     run = _run(tmp_path)
     tracker = Tracker(run, [backend.make(store)])
@@ -201,7 +216,7 @@ def test_records_arrive_once_and_in_order(backend, task, store, tmp_path):
     assert _masked(backend.read(store, run), records, backend) == backend.expected(records)
 
 
-@pytest.mark.parametrize("backend", BACKENDS.values(), ids=list(BACKENDS))
+@pytest.mark.parametrize("backend", BACKENDS.values(), ids=list(BACKENDS), indirect=True)
 def test_records_survive_a_close_and_a_reopen(backend, task, store, tmp_path):
     run, entries = _run(tmp_path), _scenario(task, backend.one_lineage)
     first = Tracker(run, [backend.make(store)])
@@ -215,7 +230,7 @@ def test_records_survive_a_close_and_a_reopen(backend, task, store, tmp_path):
     assert _masked(backend.read(store, run), records, backend) == backend.expected(records)
 
 
-@pytest.mark.parametrize("backend", BACKENDS.values(), ids=list(BACKENDS))
+@pytest.mark.parametrize("backend", BACKENDS.values(), ids=list(BACKENDS), indirect=True)
 def test_resume_reads_a_durable_sink_back_as_written(backend, task, store, tmp_path):
     sink = backend.make(store)
     if not sink.durable:
