@@ -30,13 +30,40 @@ class Ingested:
     sink_errors: tuple[str, ...]
 
 
-def feed_tracker(run: RunInfo, sinks: list[Sink], records: Sequence[tuple[int, int, Candidate,
-                                                                           Evaluation]],
+Entry = tuple[int, int, Candidate, Evaluation]  # lineage, step, candidate, verdict
+
+
+def feed_tracker(run: RunInfo, sinks: list[Sink], records: Sequence[Entry],
                  in_flight: int) -> Ingested:
     """Record every (lineage, step, candidate, verdict) through a fresh ``TrackerActor``, with at
     most ``in_flight`` calls outstanding (that many lineages waiting on their record), then
     close it."""
-    tracker = TrackerActor.remote(run, sinks, 8)
+    return _feed(TrackerActor.remote(run, sinks, 8), records, in_flight)
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class CallFloor:
+    """Takes ``record`` calls as a ``TrackerActor`` does (an async actor, the same arguments)
+    and does nothing with them: what the calls alone cost, the ceiling of any tracker's ingest
+    rate on the machine measured."""
+
+    async def record(self, lineage: int, step: int, candidate: Candidate,
+                     evaluation: Evaluation) -> int:
+        return step
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+    def close(self, stop_reason: str) -> tuple[None, list[str], list[str]]:
+        return None, [], []
+
+
+def feed_floor(records: Sequence[Entry], in_flight: int) -> Ingested:
+    """``feed_tracker``'s calls, sent the same way to a ``CallFloor``."""
+    return _feed(CallFloor.remote(), records, in_flight)
+
+
+def _feed(tracker: ray.actor.ActorHandle, records: Sequence[Entry], in_flight: int) -> Ingested:
     ray.get(tracker.stats.remote())  # constructed, sinks open
     pid = ray.get(tracker.__ray_call__.remote(lambda actor: os.getpid()))
     cpu_before = process_cpu_s(pid)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelswarm.cluster.ingest import feed_tracker
+from kernelswarm.cluster.ingest import feed_floor, feed_tracker
 from kernelswarm.search import Candidate, Evaluation, Origin, RunInfo
 
 from ..sinks.mlflow_runs import find_parent_run
@@ -23,13 +23,14 @@ from ..sinks.parquet import EVALUATIONS, ParquetSink, read_evaluations
 from .cluster_sim import SIMULATED_MOVE, Simulation, simulated_start, simulated_verdict
 
 EXPERIMENT = "cluster-scale"
+FLOOR = "floor"  # an ingest row of the calls alone (no tracker behind them)
 
 
 @dataclass(frozen=True)
 class IngestRow:
     """One feeding of the tracker and what its sinks hold afterwards."""
 
-    sinks: str  # "parquet" or "parquet+mlflow"
+    sinks: str  # "parquet", "parquet+mlflow", or "floor" (the calls alone: ``measure_floor``)
     records: int
     lineages: int
     in_flight: int
@@ -80,3 +81,16 @@ def measure_ingest(records: int, lineages: int, in_flight: int, out: Path,
         parquet_records=len(set(table.column("seq").to_pylist())),
         parquet_files=len(list((run_dir / EVALUATIONS).glob("part-*.parquet"))),
         mlflow_records=points, sink_errors=fed.sink_errors)
+
+
+def measure_floor(records: int, lineages: int, in_flight: int, out: Path) -> IngestRow:
+    """The same calls, sent the same way, to an actor that does nothing with them: the most
+    records per second any tracker could take on this machine (``cluster.ingest.CallFloor``)."""
+    items = ingest_records(records, lineages, Simulation(out / "trace" / "ingest-floor"))
+    fed = feed_floor(items, in_flight)
+    return IngestRow(
+        sinks=FLOOR, records=records, lineages=lineages, in_flight=in_flight,
+        acknowledged_per_s=records / fed.acknowledged_s,
+        through_mlflow_per_s=records / fed.closed_s,
+        tracker_cpu_ms=fed.tracker_cpu_s / records * 1000, parquet_records=0, parquet_files=0,
+        mlflow_records=0, sink_errors=fed.sink_errors)

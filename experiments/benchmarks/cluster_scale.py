@@ -43,7 +43,7 @@ from kernelswarm.search import Budget, RunInfo
 
 from ..sinks.mlflow_sink import MLflowSink
 from ..sinks.parquet import ParquetSink, read_evaluations
-from .cluster_ingest import IngestRow, measure_ingest
+from .cluster_ingest import FLOOR, IngestRow, measure_floor, measure_ingest
 from .cluster_sim import (
     ANALYSED,
     CODED,
@@ -61,7 +61,7 @@ SIM_GPU = "sim_gpu"  # the Ray custom resource a simulated GPU is
 THROUGHPUT_TARGET = 0.90  # of linear scaling
 OVERHEAD_TARGET_MS = 20.0
 INGEST_TARGET = 2000.0  # records per second: about 1,000 GPUs at 2 evaluations per second
-INGEST_SINKS = ("parquet", "parquet+mlflow")
+INGEST_SINKS = ("parquet", "parquet+mlflow", FLOOR)  # FLOOR: the calls alone, no tracker
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,10 @@ def measure(settings: Settings, out: Path) -> tuple[list[ScaleRow], list[IngestR
             rows.append(run_scale(gpus, settings.lineages_per_gpu, settings.candidates,
                                   simulation, out))
         for sinks in settings.ingest_sinks if settings.ingest_records else ():
+            if sinks == FLOOR:
+                ingest.append(measure_floor(settings.ingest_records, settings.ingest_lineages,
+                                            settings.ingest_in_flight, out))
+                continue
             ingest.append(measure_ingest(settings.ingest_records, settings.ingest_lineages,
                                          settings.ingest_in_flight, out,
                                          mlflow=sinks == "parquet+mlflow"))
@@ -248,6 +252,8 @@ def targets(rows: list[ScaleRow], ingest: list[IngestRow]) -> dict[str, dict[str
     out["overhead median ms (worst GPU count)"] = {"value": worst, "target": OVERHEAD_TARGET_MS,
                                                    "met": worst <= OVERHEAD_TARGET_MS}
     for row in ingest:
+        if row.sinks == FLOOR:  # not the tracker: what any tracker's rate is bounded by here
+            continue
         rate = min(row.acknowledged_per_s, row.through_mlflow_per_s)
         out[f"ingest per s, {row.sinks}"] = {"value": rate, "target": INGEST_TARGET,
                                              "met": rate >= INGEST_TARGET}
@@ -260,6 +266,10 @@ def _target_lines(judged: dict[str, dict[str, object]]) -> list[str]:
 
 
 def _ingest_line(row: IngestRow) -> str:
+    if row.sinks == FLOOR:
+        return (f"the calls alone, to an actor that does nothing with them ({row.records} "
+                f"records, {row.in_flight} in flight): {row.acknowledged_per_s:,.0f}/s; its "
+                f"CPU {row.tracker_cpu_ms:.2f} ms per call (the ceiling of any tracker here)")
     return (f"tracker ingest, {row.sinks} ({row.records} records, {row.lineages} lineages, "
             f"{row.in_flight} in flight): {row.acknowledged_per_s:,.0f}/s acknowledged "
             f"(Parquet synced), {row.through_mlflow_per_s:,.0f}/s through MLflow; tracker CPU "
@@ -322,6 +332,8 @@ def _report_problems(rows: list[ScaleRow], ingest: list[IngestRow]) -> bool:
                 f"{r.executed}; errors: {list(r.lineage_errors)}"
                 for r in rows if r.recorded != r.executed or r.lineage_errors]
     for row in ingest:
+        if row.sinks == FLOOR:
+            continue
         mlflow = row.mlflow_records if row.sinks != "parquet" else row.records
         if row.sink_errors or not row.records == row.parquet_records == mlflow:
             problems.append(f"ingest ({row.sinks}): sent {row.records}, Parquet holds "
