@@ -4,6 +4,7 @@ generated on this CPU, written into the task folder and judged by the evaluator.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,19 @@ def test_a_generated_kernel_that_fails_is_set_aside_and_the_task_kept(
     assert (silu_task_copy / "silu_and_mul.cpp").read_text() == handwritten
     assert wrong in (silu_task_copy / "silu_and_mul.cpp.failed").read_text()
     assert load_task(silu_task_copy, "cpu").kernel("cpp").source == handwritten
+
+
+def test_a_kernelbench_task_reads_a_generated_triton_starts_knobs(tmp_path: Path) -> None:
+    from kernelswarm.experiments.compiled_start import _declare_knobs
+
+    problem = tmp_path / "7_scaled_relu_sum.py"
+    problem.write_text(_PROBLEM)
+    task = import_problem(problem, tmp_path / "task").task
+    assert "triton" not in task.kernels
+    (task.path / "kernel.py").write_text("def forward(*args, XBLOCK=1024, NUM_WARPS=4):\n"
+                                         "    pass\n")
+    knobs = {"XBLOCK": (1024, 128), "NUM_WARPS": (4, 8)}
+    assert _declare_knobs(task, "triton", task.path / "kernel.py", knobs) == ""
+    fresh = tmp_path / "copy"  # a folder of its own: this process imported the first task.py
+    shutil.copytree(task.path, fresh)
+    assert load_task(fresh, "cpu").kernel("triton").knobs == knobs
