@@ -172,3 +172,27 @@ def test_a_resumed_run_ranks_the_languages_as_the_run_did(two_language_run):
     assert list(archive.starts) == ["cpp", "triton"]
     assert archive.scales.scale("triton") == pytest.approx(
         summary["languages"]["triton"]["start_speedup_vs_reference"])
+
+
+@pytest.mark.gpu
+def test_cuda_and_triton_lineages_on_a_gpu(tmp_path, compile_cache, ray_session):
+    """The GPU counterpart (docs/search_gpu.md, "Several languages"): cuda and triton kernels
+    of silu_and_mul judged on the GPU, ranked against the cuda starting kernel."""
+    config = load_config(None, [
+        f'run.out_dir="{tmp_path / "runs"}"', "run.name=gpu-languages",
+        'search.languages=["cuda", "triton"]', 'evaluator.device="cuda"', "search.lineages=2",
+        "search.candidates_per_lineage=4", "search.wall_time_s=300", "tracking.mlflow=false",
+        f'evaluator.cache_dir="{compile_cache}"', "timing.budget_s=0.05",
+        "evaluator.run_timeout_s=300", "search.confirm_repeats=1"])
+    outcome = run(config, Console(file=io.StringIO(), width=160))
+    assert all(not r.error for r in outcome.result.lineages)
+    summary = json.loads((outcome.run_dir / "summary.json").read_text())
+    languages = summary["languages"]
+    assert set(languages) == {"cuda", "triton"} and languages["cuda"]["reference"]
+    assert languages["triton"]["start_speedup_vs_reference"] > 0
+    records = _records(outcome.run_dir)
+    assert {r["language"] for r in records.values() if r["lineage"] >= 0} == {"cuda", "triton"}
+    assert all(r["device"].startswith("cuda") for r in records.values() if r["status"] == "OK")
+    bests = {lang: e["best"] for lang, e in languages.items() if e["best"]}
+    winner = max(bests, key=lambda lang: bests[lang]["speedup_vs_reference"])
+    assert summary["best"]["language"] == winner
