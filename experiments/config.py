@@ -25,6 +25,8 @@ from pydantic import (
 
 from kernelswarm.search import LANGUAGES
 
+from .config_errors import describe
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -306,45 +308,6 @@ class Config(_Section):
         return out
 
 
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
-            return []
-        model = field.annotation
-    return sorted(model.model_fields)
-
-
-def _shown(value: Any) -> Any:
-    """A value as an error quotes it, minus whatever is under ``api_key_env`` (a key pasted
-    there by mistake must not reach a terminal or a log)."""
-    if isinstance(value, BaseModel):
-        value = value.model_dump(exclude_none=True)
-    if isinstance(value, dict):
-        return {k: "<withheld>" if k == "api_key_env" else _shown(v) for k, v in value.items()}
-    return value
-
-
-def _describe(error: ValidationError) -> str:
-    problems: dict[str, list[str]] = {}
-    for item in error.errors():
-        # A union's branches add their type to the location; the key is section.field, or the
-        # whole path in [agent], whose tables nest (agent.coder.model, agent.prices.<model>).
-        loc = tuple(item["loc"] if item["loc"][:1] == ("agent",) else item["loc"][:2])
-        key = ".".join(str(p) for p in loc) or "(top level)"
-        if item["type"] == "extra_forbidden":
-            allowed = ", ".join(_allowed_keys(Config, loc))
-            problems.setdefault(key, []).append(f"unknown key; allowed here: {allowed}")
-        else:
-            message = item["msg"].removeprefix("Value error, ")
-            shown = "<withheld>" if "api_key_env" in loc else _shown(item.get("input"))
-            problems.setdefault(key, []).append(message if not loc else f"{message} (got {shown!r})")
-    # A problem of the whole configuration (two sections disagreeing) names its keys itself.
-    lines = [f"{key}: {' or '.join(msgs)}" if key != "(top level)" else " or ".join(msgs)
-             for key, msgs in problems.items()]
-    return "invalid configuration:\n  " + "\n  ".join(lines)
-
-
 def _parse_value(text: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
@@ -393,7 +356,7 @@ def _validated(data: dict[str, Any], path: Path | str, overrides: list[str] | No
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc)}") from None
+        raise ConfigError(f"{path}: {describe(exc, Config)}") from None
 
 
 def validate_config(data: dict[str, Any], where: str) -> Config:
