@@ -56,6 +56,53 @@ template <typename T> static inline T min_propagate_nan(T a, T b) {
     if (b != b) return b;
     return a < b ? a : b;
 }
+// argmax / argmin reductions: (index, value) of the running extreme; as torch's, NaN counts
+// as the extreme and a tie keeps the first index.
+template <typename T> struct IndexValue {
+    int64_t index;
+    T value;
+};
+template <typename T> static inline bool index_value_wins(T v, int64_t i, IndexValue<T> a,
+                                                          bool greater) {
+    bool a_nan = a.value != a.value, v_nan = v != v;
+    if (a_nan || v_nan) return v_nan && (!a_nan || i < a.index);
+    if (v == a.value) return i < a.index;
+    return greater ? v > a.value : v < a.value;
+}
+template <typename T> static inline IndexValue<T> argmax_combine(IndexValue<T> a, T v, int64_t i) {
+    return index_value_wins(v, i, a, true) ? IndexValue<T>{i, v} : a;
+}
+template <typename T> static inline IndexValue<T> argmin_combine(IndexValue<T> a, T v, int64_t i) {
+    return index_value_wins(v, i, a, false) ? IndexValue<T>{i, v} : a;
+}
+template <typename T> static inline IndexValue<T> argmax_combine(IndexValue<T> a, IndexValue<T> b) {
+    return argmax_combine(a, b.value, b.index);
+}
+template <typename T> static inline IndexValue<T> argmin_combine(IndexValue<T> a, IndexValue<T> b) {
+    return argmin_combine(a, b.value, b.index);
+}
+
+// Long float sums: a sum per chunk of Chunk elements, the chunks' sums added, which keeps the
+// rounding error near a pairwise sum's.
+template <typename T, int64_t Chunk> struct CascadeSumHelper {
+    explicit CascadeSumHelper(int64_t) {}
+    T chunk = 0;
+    T total = 0;
+    int64_t count = 0;
+};
+template <typename T, int64_t Chunk>
+static inline T cascade_sum_combine(T value, CascadeSumHelper<T, Chunk>* sum) {
+    sum->chunk += value;
+    if (++sum->count == Chunk) {
+        sum->total += sum->chunk;
+        sum->chunk = 0;
+        sum->count = 0;
+    }
+    return sum->total + sum->chunk;
+}
+template <typename T, int64_t Chunk> static inline T cascade_sum_final(CascadeSumHelper<T, Chunk>* sum) {
+    return sum->total + sum->chunk;
+}
 namespace c10 {
 template <typename To, typename From> static inline To convert(From value) {
     return static_cast<To>(value);
