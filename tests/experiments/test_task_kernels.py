@@ -83,9 +83,10 @@ def test_nvrtc_builds_every_knob_value_without_spills(cuda_builds, compile_cache
 @pytest.fixture(scope="module")
 def triton_evaluators(compile_cache: Path) -> Iterator[dict[str, SandboxEvaluator]]:
     # One seed and one warm-up round: Triton's interpreter pays ~0.4 ms per operation and
-    # program, so the tasks' CPU shapes take a few tenths of a second a call.
+    # program, so the tasks' CPU shapes take a few tenths of a second a call; on a loaded
+    # 2-core machine one evaluation's run phase took over the default 30 s, hence 120.
     settings = EvaluatorSettings(timing_budget_s=0.05, min_repeats=3, flush_cache=False,
-                                 seeds=1, warmup=1, cache_dir=compile_cache)
+                                 seeds=1, warmup=1, cache_dir=compile_cache, run_timeout_s=120)
     made = {name: SandboxEvaluator(BUILTIN_TASKS / name, "triton", settings)
             for name in TRITON_TASKS}
     yield made
