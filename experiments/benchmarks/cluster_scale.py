@@ -17,10 +17,11 @@ Reported:
   (GPUs / service time);
 - per-candidate orchestration overhead, the median over candidates: claim (coded → compile
   starts), dispatch (compiled → a worker starts it), return (worker done → the lineage has the
-  verdict), record (verdict → the next step begins: the record, and the next step's migrant
-  query);
+  verdict), record (verdict → the next step begins: the record sent, made durable while the
+  next step runs, and on migration steps the migrant query);
 - the tracker's ingest rate (``cluster_ingest``): records per second a ``TrackerActor`` with
-  Parquet and MLflow takes when many lineages record at once.
+  Parquet and MLflow takes when many lineages record at once, and beside it the same calls to
+  an actor that does nothing with them (what the calls alone cost on this machine).
 
 Each run's Parquet table is counted against the evaluations the simulated workers executed.
 """

@@ -27,7 +27,7 @@ def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
                "--json", "--gpus", str(GPUS), "--nodes", "1", "--candidates", str(CANDIDATES),
                "--service-s", "0.05", "--compile-s", "0", "--ingest-records", str(RECORDS),
                "--ingest-lineages", "4", "--ingest-in-flight", "8",
-               "--ingest-sinks", "parquet+mlflow", "--out", str(tmp_path)]
+               "--ingest-sinks", "parquet+mlflow,floor", "--out", str(tmp_path)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     result = json.loads(proc.stdout)
@@ -51,7 +51,7 @@ def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
     parts = [overhead[k] for k in ("claim_ms", "dispatch_ms", "return_ms", "record_ms")]
     assert all(math.isfinite(p) and p >= 0 for p in parts) and overhead["total_ms"] > 0
 
-    [ingest] = result["ingest"]
+    ingest, floor = result["ingest"]
     assert ingest["sinks"] == "parquet+mlflow" and not ingest["sink_errors"]
     assert ingest["parquet_records"] == ingest["mlflow_records"] == RECORDS
     # Records in flight together share a Parquet file (the tracker's group commit).
@@ -61,3 +61,7 @@ def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
     judged = result["targets"]["ingest per s, parquet+mlflow"]
     assert judged["value"] == ingest["through_mlflow_per_s"]
     assert judged["met"] == (judged["value"] >= judged["target"])
+    # The same calls to an actor that does nothing with them: measured, never judged.
+    assert floor["sinks"] == "floor" and floor["records"] == RECORDS
+    assert floor["acknowledged_per_s"] > 0 and floor["parquet_records"] == 0
+    assert not any("floor" in name for name in result["targets"])
