@@ -344,17 +344,27 @@ class ShapeCode:
         return self.outputs[argument.index][0]
 
 
-def check_distinct(shapes: list[ShapeCode], tensors: bool = False) -> None:
-    """``GenerationError`` when two shapes reach the kernel with the same numbers (and, with
-    ``tensors``, tensors of the same sizes): it could not tell which shape's code to run."""
-    seen: dict[tuple, str] = {}
+def distinct(shapes: list[ShapeCode], tensors: bool = False) -> list[ShapeCode]:
+    """``shapes`` less those that reach the kernel exactly as an earlier one does (the same
+    numbers and, with ``tensors``, tensors of the same sizes) with the same compiled code: one
+    version serves both. ``GenerationError`` when such shapes have different code (sizes the
+    kernel is not given differ, e.g. a model built from a constant): it could not tell which
+    shape's code to run."""
+    seen: dict[tuple, ShapeCode] = {}
+    kept = []
     for shape in shapes:
         key: tuple = shape.key()
         if tensors:
             key += tuple(shape.sizes_of(a) for a in shape.arguments
                          if a.kind in (ArgKind.INPUT, ArgKind.OUTPUT))
-        if key in seen:
-            raise GenerationError(f"shapes {seen[key]} and {shape.label} reach the kernel with "
-                                  f"the same arguments (no size or setting differs), so a "
-                                  f"kernel specialised per shape cannot tell them apart")
-        seen[key] = shape.label
+        first = seen.get(key)
+        if first is None:
+            seen[key] = shape
+            kept.append(shape)
+        elif (first.code, first.graph_inputs, first.arguments) != (shape.code, shape.graph_inputs,
+                                                                   shape.arguments):
+            raise GenerationError(f"shapes {first.label} and {shape.label} reach the kernel "
+                                  f"with the same arguments (no size or setting differs) but "
+                                  f"compile to different code, so a kernel specialised per "
+                                  f"shape cannot tell them apart")
+    return kept

@@ -25,8 +25,8 @@ from .inductor_code import (
     GenerationError,
     ShapeCode,
     View,
-    check_distinct,
     contiguous_strides,
+    distinct,
 )
 
 # C types of the cpp contract's argument kinds (search/language_spec.py ARGUMENT_KINDS).
@@ -102,6 +102,49 @@ static inline T cascade_sum_combine(T value, CascadeSumHelper<T, Chunk>* sum) {
 }
 template <typename T, int64_t Chunk> static inline T cascade_sum_final(CascadeSumHelper<T, Chunk>* sum) {
     return sum->total + sum->chunk;
+}
+// Mean and variance (Welford's running update; partial results merged by Chan's formula).
+template <typename T> struct Welford {
+    T mean = 0;
+    T m2 = 0;
+    T weight = 0;
+};
+template <typename T> static inline Welford<T> welford_combine(Welford<T> a, Welford<T> b) {
+    if (a.weight == 0) return b;
+    if (b.weight == 0) return a;
+    T weight = a.weight + b.weight;
+    T delta = b.mean - a.mean;
+    T share = b.weight / weight;
+    return Welford<T>{a.mean + delta * share, a.m2 + b.m2 + delta * delta * a.weight * share,
+                      weight};
+}
+template <typename T> static inline Welford<T> welford_combine(Welford<T> a, T value) {
+    T weight = a.weight + 1;
+    T delta = value - a.mean;
+    T mean = a.mean + delta / weight;
+    return Welford<T>{mean, a.m2 + delta * (value - mean), weight};
+}
+// Long reductions: a Welford per chunk of Chunk elements, merged into the total.
+template <typename T, int64_t Chunk> struct WelfordHelper {
+    explicit WelfordHelper(int64_t) {}
+    Welford<T> chunk;
+    int64_t count = 0;
+};
+template <typename T, int64_t Chunk>
+static inline Welford<T> welford_combine(Welford<T> a, T value, WelfordHelper<T, Chunk>* part) {
+    part->chunk = welford_combine(part->chunk, value);
+    if (++part->count < Chunk) return a;
+    Welford<T> merged = welford_combine(a, part->chunk);
+    part->chunk = Welford<T>();
+    part->count = 0;
+    return merged;
+}
+template <typename T, int64_t Chunk>
+static inline Welford<T> welford_combine(Welford<T> a, WelfordHelper<T, Chunk>* part) {
+    Welford<T> merged = welford_combine(a, part->chunk);
+    part->chunk = Welford<T>();
+    part->count = 0;
+    return merged;
 }
 namespace c10 {
 template <typename To, typename From> static inline To convert(From value) {
@@ -251,7 +294,7 @@ def cpp_start(entry: str, argtypes: list[str], shapes: list[ShapeCode]) -> str:
         for launch in shape.code.launches:
             if shape.code.kernels[launch.kernel].language != "cpp":
                 raise GenerationError(f"shape {shape.label}: {launch.kernel} is not C++ code")
-    check_distinct(shapes)
+    shapes = distinct(shapes)
     parameters = ", ".join(f"{_PARAMETER_TYPES[kind]} a{i}" for i, kind in enumerate(argtypes))
     call = ", ".join(f"a{i}" for i in range(len(argtypes)))
     routes = [_Route(i, shape, argtypes) for i, shape in enumerate(shapes)]

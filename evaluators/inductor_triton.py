@@ -34,8 +34,8 @@ from .inductor_code import (
     Launch,
     ShapeCode,
     View,
-    check_distinct,
     contiguous_strides,
+    distinct,
 )
 
 # Knobs by kind of kernel: values, the first the start's. (name in the kernel -> knob name)
@@ -300,7 +300,7 @@ def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tu
     """The ``triton`` module with entry point ``entry`` (a version per shape) and its knobs."""
     if not shapes:
         raise GenerationError("no shape to generate code for")
-    check_distinct(shapes, tensors=True)
+    shapes = distinct(shapes, tensors=True)
     versions = [_Version(i, shape) for i, shape in enumerate(shapes)]
     used = list(dict.fromkeys(k for v in versions for k in v.knobs()))
     knobs = {k: KNOB_VALUES[k] for k in KNOB_VALUES if k in used}
