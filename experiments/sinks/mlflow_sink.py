@@ -161,9 +161,10 @@ class MLflowSink(Sink):
     Built from plain strings and picklable until ``open``, which creates the client, so it can be
     shipped to another process first. ``write`` is called from a background thread: the
     tracker's in one process; on Ray, a ``SinkActor``'s, in a process of its own
-    (cluster/sink_actor.py). Its cost is MLflow's store: about 13 metric rows per record through
-    MLflow's SQLAlchemy store. A failing store makes ``write`` raise (the tracker then disables
-    the sink) after marking the runs FAILED where it still can.
+    (cluster/sink_actor.py). Its cost is MLflow's store's: per record, nine metric rows on its
+    lineage's run, up to four per shape and two on the parent run. A failing store makes
+    ``write`` raise (the tracker then disables the sink) after marking the runs FAILED where it
+    still can.
     """
 
     durable = False
