@@ -39,6 +39,7 @@ class StartResult:
     message: str
     backup: Path | None = None
     knobs_note: str = ""  # where the generated kernel's knobs must be declared, if not done
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # the generated kernel's knobs
 
 
 def _shapes(task: Task, language: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -115,7 +116,7 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
             message += (f"; {destination.name} is as it was, the generated kernel is in "
                         f"{destination.name}.failed")
     return StartResult(destination, language, generated.shapes, generated.skipped, status, message,
-                       backup, note)
+                       backup, note, tuple(generated.knobs.items()))
 
 
 def _put_back(task: Task, destination: Path, previous: tuple[str | None, str | None],
@@ -186,6 +187,9 @@ def print_start(result: StartResult, console: Console) -> int:
                   highlight=False)
     if result.backup is not None:
         console.print(f"the previous kernel is in {result.backup}", highlight=False)
+    if result.knobs:
+        console.print("knobs: " + ", ".join(f"{k} {list(v)}" for k, v in result.knobs),
+                      highlight=False)
     if result.knobs_note:
         console.print(result.knobs_note, highlight=False)
     for skipped in result.skipped:
