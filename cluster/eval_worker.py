@@ -92,9 +92,10 @@ class EvalDispatcher:
         self._deaths = 0
 
     async def open_cell(self, cell: str, make_evaluator: Callable[[], Evaluator],
-                        max_workers: int | None = None) -> None:
-        """Admit a cell; its factory is stored once and handed to each worker by reference."""
-        self._share.add(Share(cell, max_workers))
+                        max_workers: int | None = None, group: str | None = None) -> None:
+        """Admit a cell (in ``group``, see ``Share``); its factory is stored once and handed to
+        each worker by reference."""
+        self._share.add(Share(cell, max_workers, group))
         self._factories[cell] = (evaluator_key(make_evaluator), ray.put(make_evaluator))
 
     async def release_cell(self, cell: str) -> None:

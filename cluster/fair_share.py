@@ -2,7 +2,8 @@
 
 A pool's workers serve several *cells* (the searches of a sweep, or a study and nothing else).
 Each cell queues its candidates in order; a free worker goes to the next cell in turn that has a
-candidate waiting and holds fewer workers than its cap. Turns rotate, so a cell with many
+candidate waiting and holds fewer workers than its cap (cells of one group, a search's
+languages, take turns and hold the cap together). Turns rotate, so a cell with many
 lineages (and so many waiting candidates) gets one worker per round like any other cell, and
 cannot starve a small one; a worker never idles while some cell under its cap has work.
 
@@ -22,14 +23,25 @@ class UnknownCell(KeyError):
 
 @dataclass(frozen=True)
 class Share:
-    """A cell's place in the pool: its cap (None: as many workers as are free)."""
+    """A cell's place in the pool: its cap (None: as many workers as are free), and the group
+    it shares that cap and its turns with (None: a group of its own).
+
+    A search of several kernel languages opens one cell per language (each judged by its own
+    evaluator) in one group: together they hold at most the cap, and get one turn per round
+    like a search of one language.
+    """
 
     cell: str
     max_workers: int | None = None
+    group: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.group or self.cell
 
 
 class FairShare:
-    """Round-robin between cells' waiting queues, each cell held under its cap.
+    """Round-robin between groups of cells' waiting queues, each group held under its cap.
 
     Not thread-safe: one caller (the dispatcher's event loop) at a time.
     """
@@ -37,24 +49,41 @@ class FairShare:
     def __init__(self) -> None:
         self._shares: dict[str, Share] = {}
         self._waiting: dict[str, deque[Hashable]] = {}
-        self._holding: Counter[str] = Counter()
-        self._turns: deque[str] = deque()  # cells in the order they are next served
+        self._holding: Counter[str] = Counter()  # per cell
+        self._group_holding: Counter[str] = Counter()
+        self._caps: dict[str, int | None] = {}  # per group
+        self._members: dict[str, deque[str]] = {}  # per group: its cells, next served first
+        self._turns: deque[str] = deque()  # groups in the order they are next served
+        self._group_of: dict[str, str] = {}
 
     def add(self, share: Share) -> None:
-        """Admit a cell (again: its cap is updated, its queue kept)."""
+        """Admit a cell (again: its cap is updated, its queue kept). A group's cap is that of
+        the cell admitted last."""
         if share.max_workers is not None and share.max_workers < 1:
             raise ValueError(f"cell {share.cell!r}: max_workers must be >= 1 or None, "
                              f"got {share.max_workers}")
-        if share.cell not in self._shares:
+        old = self._shares.get(share.cell)
+        if old is not None and old.key != share.key:
+            raise ValueError(f"cell {share.cell!r} is in group {old.key!r}, not {share.key!r}")
+        if old is None:
             self._waiting[share.cell] = deque()
-            self._turns.append(share.cell)
+            if share.key not in self._members:
+                self._members[share.key] = deque()
+                self._turns.append(share.key)
+            self._members[share.key].append(share.cell)
         self._shares[share.cell] = share
+        self._group_of[share.cell] = share.key
+        self._caps[share.key] = share.max_workers
 
     def remove(self, cell: str) -> list[Hashable]:
         """Forget a cell; the tickets still waiting in it are returned (to be refused)."""
-        self._shares.pop(cell, None)
-        if cell in self._turns:
-            self._turns.remove(cell)
+        share = self._shares.pop(cell, None)
+        if share is not None:
+            members = self._members[share.key]
+            members.remove(cell)
+            if not members:
+                del self._members[share.key], self._caps[share.key]
+                self._turns.remove(share.key)
         return list(self._waiting.pop(cell, ()))
 
     def __contains__(self, cell: str) -> bool:
@@ -75,20 +104,30 @@ class FairShare:
 
     def next(self) -> tuple[str, Hashable] | None:
         """The cell whose turn it is and its oldest ticket, counted as holding one more worker;
-        None when no cell under its cap has one waiting."""
+        None when no group under its cap has one waiting."""
         for _ in range(len(self._turns)):
-            cell = self._turns[0]
+            group = self._turns[0]
             self._turns.rotate(-1)  # served or not, its turn is over
-            cap = self._shares[cell].max_workers
-            if self._waiting[cell] and (cap is None or self._holding[cell] < cap):
-                self._holding[cell] += 1
-                return cell, self._waiting[cell].popleft()
+            cap = self._caps[group]
+            if cap is not None and self._group_holding[group] >= cap:
+                continue
+            members = self._members[group]
+            for _ in range(len(members)):
+                cell = members[0]
+                members.rotate(-1)
+                if self._waiting[cell]:
+                    self._holding[cell] += 1
+                    self._group_holding[group] += 1
+                    return cell, self._waiting[cell].popleft()
         return None
 
     def done(self, cell: str) -> None:
         """A worker the cell held is free again."""
         if self._holding[cell] > 0:
             self._holding[cell] -= 1
+            group = self._group_of.get(cell, cell)  # known after the cell's release too
+            if self._group_holding[group] > 0:
+                self._group_holding[group] -= 1
 
     def holding(self, cell: str) -> int:
         return self._holding[cell]

@@ -37,6 +37,7 @@ class Lane:
     # own again before sending the candidate again.
     make_evaluator: Callable[[], Evaluator] | None = None
     max_workers: int | None = None
+    group: str | None = None
 
     def submit(self, candidate: Candidate) -> ray.ObjectRef:
         """Queue ``candidate`` for a worker; the reference resolves to its ``Evaluation``."""
@@ -55,7 +56,7 @@ class Lane:
     def _reopen(self) -> None:
         if self.make_evaluator is not None:
             ray.get(self.dispatcher.open_cell.remote(self.cell, self.make_evaluator,
-                                                     self.max_workers))
+                                                     self.max_workers, self.group))
 
     def utilisation(self) -> dict[str, float]:
         """The pool's busy fraction and this cell's worker seconds (``cell_busy_s``)."""
@@ -76,11 +77,11 @@ class EvalPool:
         self.closed = False
 
     def open(self, cell: str, make_evaluator: Callable[[], Evaluator],
-             max_workers: int | None = None) -> Lane:
+             max_workers: int | None = None, group: str | None = None) -> Lane:
         """Admit a cell whose candidates ``make_evaluator()`` judges; ``max_workers`` caps the
-        workers it may hold at once (None: any free one)."""
-        ray.get(self.dispatcher.open_cell.remote(cell, make_evaluator, max_workers))
-        return Lane(self.dispatcher, cell, make_evaluator, max_workers)
+        workers it (with the other cells of ``group``) may hold at once (None: any free one)."""
+        ray.get(self.dispatcher.open_cell.remote(cell, make_evaluator, max_workers, group))
+        return Lane(self.dispatcher, cell, make_evaluator, max_workers, group)
 
     def release(self, cell: str) -> None:
         """Close the cell's evaluators on every worker (their sandboxes go)."""

@@ -135,11 +135,13 @@ class Swarm:
         # A pool given is shared (a sweep's): this search is one cell of it and leaves it open.
         self._own_pool = pool is None
         self.pool = EvalPool(spec.workers, spec.worker_resources) if pool is None else pool
-        # One cell per language (each language's evaluator judges its candidates); the
+        # One cell per language (each language's evaluator judges its candidates), in one
+        # group: together they hold at most max_workers and take one turn per round. The
         # reference language's cell is named after the run, as in a single-language search.
         self.lanes = {part.language: self.pool.open(
             spec.run.run_id if i == 0 else f"{spec.run.run_id}/{part.language}",
-            part.make_evaluator, spec.max_workers) for i, part in enumerate(spec.languages)}
+            part.make_evaluator, spec.max_workers, spec.run.run_id)
+            for i, part in enumerate(spec.languages)}
         self.lane = self.lanes[spec.start.language]
         self.starts: dict[str, Evaluation] = {}
         self.scales = LanguageScales()

@@ -58,3 +58,29 @@ def test_a_candidate_of_an_unknown_or_released_cell_is_refused_by_name():
         share.wait("a", 2)
     with pytest.raises(ValueError, match="max_workers must be >= 1"):
         share.add(Share("b", max_workers=0))
+
+
+def test_the_cells_of_a_group_hold_its_cap_together_and_take_one_turn_per_round():
+    # A search of two languages (two cells in one group) beside a search of one language.
+    share = FairShare()
+    share.add(Share("run/cpp", max_workers=2, group="run"))
+    share.add(Share("run/triton", max_workers=2, group="run"))
+    share.add(Share("other"))
+    for i in range(4):
+        share.wait("run/cpp", f"cpp-{i}")
+        share.wait("run/triton", f"triton-{i}")
+        share.wait("other", f"other-{i}")
+    granted = [share.next() for _ in range(4)]  # four free workers
+    # The group's turn alternates between its languages; it holds two workers at most.
+    assert [t for _, t in granted] == ["cpp-0", "other-0", "triton-0", "other-1"]
+    assert share.holding("run/cpp") + share.holding("run/triton") == 2
+    assert share.next() == ("other", "other-2")
+    share.done("run/cpp")
+    assert share.next() == ("run/cpp", "cpp-1")
+    assert share.next() == ("other", "other-3")
+    # A released cell leaves its group's turns to the group's other cells.
+    assert share.remove("run/cpp") == ["cpp-2", "cpp-3"]
+    share.done("run/triton")
+    assert share.next() == ("run/triton", "triton-1")
+    with pytest.raises(ValueError, match="in group 'run'"):
+        share.add(Share("run/triton", group="elsewhere"))
