@@ -197,9 +197,23 @@ def confirmation_lines(result: SwarmResult) -> list[Text]:
                             for k in confirmation.kernels)
         return [Text(f"no kernel held up when judged again ({reasons})", style="red")]
     low, high = chosen.spread("speedup")
-    return [Text(f"judged again {len(chosen.repeats)} times after the search: "
-                 f"{chosen.median.speedup:.3f}x vs start (median; {low:.3f}x to {high:.3f}x); "
-                 f"the search had measured {chosen.found.speedup:.3f}x")]
+    lines = [Text(f"judged again {len(chosen.repeats)} times after the search: "
+                  f"{chosen.median.speedup:.3f}x vs start (median; {low:.3f}x to {high:.3f}x); "
+                  f"the search had measured {chosen.found.speedup:.3f}x")]
+    verdict = gain_verdict(low, high)
+    if verdict:
+        lines.append(Text(verdict, style="yellow"))
+    return lines
+
+
+def gain_verdict(low: float, high: float) -> str:
+    """What the repeats' range of speedups over the starting kernel says when it does not show
+    a gain; "" when every repeat was faster."""
+    if high < 1.0:
+        return "every repeat was slower than the starting kernel: keep the starting kernel"
+    if low <= 1.0:
+        return "the repeats' range includes 1.0x: no gain over the starting kernel beyond noise"
+    return ""
 
 
 def shape_table(evaluation: Evaluation, title: str, width: int | None = None) -> Table:
