@@ -13,9 +13,11 @@ import html
 import json
 import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import report_plots as plots
 from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
@@ -242,4 +244,30 @@ def log_report(report: Report, run_dir: Path,
     client = mlflow_client(uri)
     for path in report.files:
         client.log_artifact(run_id, str(path), REPORT_FOLDER)
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        log_language_bests(client, run_id, json.loads(summary.read_text()))
     return run_id
+
+
+def log_language_bests(client: Any, run_id: str, summary: dict[str, Any]) -> list[str]:
+    """In a run of several languages, each language's best as metrics of the parent run
+    (``best_speedup.<language>`` over its own starting kernel, ``best_speedup_vs_reference.
+    <language>`` over the reference language's); returns the metric names logged."""
+    from mlflow.entities import Metric
+
+    languages = summary.get("languages") or {}
+    if len(languages) < 2:
+        return []
+    millis = int(time.time() * 1000)
+    metrics = []
+    for language, entry in sorted(languages.items()):
+        best = entry.get("best")
+        if best is None:
+            continue
+        metrics += [Metric(f"best_speedup.{language}", best["speedup_vs_start"], millis, 0),
+                    Metric(f"best_speedup_vs_reference.{language}",
+                           best["speedup_vs_reference"], millis, 0)]
+    if metrics:
+        client.log_batch(run_id, metrics=metrics)
+    return [m.key for m in metrics]
