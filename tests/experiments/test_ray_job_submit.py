@@ -127,10 +127,18 @@ def test_a_sweep_submitted_as_a_ray_job_runs_on_the_head_it_was_submitted_to(
         # The entrypoint, as a user writes it: the sweep file by path on the head.
         entrypoint = [sys.executable, "-m", "kernelswarm.experiments.cli", "sweep",
                       str(tmp_path / "grid.toml")]
-        proc = subprocess.run(["ray", "job", "submit", "--address", url, "--", *entrypoint],
-                              env={**env, "PATH": f"{os.path.dirname(sys.executable)}:"
-                                                  f"{env.get('PATH', '')}"},
-                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        submit_env = {**env, "PATH": f"{os.path.dirname(sys.executable)}:{env.get('PATH', '')}"}
+        # The job server answers before the head's agent that runs jobs has started; it then
+        # refuses with "No available agent ..., please try again later", as Ray says to.
+        deadline = time.monotonic() + 120
+        while True:
+            proc = subprocess.run(["ray", "job", "submit", "--address", url, "--", *entrypoint],
+                                  env=submit_env, capture_output=True, text=True, timeout=600,
+                                  cwd=tmp_path)
+            if "No available agent" not in proc.stdout + proc.stderr \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(2)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     assert "succeeded" in output, output[-4000:]

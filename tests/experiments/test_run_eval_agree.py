@@ -1,6 +1,7 @@
 """A quickstart-sized run, then ``kernelswarm eval`` of its best file: the same kernel, the same
-settings, the same speedup (within 5% on this shared CPU). The run reports its best kernel as
-judged again after the search, so the comparison holds whatever luck the search had."""
+settings, the same speedup (within 5%, or within the two measured spreads on a loaded CPU). The
+run reports its best kernel as judged again after the search, so the comparison holds whatever
+luck the search had."""
 
 from __future__ import annotations
 
@@ -52,17 +53,20 @@ def test_eval_of_a_runs_best_file_reproduces_its_speedup(tmp_path, compile_cache
 
     # eval of the file and of the run folder, each the median of the run's 3 repeats in fresh
     # sandboxes (as the run took its own figure). They agree with the run's figure within 5%,
-    # or, on a machine whose load moves every measurement more than that, within the spread
-    # the run itself measured and reported (its repeats' range, widened by 5%).
+    # or, on a machine whose load moves every measurement more than that (a CI run: eval's
+    # repeats 3.22x to 4.02x), the two measured ranges overlap within 5%. A search that
+    # reported one lucky measurement (3.96x, where eval read 2.86x to 3.16x) fails either way.
     docs = [_eval(args, compile_cache, tmp_path)
             for args in ([str(outcome.best_path)], ["--run", str(outcome.run_dir)])]
     for figure in ("speedup_vs_start", "speedup_vs_best"):
         low, high = recorded[f"{figure}_range"]
         for doc in docs:
-            assert len(doc["repeats"][figure]) == 3
+            repeats = doc["repeats"][figure]
+            assert len(repeats) == 3
             agrees = doc[figure] == pytest.approx(recorded[figure], rel=0.05)
-            assert agrees or low * 0.95 <= doc[figure] <= high * 1.05, (
-                figure, doc[figure], recorded[figure], (low, high), doc["repeats"][figure])
+            overlap = min(repeats) <= high * 1.05 and low <= max(repeats) * 1.05
+            assert agrees or overlap, (
+                figure, doc[figure], recorded[figure], (low, high), repeats)
     for doc in docs:
         assert doc["status"] == "OK" and doc["file"] == str(outcome.best_path)
         assert {k: v for k, v in doc["timing"].items() if k != "regime"} == timing
