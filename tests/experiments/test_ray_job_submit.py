@@ -73,9 +73,15 @@ def ray_head(env: dict[str, str], dashboard: int) -> Iterator[str]:
     temp = Path(tempfile.mkdtemp(prefix="ksj", dir="/tmp"))  # short: Ray's socket paths
     port = _free_port()
     ray = Path(sys.executable).parent / "ray"
+    # The head's agents get ports of their own: their defaults (the job agent's 52365 above all)
+    # are taken by the session's Ray instance, and an agent that cannot bind never registers,
+    # so the job server would answer "No available agent" for ever.
+    agents = [f"--dashboard-agent-listen-port={_free_port()}",
+              f"--dashboard-agent-grpc-port={_free_port()}",
+              f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}"]
     head = subprocess.Popen(
         [str(ray), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=true",
-         "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+         "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}", *agents,
          "--disable-usage-stats", f"--temp-dir={temp}", "--block"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
@@ -128,8 +134,8 @@ def test_a_sweep_submitted_as_a_ray_job_runs_on_the_head_it_was_submitted_to(
         entrypoint = [sys.executable, "-m", "kernelswarm.experiments.cli", "sweep",
                       str(tmp_path / "grid.toml")]
         submit_env = {**env, "PATH": f"{os.path.dirname(sys.executable)}:{env.get('PATH', '')}"}
-        # The job server answers before the head's agent that runs jobs has started; it then
-        # refuses with "No available agent ..., please try again later", as Ray says to.
+        # The job server answers before the head's agent that runs jobs has registered; until
+        # then it refuses with "No available agent ..., please try again later".
         deadline = time.monotonic() + 120
         while True:
             proc = subprocess.run(["ray", "job", "submit", "--address", url, "--", *entrypoint],
