@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -21,9 +22,28 @@ def _gpu_reason() -> str | None:
     return None
 
 
+def _shared_gpu_reason() -> str | None:
+    """Why GPU tests may not run here though a GPU is present: several test processes (pytest
+    -n N) share it. Processes on one GPU take turns in time slices of milliseconds, so a timed
+    call waits on another process's kernels: the evaluator then rightly judges the timing
+    disturbed, and several evaluators at once can fill the GPU's memory."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    if workers.isdigit() and int(workers) > 1:
+        return (f"{workers} test processes would share the GPU and disturb each other's "
+                f"timing: run the GPU tests in one process (pytest -m gpu, without -n)")
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = _gpu_reason()
     if reason is None:
+        shared = _shared_gpu_reason()
+        if shared is None:
+            return
+        skip = pytest.mark.skip(reason=shared)
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
         return
     skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
     for item in items:

@@ -33,6 +33,8 @@ class Spares:
 
     def _spawn(self) -> RunnerProcess:
         arena = Arena.create(self.arena_bytes)
+        if self.on_gpu:
+            arena.pin()
         try:
             return RunnerProcess(arena, self.prepare, self.memory_limit_mb)
         except BaseException:

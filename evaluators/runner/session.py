@@ -99,6 +99,7 @@ class Session:
             self.flusher = CacheFlusher(2 * self.cache_bytes, self.device)
         if self.on_gpu:
             torch.cuda.init()
+            self.arena.pin()  # DMA copies to and from the arena (the judge pins its side too)
         # One call of the starting kernel per tuning shape now: a JIT compiles it while
         # processes may still start, and what a first call imports lazily (the triton
         # interpreter imports torch._dynamo, which wraps torch.manual_seed) is in place before
