@@ -18,8 +18,17 @@ from typing import Any
 from .trial import malformed
 
 FOREIGN_KERNELS = re.compile(
-    r"\bat::|at_cuda_detail|\bc10::|cublas|cutlass|xmma|nvjet|cudnn|gemv2|gemmk1|splitKreduce"
+    r"\bat::|at_cuda_detail|cublas|cutlass|xmma|nvjet|cudnn|gemv2|gemmk1|splitKreduce"
     r"|\b(sm\d+|ampere|volta|turing|hopper)_\w*(gemm|conv)", re.I)
+# c10 is PyTorch's core namespace, and also where its scalar types live: a candidate's own
+# kernel templated on them reads ``void my_kernel<c10::BFloat16>(c10::BFloat16*, ...)``. So
+# c10 marks a foreign kernel only in the kernel's own name, before its template arguments.
+FOREIGN_NAMESPACE = re.compile(r"\bc10::")
+
+
+def _foreign(name: str) -> bool:
+    return bool(FOREIGN_KERNELS.search(name)
+                or FOREIGN_NAMESPACE.search(re.split(r"[<(]", name, maxsplit=1)[0]))
 # Copies and fills the runtime issues for allocation; neither is a kernel of the candidate's.
 RUNTIME_ENTRIES = re.compile(r"^(Memcpy|Memset)\b")
 
@@ -31,7 +40,7 @@ def foreign_launches(kernels: Mapping[str, Any]) -> str | None:
             raise malformed("launched kernels must be a list of objects per shape")
         names = [str(r.get("kernel", ""))[:200] for r in rows]
         own = [n for n in names if not RUNTIME_ENTRIES.match(n)]
-        foreign = [n for n in own if FOREIGN_KERNELS.search(n)]
+        foreign = [n for n in own if _foreign(n)]
         if foreign:
             return (f"on shape {shape}, a call launched kernels that are not the candidate's "
                     f"({', '.join(foreign[:3])}): PyTorch or a library did the work; a custom "
