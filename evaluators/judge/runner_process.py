@@ -257,11 +257,26 @@ class RunnerProcess:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def fault_text(message: dict[str, Any], limit: int = LOG_TAIL_CHARS) -> str:
+    """What a ``fault`` reply says, for a person: the exception and its text (CUDA's reading of
+    it where there is one), then the end of its traceback."""
+    error = str(message.get("error") or "an error")
+    text = str(message.get("message") or "")
+    head = f"{error}: {text}" if text else error
+    cuda = message.get("cuda")
+    if isinstance(cuda, str) and cuda:
+        head += f" ({' '.join(cuda.replace('{where}', '').split())})"
+    trace = message.get("traceback")
+    if isinstance(trace, str) and trace:
+        return f"{head}\n{log_tail(trace, limit)}"
+    return head
+
+
 def raise_fault(message: dict[str, Any], what: str) -> None:
     """Raise the exception a fault reply of a runner without candidate code stands for."""
     if message.get("task_error"):
         raise TaskError(str(message["task_error"]))
-    raise SandboxError(f"{what}:\n{message.get('error')}")
+    raise SandboxError(f"{what}: {fault_text(message)}")
 
 
 def log_tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...search.evaluation import ShapeResult, Status
-from .runner_process import Crashed, Replied, RunnerProcess, TimedOut, raise_fault
+from .runner_process import Crashed, Replied, RunnerProcess, TimedOut, fault_text, raise_fault
 
 _TEXT_LIMIT = 2000
 
@@ -99,7 +99,7 @@ class Trial:
         if kind == "fault":
             if self.trusted:
                 raise_fault(reply, "the runner failed before any candidate code ran")
-            text = str(reply.get("error", ""))[-_TEXT_LIMIT:]
+            text = fault_text(reply)[:_TEXT_LIMIT]
             raise CandidateFault(Status.RUNTIME_ERROR, f"the runner failed {self.where}:\n{text}",
                                  [ShapeResult(shape=self.shape)] if self.shape else [])
         if kind not in (expect, "called"):

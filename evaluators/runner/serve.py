@@ -15,7 +15,8 @@ Requests (JSON frames, evaluators/channel.py), in the order the judge sends them
 - ``observe`` {shapes}: kernels one candidate call launches per shape (GPU).
 - ``resources``: the language's view of the loaded candidate.
 
-A failure that is not a call's (a bug, a broken task) is ``fault`` {error[, task_error]}; after
+A failure that is not a call's (a bug, a broken task) is ``fault`` {error, message,
+traceback[, cuda][, task_error]}; after
 the candidate loaded, the judge takes any reply as the candidate's and trusts none of it.
 """
 
@@ -115,10 +116,11 @@ def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:
         try:
             reply = runner.handle(message)
         except TaskError as exc:
-            reply = {"type": "fault", "task_error": str(exc), "error": traceback.format_exc()}
+            reply = {"type": "fault", "task_error": str(exc), "error": "TaskError",
+                     "traceback": traceback.format_exc()}
         except CallFailed as failed:
             reply = {"type": "called", **failed.report}
         except Exception as exc:
             report = error_report(exc)
-            reply = {"type": "fault", "error": traceback.format_exc(), **report}
+            reply = {"type": "fault", **report, "traceback": traceback.format_exc()}
         write_frame(reply_fd, reply)
