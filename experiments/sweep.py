@@ -216,6 +216,24 @@ def _drive(ctx: _Context, todo: list[SweepCell], at_once: int,
         return [f.result() for f in futures]
 
 
+def crash_summary(exc: BaseException, limit: int = 300) -> str:
+    """One line a person can act on for an unexpected exception: the innermost cause (through
+    Ray's task errors, whose text is a remote traceback, and ``raise ... from``), its type and
+    the first line of its text. The whole traceback goes to the cell's console log."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, BaseException):
+            cause = exc.__cause__
+        if not isinstance(cause, BaseException):
+            break
+        exc = cause
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return one_line(text, limit)
+
+
 def _run_cell(ctx: _Context, cell: SweepCell) -> CellOutcome:
     """One cell's search, start to finish; what it would have printed goes to its folder."""
     run_dir = ctx.sweep_dir / cell.folder
@@ -231,7 +249,7 @@ def _run_cell(ctx: _Context, cell: SweepCell) -> CellOutcome:
     except Exception as exc:  # a bug in one cell must not take the others down
         console.print(traceback.format_exc(), highlight=False, markup=False)
         outcome = CellOutcome(cell, CellStatus.FAILED, run_dir,
-                              f"crashed: {one_line(str(exc))} (see {CELL_CONSOLE})")
+                              f"crashed: {crash_summary(exc)} (see {CELL_CONSOLE})")
     ctx.board[cell.index] = {**ctx.board.get(cell.index, {}), "state": outcome.status.value}
     if run_dir.is_dir():
         with open(run_dir / CELL_CONSOLE, "a") as log:
