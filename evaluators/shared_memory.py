@@ -80,15 +80,20 @@ class Arena:
         return True
 
     @classmethod
-    def create(cls, size: int) -> Arena:
+    def create(cls, size: int, pin: bool = False) -> Arena:
+        """A new arena of ``size`` bytes; ``pin``: page-locked for the CUDA driver where it can
+        be (the judge's side of a GPU evaluation)."""
         fd = os.memfd_create("kernelswarm-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, max(size, 1))
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
-            return cls(fd, max(size, 1))
+            arena = cls(fd, max(size, 1))
         except BaseException:
             os.close(fd)
             raise
+        if pin:
+            arena.pin()
+        return arena
 
     @classmethod
     def attach(cls, fd: int) -> Arena:

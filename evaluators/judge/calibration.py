@@ -84,10 +84,8 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
     copies = returned_copies(settings)
     size = arena_bytes(references, shapes, seeds, [(s, copies) for s in task.tuning_shapes])
     made = spares(size)
-    arena = Arena.create(size)
-    if settings.device.startswith("cuda"):
-        arena.pin()
-    runner = RunnerProcess(arena, prepare_message(evaluator, start), settings.memory_limit_mb)
+    runner = RunnerProcess(Arena.create(size, pin=settings.device.startswith("cuda")),
+                           prepare_message(evaluator, start), settings.memory_limit_mb)
     try:
         ready = runner.wait_ready(evaluator.startup_s())
         trial = Trial(runner, evaluator.startup_s(), trusted=True)

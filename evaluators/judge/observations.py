@@ -24,13 +24,13 @@ FOREIGN_KERNELS = re.compile(
 # kernel templated on them reads ``void my_kernel<c10::BFloat16>(c10::BFloat16*, ...)``. So
 # c10 marks a foreign kernel only in the kernel's own name, before its template arguments.
 FOREIGN_NAMESPACE = re.compile(r"\bc10::")
+# Copies and fills the runtime issues for allocation; neither is a kernel of the candidate's.
+RUNTIME_ENTRIES = re.compile(r"^(Memcpy|Memset)\b")
 
 
 def _foreign(name: str) -> bool:
     return bool(FOREIGN_KERNELS.search(name)
                 or FOREIGN_NAMESPACE.search(re.split(r"[<(]", name, maxsplit=1)[0]))
-# Copies and fills the runtime issues for allocation; neither is a kernel of the candidate's.
-RUNTIME_ENTRIES = re.compile(r"^(Memcpy|Memset)\b")
 
 
 def foreign_launches(kernels: Mapping[str, Any]) -> str | None:

@@ -32,9 +32,7 @@ class Spares:
         self.spare: RunnerProcess | None = self._spawn()
 
     def _spawn(self) -> RunnerProcess:
-        arena = Arena.create(self.arena_bytes)
-        if self.on_gpu:
-            arena.pin()
+        arena = Arena.create(self.arena_bytes, pin=self.on_gpu)
         try:
             return RunnerProcess(arena, self.prepare, self.memory_limit_mb)
         except BaseException:
