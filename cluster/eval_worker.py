@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
 
 import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
 from kernelswarm.search import Candidate, Evaluation, Evaluator, Status
 
 from .fair_share import FairShare, Share, UnknownCell
 
 RESTART_WAIT_S = 300.0
+# How long a worker whose evaluation raised is given to finish going down, before the
+# dispatcher asks whether it is still the same process (see EvalDispatcher._went_down).
+EXIT_GRACE_S = 1.0
 
 
 def evaluator_key(make_evaluator: Callable[[], Evaluator]) -> str:
@@ -54,6 +58,10 @@ class EvalWorker:
             evaluator = self._evaluators[key] = make_evaluator()
         return evaluator.evaluate(candidate)
 
+    def pid(self) -> int:
+        """This incarnation's process id: a restarted worker answers with another."""
+        return os.getpid()
+
     def release(self, key: str) -> None:
         """Close the key's evaluator (its spare runner); nothing if it never judged one."""
         evaluator = self._evaluators.pop(key, None)
@@ -74,7 +82,10 @@ class EvalDispatcher:
     Cells are opened with their evaluator factory (and optionally a cap on the workers they
     hold at once); a free worker goes to the next cell in turn with work (``FairShare``).
     A worker that dies mid-evaluation is restarted by Ray; the candidate is retried once on the
-    next free worker, and a second death becomes a ``RUNTIME_ERROR`` verdict for it.
+    next free worker, and a second death becomes a ``RUNTIME_ERROR`` verdict for it. A worker
+    being killed can answer before it is gone: Ray kills a dying worker's child processes (the
+    sandbox) first, and the evaluation then fails with the sandbox's error. An evaluation that
+    raised counts as a death when its worker turns out to be gone or another process since.
     """
 
     def __init__(self, workers: list[ray.actor.ActorHandle]) -> None:
@@ -86,6 +97,7 @@ class EvalDispatcher:
         # worker's first candidate of a key only (each call that carries it costs the worker
         # fetching and unpickling it); a worker that lost it asks again.
         self._given: set[tuple[int, str]] = set()
+        self._pids: dict[int, int] = {}  # id(worker) -> the process it had when last asked
         self._busy_s: Counter[str] = Counter()
         self._evaluations: Counter[str] = Counter()
         self._started = time.monotonic()
@@ -152,9 +164,13 @@ class EvalDispatcher:
                 self._evaluations[cell] += 1
                 return evaluation
             except (RayActorError, ActorUnavailableError) as exc:
-                self._deaths += 1
                 error = exc
-                await self._restarted(worker)
+                await self._died(worker)
+            except RayTaskError as exc:  # raised by the evaluator, inside the worker
+                if not await self._went_down(worker):
+                    raise
+                error = exc
+                await self._died(worker)
             finally:
                 self._busy_s[cell] += time.monotonic() - began
                 self._give_back(cell, worker)
@@ -165,6 +181,8 @@ class EvalDispatcher:
     async def _judge(self, worker: ray.actor.ActorHandle, key: str, make: ray.ObjectRef,
                      candidate: Candidate) -> Evaluation:
         """``candidate``'s verdict from ``worker``, with the factory only if it may lack it."""
+        if id(worker) not in self._pids:
+            self._pids[id(worker)] = await worker.pid.remote()
         given = (id(worker), key)
         evaluation = None
         if given in self._given:
@@ -173,6 +191,21 @@ class EvalDispatcher:
             evaluation = await worker.evaluate.remote(key, candidate, make)
             self._given.add(given)
         return evaluation
+
+    async def _went_down(self, worker: ray.actor.ActorHandle) -> bool:
+        """Whether ``worker`` died after its evaluation raised (it is gone, restarting, or a
+        new process), given ``EXIT_GRACE_S`` to finish exiting first."""
+        await asyncio.sleep(EXIT_GRACE_S)
+        try:
+            pid = await worker.pid.remote()
+        except (RayActorError, ActorUnavailableError):
+            return True
+        return pid != self._pids.get(id(worker))
+
+    async def _died(self, worker: ray.actor.ActorHandle) -> None:
+        self._deaths += 1
+        self._pids.pop(id(worker), None)
+        await self._restarted(worker)
 
     @staticmethod
     async def _restarted(worker: ray.actor.ActorHandle) -> None:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 import ray
 
 from kernelswarm.cluster import EvalDispatcher, EvalWorker, TrackerActor
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import Candidate, Evaluation, RunInfo, Status, load_task
+from kernelswarm.search import (
+    Candidate,
+    CompileResult,
+    Evaluation,
+    Evaluator,
+    RunInfo,
+    Status,
+    load_task,
+)
 from tests.conftest import SILU_TASK
 
 pytestmark = pytest.mark.slow
@@ -57,3 +68,51 @@ def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(
     ray.get(dispatcher.close.remote())
     ray.kill(dispatcher)
     ray.kill(worker, no_restart=True)
+
+
+def _failing_factory(marker: Path, exits: bool):
+    """A factory of evaluators whose first evaluation (the marker file remembers it) raises, as
+    a sandbox killed under it would; with ``exits`` the worker's process ends just after, as a
+    worker does when Ray kills it (its children first, so its evaluation can still answer).
+    Defined inside a function, so Ray ships it by value to the workers."""
+
+    class FailsOnce(Evaluator):
+        def compile(self, candidate: Candidate) -> CompileResult:
+            return CompileResult(candidate.id, ok=True, seconds=0.0)
+
+        def evaluate(self, candidate: Candidate) -> Evaluation:
+            if not marker.exists():
+                marker.write_text("failed")
+                if exits:
+                    threading.Timer(0.2, os._exit, (1,)).start()
+                raise RuntimeError("the runner died (this test's fault)")
+            return Evaluation(candidate.id, Status.OK, metrics={"pid": os.getpid()})
+
+    def make() -> Evaluator:
+        return FailsOnce()
+
+    return make
+
+
+@pytest.mark.parametrize("exits", [True, False], ids=["worker-went-down", "worker-lives"])
+def test_an_evaluation_that_raises_is_retried_only_if_its_worker_went_down(
+        tmp_path, ray_session, exits):
+    worker = EvalWorker.options(num_cpus=0).remote()
+    dispatcher = EvalDispatcher.remote([worker])
+    first_pid = ray.get(worker.pid.remote())
+    ray.get(dispatcher.open_cell.remote("run", _failing_factory(tmp_path / "marker", exits)))
+    candidate = Candidate.create(language="cpp", source="// fails once", entry="f")
+    try:
+        if exits:
+            verdict = ray.get(dispatcher.evaluate.remote("run", candidate), timeout=120)
+            assert verdict.status is Status.OK, verdict.message
+            assert verdict.metrics["pid"] != first_pid  # judged again by the restarted worker
+            assert ray.get(dispatcher.utilisation.remote())["worker_deaths"] == 1
+        else:
+            with pytest.raises(RuntimeError, match="the runner died"):
+                ray.get(dispatcher.evaluate.remote("run", candidate), timeout=120)
+            assert ray.get(dispatcher.utilisation.remote())["worker_deaths"] == 0
+            assert ray.get(worker.pid.remote()) == first_pid
+    finally:
+        ray.kill(dispatcher)
+        ray.kill(worker, no_restart=True)
