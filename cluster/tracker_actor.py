@@ -231,6 +231,7 @@ class TrackerActor:
         self._status[evaluation.status.value] += 1
         self._lineages[record.lineage] = {
             "steps": record.step, "best": record.lineage_best,
+            "language": record.candidate.language,
             "last_status": evaluation.status.value, "last_move": record.candidate.origin.move,
             "last_speedup": evaluation.speedup}
 

@@ -58,11 +58,14 @@ def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
                          no_wrap=column != "model")
     rows, waiting = stats.get("lineages", {}), (stats.get("llm") or {}).get("waiting", {})
     budget = stats.get("budget") or {}
+    # A run searching several languages labels each lineage with its own ("0 cuda").
+    several = len({row.get("language") for row in rows.values()} - {None}) > 1
     for lineage in sorted(set(rows) | set(waiting)):
         if lineage < 0:
             continue
         row = rows.get(lineage, {"steps": 0, "best": 0.0, "last_move": "", "last_status": ""})
-        table.add_row(str(lineage), budget_bar(row["steps"], elapsed, budget) or str(row["steps"]),
+        label = f"{lineage} {row['language']}" if several and row.get("language") else str(lineage)
+        table.add_row(label, budget_bar(row["steps"], elapsed, budget) or str(row["steps"]),
                       f"{row['best']:.3f}x", row["last_move"], row["last_status"],
                       waiting.get(lineage, ""))
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)

@@ -43,13 +43,28 @@ def test_the_live_view_shows_a_budget_bar_per_lineage():
     assert budget_bar(3, 5.0, {"candidates": 10, "wall_s": 120}) == "███░░░░░░░ 3/10"
     assert budget_bar(1, 90.0, {"candidates": 10, "wall_s": 120}) == "████████░░ 90/120s"
     stats = {"records": 4, "budget": {"candidates": 4},
-             "lineages": {0: {"steps": 2, "best": 1.5, "last_move": "tune", "last_status": "OK"},
+             "lineages": {0: {"steps": 2, "best": 1.5, "last_move": "tune", "last_status": "OK",
+                              "language": "cuda"},
                           1: {"steps": 4, "best": 1.1, "last_move": "unroll",
-                              "last_status": "OK"}}}
+                              "last_status": "OK", "language": "cuda"}}}
     console = Console(file=io.StringIO(), width=80)
     console.print(progress_table(stats, 10.0))
     text = console.file.getvalue()
     assert "█████░░░░░ 2/4" in text and "██████████ 4/4" in text
+    assert "cuda" not in text  # one language: the lineage's number is its label
+
+
+def test_the_live_view_labels_each_lineage_with_its_language_when_a_run_has_several():
+    stats = {"records": 3, "budget": {"candidates": 4},
+             "lineages": {0: {"steps": 2, "best": 1.5, "last_move": "tune", "last_status": "OK",
+                              "language": "cuda"},
+                          1: {"steps": 1, "best": 1.1, "last_move": "unroll",
+                              "last_status": "OK", "language": "triton"}}}
+    console = Console(file=io.StringIO(), width=80)
+    console.print(progress_table(stats, 10.0))
+    rows = [line.split() for line in console.file.getvalue().splitlines()]
+    assert ["0", "cuda"] in [row[:2] for row in rows]
+    assert ["1", "triton"] in [row[:2] for row in rows]
 
 
 def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_copy):
