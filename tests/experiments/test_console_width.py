@@ -39,30 +39,34 @@ def test_the_closing_table_drops_columns_to_fit_and_keeps_them_when_there_is_roo
         assert ("stopped" in text) == wanted  # the widest column goes first
 
 
+def _live_view(stats: dict) -> str:
+    """The live view of ``stats`` ten seconds into a run, as an 80-column terminal shows it."""
+    console = Console(file=io.StringIO(), width=80)
+    console.print(progress_table(stats, 10.0))
+    return console.file.getvalue()
+
+
+def _lineage(steps: int, best: float, move: str, language: str) -> dict:
+    return {"steps": steps, "best": best, "last_move": move, "last_status": "OK",
+            "language": language}
+
+
 def test_the_live_view_shows_a_budget_bar_per_lineage():
     assert budget_bar(3, 5.0, {"candidates": 10, "wall_s": 120}) == "███░░░░░░░ 3/10"
     assert budget_bar(1, 90.0, {"candidates": 10, "wall_s": 120}) == "████████░░ 90/120s"
     stats = {"records": 4, "budget": {"candidates": 4},
-             "lineages": {0: {"steps": 2, "best": 1.5, "last_move": "tune", "last_status": "OK",
-                              "language": "cuda"},
-                          1: {"steps": 4, "best": 1.1, "last_move": "unroll",
-                              "last_status": "OK", "language": "cuda"}}}
-    console = Console(file=io.StringIO(), width=80)
-    console.print(progress_table(stats, 10.0))
-    text = console.file.getvalue()
+             "lineages": {0: _lineage(2, 1.5, "tune", "cuda"),
+                          1: _lineage(4, 1.1, "unroll", "cuda")}}
+    text = _live_view(stats)
     assert "█████░░░░░ 2/4" in text and "██████████ 4/4" in text
     assert "cuda" not in text  # one language: the lineage's number is its label
 
 
 def test_the_live_view_labels_each_lineage_with_its_language_when_a_run_has_several():
     stats = {"records": 3, "budget": {"candidates": 4},
-             "lineages": {0: {"steps": 2, "best": 1.5, "last_move": "tune", "last_status": "OK",
-                              "language": "cuda"},
-                          1: {"steps": 1, "best": 1.1, "last_move": "unroll",
-                              "last_status": "OK", "language": "triton"}}}
-    console = Console(file=io.StringIO(), width=80)
-    console.print(progress_table(stats, 10.0))
-    rows = [line.split() for line in console.file.getvalue().splitlines()]
+             "lineages": {0: _lineage(2, 1.5, "tune", "cuda"),
+                          1: _lineage(1, 1.1, "unroll", "triton")}}
+    rows = [line.split() for line in _live_view(stats).splitlines()]
     assert ["0", "cuda"] in [row[:2] for row in rows]
     assert ["1", "triton"] in [row[:2] for row in rows]
 
