@@ -229,7 +229,7 @@ def log_report(report: Report, run_dir: Path,
     """Log the report's files to the run's MLflow parent run (under ``report/``); returns the
     parent run's id, or "" when the run logged nothing to MLflow."""
     from .sinks.mlflow_runs import find_parent_run
-    from .sinks.mlflow_sink import absolute_uri, mlflow_client
+    from .sinks.mlflow_store import absolute_uri, mlflow_client
 
     config = json.loads((run_dir / "config.json").read_text())
     tracking = config.get("tracking", {})

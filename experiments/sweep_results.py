@@ -165,7 +165,8 @@ def open_sweep_run(tracking_uri: str, experiment: str, name: str, params: Mappin
     """The sweep's MLflow run (created, or ``run_id`` set running again on a resume)."""
     from mlflow.entities import Param
 
-    from .sinks.mlflow_sink import MLflowSink, mlflow_client, param_key, param_value
+    from .sinks.mlflow_sink import MLflowSink
+    from .sinks.mlflow_store import mlflow_client, param_key, param_value
 
     sink = MLflowSink(tracking_uri, experiment)
     client = mlflow_client(sink.tracking_uri)
@@ -186,7 +187,7 @@ def close_sweep_run(tracking_uri: str, run_id: str, rows: Sequence[Mapping[str, 
     artifacts, and the run's end."""
     from mlflow.entities import Metric
 
-    from .sinks.mlflow_sink import absolute_uri, mlflow_client, param_key
+    from .sinks.mlflow_store import absolute_uri, mlflow_client, param_key
 
     client = mlflow_client(absolute_uri(tracking_uri))
     millis = int(time.time() * 1000)

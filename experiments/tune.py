@@ -51,7 +51,7 @@ from .resume import restore_records
 from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
-from .sinks.mlflow_sink import absolute_uri as absolute_sqlite_uri
+from .sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
 from .speedups import finite, kernel_figures
 from .tune_study import TuneError, open_study
 from .tune_view import best_table, study_view

@@ -18,7 +18,8 @@ from kernelswarm.cluster.ingest import feed_floor, feed_tracker
 from kernelswarm.search import Candidate, Evaluation, Origin, RunInfo
 
 from ..sinks.mlflow_runs import find_parent_run
-from ..sinks.mlflow_sink import MLflowSink, mlflow_client
+from ..sinks.mlflow_sink import MLflowSink
+from ..sinks.mlflow_store import mlflow_client
 from ..sinks.parquet import EVALUATIONS, ParquetSink, read_evaluations
 from .cluster_sim import SIMULATED_MOVE, Simulation, simulated_start, simulated_verdict
 

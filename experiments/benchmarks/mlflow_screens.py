@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kernelswarm.experiments.sinks import read_mlflow_run
 from kernelswarm.experiments.sinks.mlflow_runs import find_parent_run
-from kernelswarm.experiments.sinks.mlflow_sink import absolute_uri
+from kernelswarm.experiments.sinks.mlflow_store import absolute_uri
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .mlflow_sink import mlflow_client
+from .mlflow_store import mlflow_client
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import posixpath
 import re
 import tempfile
 import time
@@ -28,63 +27,17 @@ from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummar
 
 from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
 from .mlflow_layout import SteadyMetrics, parent_run_name, previewable, run_tags, shape_table
+from .mlflow_store import absolute_uri, mlflow_client, param_key, param_value, sqlite_path
 from .sources import source_file_name
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 # MLflow's own limits (mlflow.utils.validation); exceeding them fails the whole call.
-PARAM_VALUE_LIMIT = 6000
-KEY_LIMIT = 250
 PARAMS_PER_BATCH = 100
 METRICS_PER_BATCH = 1000
 # MLflow 3's UI shows an experiment of this kind as a table of runs and their metrics.
 EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
-
-
-def mlflow_client(tracking_uri: str) -> MlflowClient:
-    """A client bound to this URI; mlflow is imported here so that merely importing the sinks
-    (for Parquet) does not pay for it."""
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError as exc:  # pragma: no cover - mlflow is a core dependency
-        raise ImportError("MLflowSink (kernelswarm.experiments.sinks.mlflow_sink) needs mlflow: "
-                          "pip install 'mlflow>=2.10'") from exc
-    return MlflowClient(tracking_uri=tracking_uri)
-
-
-def sqlite_path(tracking_uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI, or None for any other store."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    # sqlite:///relative/path and sqlite:////absolute/path, optionally followed by ?options.
-    path = tracking_uri[len("sqlite:///"):].split("?", 1)[0]
-    return Path(path) if path and path != ":memory:" else None
-
-
-def absolute_uri(tracking_uri: str) -> str:
-    path = sqlite_path(tracking_uri)
-    if path is None or path.is_absolute():
-        return tracking_uri
-    query = tracking_uri.partition("?")[2]
-    return f"sqlite:///{path.resolve()}" + (f"?{query}" if query else "")
-
-
-def param_key(key: str) -> str:
-    """``key`` made acceptable to MLflow: allowed characters only, no path tricks, not too long."""
-    name = re.sub(r"[^/\w.\- ]", "_", key)
-    if not name or posixpath.normpath(name) != name:  # e.g. "a//b", "/a", "a/": MLflow refuses
-        name = name.replace("/", "_") or "_"
-    return name[:KEY_LIMIT]
-
-
-def param_value(value: Any) -> str:
-    """A param's text: strings as they are, anything else as JSON, cut to MLflow's limit."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    if len(text) > PARAM_VALUE_LIMIT:
-        marker = "...[truncated]"
-        text = text[:PARAM_VALUE_LIMIT - len(marker)] + marker
-    return text
 
 
 def run_name(lineage: int) -> str:

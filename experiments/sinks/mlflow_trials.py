@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from kernelswarm.search import Record, RunInfo, RunSummary
 
-from .mlflow_sink import MLflowSink, param_key, param_value
+from .mlflow_sink import MLflowSink
+from .mlflow_store import param_key, param_value
 
 TAG_LIMIT = 5000
 

@@ -28,7 +28,7 @@ from kernelswarm.cluster import ActorTracker, Swarm, SwarmSpec, TrackerActor
 from kernelswarm.experiments.config import SearchSection
 from kernelswarm.experiments.resume import replay_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, read_evaluations
-from kernelswarm.experiments.sinks.mlflow_sink import mlflow_client
+from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
 from kernelswarm.search import (
     Budget,
     Evaluation,

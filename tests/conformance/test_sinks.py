@@ -23,7 +23,7 @@ import pytest
 from kernelswarm.cluster.sink_actor import ProcessSink
 from kernelswarm.experiments.resume import restore_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, TrialMLflowSink, read_evaluations
-from kernelswarm.experiments.sinks.mlflow_sink import mlflow_client
+from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
 from kernelswarm.search import (
     Candidate,
     Evaluation,

@@ -4,7 +4,7 @@ store on SQLite), beside the overall best the tracker's sink logs."""
 from __future__ import annotations
 
 from kernelswarm.experiments.report import log_language_bests
-from kernelswarm.experiments.sinks.mlflow_sink import mlflow_client
+from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
 
 
 def _summary(triton_best: dict | None) -> dict:
