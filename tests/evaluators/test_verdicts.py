@@ -20,6 +20,14 @@ def test_starting_kernel_is_ok_with_a_speedup_near_one_on_every_tuning_shape(eva
     assert evaluation.status is Status.OK, evaluation.message
     assert {s.shape for s in evaluation.shapes} == TUNING_LABELS
     per_shape = {s.shape: round(s.speedup_vs_start, 3) for s in evaluation.shapes}
+    if not 0.6 < evaluation.speedup < 1.6:
+        # A busy 2-core machine can upset one short measurement (CI once read 0.16x on one
+        # shape); the judge itself measures a shape again before it calls a disagreement.
+        # A second, fresh evaluation of the same kernel must read near 1.
+        evaluation = evaluator.evaluate(start)
+        assert evaluation.status is Status.OK, evaluation.message
+        per_shape = {"first": per_shape,
+                     "again": {s.shape: round(s.speedup_vs_start, 3) for s in evaluation.shapes}}
     assert 0.6 < evaluation.speedup < 1.6, per_shape
     for shape in evaluation.shapes:
         assert shape.correct and shape.samples >= 5
