@@ -23,6 +23,7 @@ from . import report_plots as plots
 from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
 
 REPORT_FOLDER = "report"
+DESCRIPTION_TAG = "mlflow.note.content"  # what MLflow's UI shows as a run's description
 _NUMBER = re.compile(r"[-+]?[\d.]+(x)?( ±[\d.]+)?( ≈)?|-")
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}th,td{border:1px solid #ccc;
@@ -129,6 +130,56 @@ class _Page:
         return Report(folder / "report.html", folder / "report.md", paths)
 
 
+def _range(values: list[Any]) -> tuple[float, float]:
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return (min(finite), max(finite)) if finite else (math.nan, math.nan)
+
+
+def confirmation_lines(summary: dict[str, Any]) -> list[str]:
+    """What the report says of the best kernels judged again after the search: each one's
+    median and range over its repeats against the figure the search had measured, or why
+    nothing was judged again."""
+    confirmation = summary.get("confirmation")
+    if not confirmation:
+        return ["Not judged again after the search (no kernel beat the starting one, or "
+                "confirmation was turned off): the figures are the search's own."]
+    if confirmation.get("skipped"):
+        return [f"Not judged again after the search: {confirmation['skipped']}."]
+    lines = []
+    for kernel in confirmation.get("kernels", []):
+        low, high = _range(kernel.get("speedup_vs_start", []))
+        chosen = " (reported above)" if kernel["candidate_id"] == confirmation.get("chosen") \
+            else ""
+        if kernel.get("failure"):
+            lines.append(f"{kernel['candidate_id']}: judged again, failed: {kernel['failure']}")
+            continue
+        lines.append(
+            f"{kernel['candidate_id']}{chosen}: judged {len(kernel.get('speedup_vs_start', []))} "
+            f"more times after the search, median {_x(kernel.get('median_speedup_vs_start'))} "
+            f"vs start ({_x(low)} to {_x(high)}); the search had measured "
+            f"{_x(kernel.get('found_speedup_vs_start', math.nan))}.")
+    return lines
+
+
+def run_description(summary: dict[str, Any], task: str) -> str:
+    """The MLflow parent run's description (markdown, shown on its overview page): the best
+    kernel's figures as the closing table gives them, its confirmation, and the report."""
+    best = summary.get("best")
+    if not best:
+        return f"**{task}**: no kernel was found correct. Stopped: {summary.get('stop_reason')}."
+    baseline = {s.get("best_baseline") for s in best.get("shapes", [])} - {None}
+    lines = [f"**{task}**: best kernel `{best['candidate_id']}` "
+             f"({best.get('language', '?')}), {_x(best.get('speedup_vs_start', math.nan))} "
+             f"vs the starting kernel and "
+             f"{_x(best.get('speedup_vs_best', math.nan), best.get('speedup_vs_best_ci'))} "
+             f"vs the best baseline of each shape ({', '.join(sorted(baseline)) or 'none'}), "
+             f"timed with a {summary.get('timing', {}).get('regime', '?')}.", ""]
+    lines += [f"- {line}" for line in confirmation_lines(summary)]
+    lines += ["", f"Stopped: {summary.get('stop_reason', '?')}. The whole report, with plots: "
+              f"artifacts, `{REPORT_FOLDER}/report.html`."]
+    return "\n".join(lines)
+
+
 def _run_page(run: RunData) -> _Page:
     summary, best = run.summary, run.summary.get("best") or {}
     page = _Page(f"kernelswarm report: {run.name}")
@@ -145,7 +196,10 @@ def _run_page(run: RunData) -> _Page:
         _x(best.get("speedup_vs_eager", math.nan)), _x(best.get("speedup_vs_compile", math.nan))]])
     if best.get("file"):
         page.text(f"File: {best['file']}")
+    for line in confirmation_lines(summary):
+        page.text(line)
     page.heading("Lineages")
+    page.text("Each lineage's best as the search measured it (one evaluation each).")
     page.table(["lineage", "steps", "best vs start", "best kernel", "stopped"], [
         [str(x["lineage"]), str(x["steps"]), _x(x.get("best_speedup", math.nan)),
          x.get("best_candidate") or "-", (x.get("stop_reason") or "").splitlines()[0][:120]
@@ -246,7 +300,10 @@ def log_report(report: Report, run_dir: Path,
         client.log_artifact(run_id, str(path), REPORT_FOLDER)
     summary = run_dir / "summary.json"
     if summary.is_file():
-        log_language_bests(client, run_id, json.loads(summary.read_text()))
+        document = json.loads(summary.read_text())
+        log_language_bests(client, run_id, document)
+        task = config.get("task", {}).get("name") or run_dir.name
+        client.set_tag(run_id, DESCRIPTION_TAG, run_description(document, Path(task).name))
     return run_id
 
 

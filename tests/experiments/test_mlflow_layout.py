@@ -29,6 +29,10 @@ def test_runs_are_named_and_tagged_and_their_sources_preview(small_run):
     assert not [a for a in parent.artifacts if a.endswith(".cpp")]
     for plot in ("report.html", "best_over_time.svg", "shape_times.svg", "roofline.svg"):
         assert f"report/{plot}" in parent.artifacts
+    description = parent.tags["mlflow.note.content"]  # the run page's "Description"
+    assert description.startswith(f"**silu_and_mul**: best kernel `{best.id}` (cpp), ")
+    reported = json.loads((outcome.run_dir / "summary.json").read_text())["best"]
+    assert f"{reported['speedup_vs_start']:.3f}x vs the starting kernel" in description
     table = json.loads(read_artifact_text(uri, found[0], "best_shapes.json"))
     shapes = {row[table["columns"].index("shape")] for row in table["data"]}
     assert shapes == {s.shape for s in outcome.result.summary.best[1].shapes}

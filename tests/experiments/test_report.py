@@ -9,7 +9,12 @@ import shutil
 import pytest
 
 from kernelswarm.experiments.cli import main
-from kernelswarm.experiments.report import ReportError, write_report
+from kernelswarm.experiments.report import (
+    ReportError,
+    confirmation_lines,
+    run_description,
+    write_report,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +40,53 @@ def test_the_report_of_a_run_embeds_its_plots_and_names_the_best_kernel_and_ever
         assert (outcome.run_dir / "report" / f"{plot}.svg").read_text().startswith("<svg")
     markdown = (outcome.run_dir / "report" / "report.md").read_text()
     assert best.id in markdown and "![" in markdown
+    # the best kernel's figure is the confirmed one: the page says so, and what the search saw
+    confirmation = outcome.result.confirmation
+    if confirmation is not None and confirmation.chosen is not None:
+        chosen = confirmation.chosen
+        assert f"{chosen.candidate.id} (reported above): judged {len(chosen.repeats)} more " \
+               f"times after the search" in html
+        assert f"the search had measured {chosen.found.speedup:.3f}x" in html
+    else:
+        assert "Not judged again after the search" in html
+
+
+CONFIRMED = {"repeats": 3, "skipped": None, "chosen": "b", "kernels": [
+    {"candidate_id": "a", "found_speedup_vs_start": 3.7, "speedup_vs_start": [3.6, 2.8, 2.7],
+     "median_speedup_vs_start": 2.8, "failure": None},
+    {"candidate_id": "b", "found_speedup_vs_start": 3.5, "speedup_vs_start": [3.2, 3.0, 2.9],
+     "median_speedup_vs_start": 3.0, "failure": None},
+    {"candidate_id": "c", "found_speedup_vs_start": 4.0, "speedup_vs_start": [],
+     "median_speedup_vs_start": None, "failure": "repeat 1: INCORRECT on shape d=7"}]}
+
+
+def test_the_confirmation_is_told_kernel_by_kernel_against_what_the_search_measured():
+    lines = confirmation_lines({"confirmation": CONFIRMED})
+    assert lines == [
+        "a: judged 3 more times after the search, median 2.800x vs start (2.700x to 3.600x); "
+        "the search had measured 3.700x.",
+        "b (reported above): judged 3 more times after the search, median 3.000x vs start "
+        "(2.900x to 3.200x); the search had measured 3.500x.",
+        "c: judged again, failed: repeat 1: INCORRECT on shape d=7"]
+    assert confirmation_lines({"confirmation": {**CONFIRMED, "skipped": "interrupted"}}) == [
+        "Not judged again after the search: interrupted."]
+    assert confirmation_lines({"confirmation": None})[0].startswith("Not judged again")
+
+
+def test_the_mlflow_description_gives_the_best_kernel_its_baseline_and_confirmation():
+    summary = {"best": {"candidate_id": "b", "language": "cpp", "speedup_vs_start": 3.0,
+                        "speedup_vs_best": 1.4, "speedup_vs_best_ci": 0.03,
+                        "shapes": [{"best_baseline": "eager"}, {"best_baseline": "compile"}]},
+               "timing": {"regime": "cold cache (L2 flushed)"}, "confirmation": CONFIRMED,
+               "stop_reason": "candidate budget reached (10)"}
+    text = run_description(summary, "silu_and_mul")
+    assert text.startswith("**silu_and_mul**: best kernel `b` (cpp), 3.000x vs the starting "
+                           "kernel and 1.400x ±0.030 vs the best baseline of each shape "
+                           "(compile, eager), timed with a cold cache (L2 flushed).")
+    assert "- b (reported above): judged 3 more times" in text
+    assert "report/report.html" in text and "candidate budget reached (10)" in text
+    nothing = run_description({"best": None, "stop_reason": "every candidate failed"}, "op")
+    assert nothing == "**op**: no kernel was found correct. Stopped: every candidate failed."
 
 
 def test_a_sweep_folder_gets_a_cell_table_and_a_plot(small_run, tmp_path):
