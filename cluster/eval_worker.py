@@ -46,6 +46,9 @@ class EvalWorker:
 
     def __init__(self) -> None:
         self._evaluators: dict[str, Evaluator] = {}
+        from kernelswarm.evaluators.judge.runner_process import start_runner_template
+
+        start_runner_template()  # its imports overlap the other actors' start
 
     def evaluate(self, key: str, candidate: Candidate,
                  make_evaluator: Callable[[], Evaluator] | None = None) -> Evaluation | None:

@@ -61,6 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from .landlock import LandlockUnavailable, restrict_writes
+from .namespaces import libc as _libc
+from .namespaces import mount as _mount
 from .seccomp import SeccompUnavailable, install_filter
 
 ISOLATION_ENV = "KERNELSWARM_ISOLATION"  # "<namespaces>;<judge's mount namespace>"
@@ -156,8 +158,14 @@ def launch_command(found: Launcher, argv: Sequence[str]) -> list[str]:
     env = shutil.which("env")
     if not found.prefix or env is None:
         return list(argv)
-    marker = f"{ISOLATION_ENV}={','.join(found.namespaces)};{_mount_namespace()}"
-    return [*found.prefix, "--", env, marker, *argv]
+    return [*found.prefix, "--", env, f"{ISOLATION_ENV}={isolation_marker(found.namespaces)}",
+            *argv]
+
+
+def isolation_marker(namespaces: Sequence[str]) -> str:
+    """The value of ``ISOLATION_ENV`` for a runner started in ``namespaces``: what the runner
+    verifies it got, and the judge's mount namespace (never to be remounted)."""
+    return f"{','.join(namespaces)};{_mount_namespace()}"
 
 
 def _launched_namespaces() -> tuple[set[str], str]:
@@ -190,23 +198,6 @@ def _interfaces() -> list[str]:
     except OSError:
         return []
     return sorted(line.split(":", 1)[0].strip() for line in lines)
-
-
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                          ctypes.c_char_p]
-    return libc
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
-    def enc(text: str | None) -> bytes | None:
-        return None if text is None else os.fsencode(text)
-
-    if _libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"mount {target}: {os.strerror(code)}")
 
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")

@@ -40,10 +40,6 @@ class Report:
     markdown: Path
     plots: dict[str, Path]
 
-    @property
-    def files(self) -> list[Path]:
-        return [self.html, self.markdown, *self.plots.values()]
-
 
 def _x(value: float, ci: float | None = None) -> str:
     if value is None or not math.isfinite(value) or value <= 0:
@@ -296,8 +292,7 @@ def log_report(report: Report, run_dir: Path,
         return ""
     run_id, _ = found
     client = mlflow_client(uri)
-    for path in report.files:
-        client.log_artifact(run_id, str(path), REPORT_FOLDER)
+    client.log_artifacts(run_id, str(report.html.parent), REPORT_FOLDER)  # the folder's files
     summary = run_dir / "summary.json"
     if summary.is_file():
         document = json.loads(summary.read_text())

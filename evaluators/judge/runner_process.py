@@ -1,8 +1,11 @@
 """The judge's side of one runner process: spawn it, talk to it, enforce time, bury it.
 
-One ``RunnerProcess`` is one ``python -m kernelswarm.evaluators.runner`` (evaluators/runner/),
-started with ``subprocess.Popen`` in a new session (its own process group, so that a kill
-reaches anything it started), never by forking the judge. It gets a fresh scratch folder as
+One ``RunnerProcess`` is one runner (evaluators/runner/): forked by the runner template, a
+process that has imported torch and the runner's modules and never runs candidate code
+(evaluators/runner/template.py, judge/runner_template.py), or, where there is none,
+``python -m kernelswarm.evaluators.runner`` started with ``subprocess.Popen``. Either way it is
+in a new session (its own process group, so that a kill reaches anything it started), and never
+a fork of the judge. It gets a fresh scratch folder as
 working directory, the scrubbed environment (evaluators/environment.py), the OS isolation of
 evaluators/isolation.py where the platform allows it (namespaces), two pipes and the
 evaluation's shared arena (evaluators/shared_memory.py), passed by descriptor number. Its stdout
@@ -24,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +36,10 @@ from typing import Any
 from ...search.task import TaskError
 from ..channel import ChannelError, FrameBuffer, write_frame
 from ..environment import python_path, scrubbed_environment
-from ..isolation import isolated_command
+from ..isolation import isolated_command, isolation_marker, launcher
 from ..protocol import RUNNER_MODULE
 from ..shared_memory import Arena
+from .runner_template import TemplateChild, TemplateUnavailable, runner_template
 
 LOG_TAIL_CHARS = 1500
 LOG_SCAN_CHARS = 64 * 1024  # how far back a crash report's first line is looked for
@@ -71,6 +76,20 @@ class TimedOut:
 Outcome = Replied | Crashed | TimedOut
 
 
+def runner_environment() -> dict[str, str]:
+    """What a runner's process gets as its environment: this one's without credentials, one
+    thread per library under torch, and this process's import path."""
+    return scrubbed_environment(extra={**_RUNNER_VARIABLES, "PYTHONPATH": python_path()})
+
+
+def start_runner_template() -> None:
+    """Start this process's runner template now, in the background, so that its imports overlap
+    whatever this process does before its first runner (an evaluation worker: the other actors
+    starting)."""
+    threading.Thread(target=lambda: runner_template(runner_environment(), launcher().namespaces),
+                     name="runner-template", daemon=True).start()
+
+
 class RunnerProcess:
     """One live runner, its channel and its arena; ``prepare`` is sent at once (a spare)."""
 
@@ -85,19 +104,11 @@ class RunnerProcess:
         self.unkillable = ""
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
-        argv = [sys.executable, "-m", RUNNER_MODULE, "--request-fd", str(request_r),
-                "--reply-fd", str(reply_w), "--arena-fd", str(arena.fd)]
-        if memory_limit_mb is not None:
-            argv += ["--memory-limit-mb", str(memory_limit_mb)]
-        # the OS isolation (evaluators/isolation.py): namespaces where the platform allows
-        argv, options = isolated_command(argv, self.scratch)
-        env = scrubbed_environment(extra={**_RUNNER_VARIABLES, "PYTHONPATH": python_path()})
+        env = runner_environment()
         try:
             with open(self.log_path, "wb") as log:
-                self.process = subprocess.Popen(
-                    argv, cwd=self.scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, pass_fds=(request_r, reply_w, arena.fd),
-                    **{"start_new_session": True, **options})
+                self.process = self._start(env, (request_r, reply_w, arena.fd, log.fileno()),
+                                           memory_limit_mb)
         except BaseException:
             os.close(self._request_w)
             os.close(self._reply_r)
@@ -110,6 +121,31 @@ class RunnerProcess:
         self._pending: list[dict[str, Any]] = []
         self._closed = False
         self._send(prepare)
+
+    def _start(self, env: dict[str, str], fds: tuple[int, int, int, int],
+               memory_limit_mb: int | None) -> subprocess.Popen | TemplateChild:
+        """The runner's process: forked by the runner template where there is one, else an
+        interpreter of its own; either way in the OS isolation of evaluators/isolation.py
+        (namespaces where the platform allows) and a session of its own."""
+        namespaces = launcher().namespaces
+        template = runner_template(env, namespaces)
+        if template is not None:
+            try:
+                return template.spawn(fds, self.scratch, memory_limit_mb,
+                                      isolation_marker(template.namespaces)
+                                      if template.namespaces else "")
+            except TemplateUnavailable:
+                pass  # gone meanwhile: the next runner starts a new one
+        request_r, reply_w, arena_fd, log = fds
+        argv = [sys.executable, "-m", RUNNER_MODULE, "--request-fd", str(request_r),
+                "--reply-fd", str(reply_w), "--arena-fd", str(arena_fd)]
+        if memory_limit_mb is not None:
+            argv += ["--memory-limit-mb", str(memory_limit_mb)]
+        argv, options = isolated_command(argv, self.scratch)
+        return subprocess.Popen(
+            argv, cwd=self.scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, pass_fds=(request_r, reply_w, arena_fd),
+            **{"start_new_session": True, **options})
 
     @property
     def alive(self) -> bool:

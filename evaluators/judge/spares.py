@@ -1,8 +1,9 @@
 """Runner processes on demand: one fresh runner per candidate, the next one warm in advance.
 
 A runner is worth a candidate only before that candidate's code ran in it, so each one serves a
-single candidate and is killed after it. Its start-up (interpreter, torch, CUDA, the task and
-the starting kernel: about 2 s of CPU) is hidden by a spare: ``take`` hands over the prepared
+single candidate and is killed after it. Its start-up (forked from the runner template: the
+task, the starting kernel and, on a GPU, CUDA; as an interpreter of its own, torch too, about
+2 s of CPU) is hidden by a spare: ``take`` hands over the prepared
 spare and at once starts the next one, which prepares while the candidate is checked;
 ``settle`` waits for it to be ready before timing starts on a GPU, and on a machine of fewer
 than ``OWN_CORES`` CPUs, so that no start-up disturbs a timed call.

@@ -63,8 +63,10 @@ def test_what_the_sandbox_needs_to_run_is_kept(name):
 
 
 def runner_pid(group: int) -> int:
-    """The runner's Python process in process group ``group`` (under a namespace launcher the
-    process the judge spawned is the launcher, and the runner its child)."""
+    """The runner's Python process in process group ``group``: the innermost one (under a
+    namespace launcher the process the judge spawned, or the template forked, is the launcher,
+    and the runner its child, pid 1 of the new PID namespace)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -72,11 +74,15 @@ def runner_pid(group: int) -> int:
             if os.getpgid(int(entry.name)) != group:
                 continue
             argv = (entry / "cmdline").read_bytes().split(b"\0")
+            parent = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
         except OSError:
             continue
-        if argv[0].endswith(b"python") or b"python" in argv[0].rsplit(b"/", 1)[-1]:
-            if b"kernelswarm.evaluators.runner" in argv:
-                return int(entry.name)
+        if b"python" in argv[0].rsplit(b"/", 1)[-1] and any(
+                a.startswith(b"kernelswarm.evaluators.runner") for a in argv):
+            found[int(entry.name)] = parent
+    inner = [pid for pid, parent in found.items() if parent in found]
+    if inner or found:
+        return (inner or list(found))[0]
     raise AssertionError(f"no runner process in group {group}")
 
 
