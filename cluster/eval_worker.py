@@ -48,7 +48,8 @@ class EvalWorker:
         self._evaluators: dict[str, Evaluator] = {}
         from kernelswarm.evaluators.judge.runner_process import start_runner_template
 
-        start_runner_template()  # its imports overlap the other actors' start
+        # its imports overlap the other actors' start
+        start_runner_template("cuda" if ray.get_gpu_ids() else "cpu")
 
     def evaluate(self, key: str, candidate: Candidate,
                  make_evaluator: Callable[[], Evaluator] | None = None) -> Evaluation | None:

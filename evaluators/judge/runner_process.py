@@ -39,7 +39,12 @@ from ..environment import python_path, scrubbed_environment
 from ..isolation import isolated_command, isolation_marker, launcher
 from ..protocol import RUNNER_MODULE
 from ..shared_memory import Arena
-from .runner_template import TemplateChild, TemplateUnavailable, runner_template
+from .runner_template import (
+    TemplateChild,
+    TemplateUnavailable,
+    runner_template,
+    template_wanted,
+)
 
 LOG_TAIL_CHARS = 1500
 LOG_SCAN_CHARS = 64 * 1024  # how far back a crash report's first line is looked for
@@ -82,12 +87,14 @@ def runner_environment() -> dict[str, str]:
     return scrubbed_environment(extra={**_RUNNER_VARIABLES, "PYTHONPATH": python_path()})
 
 
-def start_runner_template() -> None:
-    """Start this process's runner template now, in the background, so that its imports overlap
-    whatever this process does before its first runner (an evaluation worker: the other actors
-    starting)."""
-    threading.Thread(target=lambda: runner_template(runner_environment(), launcher().namespaces),
-                     name="runner-template", daemon=True).start()
+def start_runner_template(device: str) -> None:
+    """Start this process's runner template now, in the background, where runners for
+    ``device`` come from it: its imports then overlap whatever this process does before its
+    first runner (an evaluation worker: the other actors starting)."""
+    if template_wanted(device):
+        threading.Thread(
+            target=lambda: runner_template(runner_environment(), launcher().namespaces),
+            name="runner-template", daemon=True).start()
 
 
 class RunnerProcess:
@@ -108,7 +115,8 @@ class RunnerProcess:
         try:
             with open(self.log_path, "wb") as log:
                 self.process = self._start(env, (request_r, reply_w, arena.fd, log.fileno()),
-                                           memory_limit_mb)
+                                           memory_limit_mb,
+                                           str(prepare.get("settings", {}).get("device", "cpu")))
         except BaseException:
             os.close(self._request_w)
             os.close(self._reply_r)
@@ -123,12 +131,13 @@ class RunnerProcess:
         self._send(prepare)
 
     def _start(self, env: dict[str, str], fds: tuple[int, int, int, int],
-               memory_limit_mb: int | None) -> subprocess.Popen | TemplateChild:
-        """The runner's process: forked by the runner template where there is one, else an
-        interpreter of its own; either way in the OS isolation of evaluators/isolation.py
-        (namespaces where the platform allows) and a session of its own."""
+               memory_limit_mb: int | None, device: str) -> subprocess.Popen | TemplateChild:
+        """The runner's process: forked by the runner template where there is one for
+        ``device``, else an interpreter of its own; either way in the OS isolation of
+        evaluators/isolation.py (namespaces where the platform allows) and a session of its
+        own."""
         namespaces = launcher().namespaces
-        template = runner_template(env, namespaces)
+        template = runner_template(env, namespaces) if template_wanted(device) else None
         if template is not None:
             try:
                 return template.spawn(fds, self.scratch, memory_limit_mb,

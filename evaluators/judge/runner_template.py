@@ -5,6 +5,11 @@ interpreter of its own (``python -m kernelswarm.evaluators.runner`` through ``un
 there is no template: not Linux, a template that could not start or could not enter the
 namespaces, or ``KERNELSWARM_RUNNER_TEMPLATE=0``.
 
+On a GPU the template is used only with ``KERNELSWARM_RUNNER_TEMPLATE=1``: a runner forked
+from it initialises CUDA after the fork, which is sound (the template never touches the device)
+but has not yet been run on a GPU host; by default GPU runners start as interpreters of their
+own, as they always did (``template_wanted``).
+
 A spawned runner is handed back as a ``TemplateChild``, which answers ``pid``, ``poll`` and
 ``wait`` as ``subprocess.Popen`` does: its exit status comes from the template, which is its
 parent. Thread-safe: one lock guards the socket.
@@ -27,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 TEMPLATE_MODULE = "kernelswarm.evaluators.runner.template"
-SWITCH_ENV = "KERNELSWARM_RUNNER_TEMPLATE"  # "0": every runner is an interpreter of its own
+# "0": every runner is an interpreter of its own; "1": runners on a GPU are forked too
+SWITCH_ENV = "KERNELSWARM_RUNNER_TEMPLATE"
 START_TIMEOUT_S = 180.0  # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
 _MESSAGE_BYTES = 1 << 16
@@ -207,7 +213,7 @@ def runner_template(env: Mapping[str, str], namespaces: Sequence[str]) -> Runner
     their own (see the module's docstring; ``template_refusal`` says why). A template of another
     environment (the judge's changed since) is closed once its runners have all ended."""
     global _refused
-    if os.environ.get(SWITCH_ENV) == "0" or not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux"):
         return None
     key = (frozenset(env.items()), tuple(namespaces))
     with _shared_lock:
@@ -225,6 +231,15 @@ def runner_template(env: Mapping[str, str], namespaces: Sequence[str]) -> Runner
             _refused = str(exc)
             return None
         return _templates[key]
+
+
+def template_wanted(device: str) -> bool:
+    """Whether runners for ``device`` are to be forked from the template: on the CPU unless
+    ``KERNELSWARM_RUNNER_TEMPLATE=0``, on a GPU only with ``KERNELSWARM_RUNNER_TEMPLATE=1``."""
+    setting = os.environ.get(SWITCH_ENV, "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    return not device.startswith("cuda")
 
 
 def template_refusal() -> str:

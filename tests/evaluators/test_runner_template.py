@@ -129,17 +129,19 @@ def test_a_template_of_another_environment_is_closed_only_once_its_runners_ended
     assert not first.alive
 
 
-def test_runners_come_from_the_template_unless_it_is_switched_off(monkeypatch):
-    prepare = {"type": "never-sent-to-a-runner-that-is-killed-first"}
+@pytest.mark.parametrize(("device", "switch", "forked"), [
+    ("cpu", None, True), ("cpu", "0", False), ("cuda", None, False), ("cuda", "1", True)])
+def test_cpu_runners_come_from_the_template_and_gpu_runners_when_asked(monkeypatch, device,
+                                                                         switch, forked):
+    if switch is None:
+        monkeypatch.delenv(SWITCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SWITCH_ENV, switch)
+    # a request the runner never answers: it is killed first
+    prepare = {"type": "prepare-nothing", "settings": {"device": device}}
     runner = RunnerProcess(Arena.create(1 << 16), prepare)
     try:
-        assert isinstance(runner.process, TemplateChild)
-    finally:
-        runner.close()
-    monkeypatch.setenv(SWITCH_ENV, "0")
-    runner = RunnerProcess(Arena.create(1 << 16), prepare)
-    try:
-        assert isinstance(runner.process, subprocess.Popen)
+        assert isinstance(runner.process, TemplateChild if forked else subprocess.Popen)
     finally:
         runner.close()
 
