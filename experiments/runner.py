@@ -168,8 +168,9 @@ def _search(console: Console, prepared: PreparedRun) -> SwarmResult:
         workers, resources = worker_pool(config, cluster.gpus)
         spec = prepared.spec(workers, resources)
         console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
-                      f"lineages · {workers} evaluation worker(s) · Ray {cluster.address} "
-                      f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)")
+                      f"lineages · {workers} evaluation worker(s)")
+        console.print(f"Ray {cluster.address} ({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)",
+                      highlight=False)
         _print_path(console, "run folder (log: run.log):", prepared.run_dir)
         budget = {"candidates": config.search.candidates_per_lineage,
                   "wall_s": config.search.wall_time_s}
@@ -280,6 +281,9 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
     for error in result.sink_errors:
         console.print(f"[red]{error}[/]")
     for location in result.locations:
-        _print_path(console, "results:", location)
+        if Path(location).is_dir():  # the Parquet dataset's folder
+            _print_path(console, "evaluations (Parquet):", location)
+        else:  # the sink says what it is (MLflow: its store, experiment, run, how to browse)
+            console.print(location, highlight=False, soft_wrap=True, markup=False)
     if outcome.best_path:
         _print_path(console, "best kernel:", outcome.best_path)

@@ -24,6 +24,10 @@ def test_a_run_printed_at_80_columns_cuts_nothing_and_keeps_the_noise_in_its_log
     assert best.id in text
     for path in (outcome.run_dir, outcome.best_path, outcome.run_dir / "report" / "report.html"):
         assert str(path) in lines  # whole, on a line of its own
+    evaluations = lines.index("evaluations (Parquet):")
+    assert lines[evaluations + 1] == str(outcome.run_dir / "evaluations")
+    assert any(line.startswith("MLflow sqlite:///") for line in lines)
+    assert any(line.startswith("Ray ") and "CPUs" in line for line in lines)
     for noise in ("Creating initial MLflow database tables", "INFO worker.py", "(TrackerActor"):
         assert noise not in text
     assert (outcome.run_dir / "run.log").is_file()
