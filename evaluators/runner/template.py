@@ -187,7 +187,12 @@ class Template:
         # The reply waits for the child's own session: a kill of its process group must reach
         # it from the moment the judge knows its pid.
         in_session, told = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: the judge starts one without us
+            os.close(in_session)
+            os.close(told)
+            return {"type": "spawned", "id": request.get("id"), "error": f"fork: {exc}"}
         if pid == 0:
             os.close(in_session)
             _become_runner(self.control, self.wake, fds, request, self.names, told)

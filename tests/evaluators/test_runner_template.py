@@ -154,3 +154,13 @@ def test_a_forked_runner_gets_the_same_isolation_and_no_socket(evaluator, start)
     if {"pid", "net", "ipc", "mount"} <= set(launcher().namespaces):
         assert evaluation.metrics["isolation_namespaces"].startswith("pid,net,ipc,mount")
         assert evaluation.metrics["isolation"] == "namespaces+seccomp"
+
+
+def test_the_start_up_benchmark_times_both_ways(capsys):
+    from kernelswarm.experiments.benchmarks.runner_start import main
+
+    assert main(["silu_and_mul", "cpp", "1"]) == 0
+    rows = {line[:28].strip(): [float(x) for x in line[28:].split()]
+            for line in capsys.readouterr().out.splitlines()[2:]}
+    assert set(rows) == {"forked from the template", "an interpreter of its own"}
+    assert all(0 < low <= median <= high for median, low, high in rows.values())
