@@ -164,7 +164,8 @@ class SandboxEvaluator(Evaluator):
                   "resources": {"artifact_bytes": build.artifact.stat().st_size,
                                 "binary": build.result.binary},
                   "metrics": {**self._metrics(calibration), "phase_s": phases,
-                              "runner_start_s": runner.ready_s}}
+                              "runner_start_s": runner.ready_s,
+                              "runner_started_as": runner.started_as}}
         try:
             status, message, shapes = self._run(candidate, build, spec, runner, calibration,
                                                 references, spares, phases, common)

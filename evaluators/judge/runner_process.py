@@ -40,9 +40,11 @@ from ..isolation import isolated_command, isolation_marker, launcher
 from ..protocol import RUNNER_MODULE
 from ..shared_memory import Arena
 from .runner_template import (
+    SWITCH_ENV,
     TemplateChild,
     TemplateUnavailable,
     runner_template,
+    template_refusal,
     template_wanted,
 )
 
@@ -109,6 +111,7 @@ class RunnerProcess:
         self.ready: dict[str, Any] | None = None
         self.ready_s = float("nan")  # seconds from spawn until its ready reply was read
         self.unkillable = ""
+        self.started_as = ""  # how its process started (evaluation metrics: runner_started_as)
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         env = runner_environment()
@@ -137,14 +140,21 @@ class RunnerProcess:
         evaluators/isolation.py (namespaces where the platform allows) and a session of its
         own."""
         namespaces = launcher().namespaces
-        template = runner_template(env, namespaces) if template_wanted(device) else None
+        wanted = template_wanted(device)
+        template = runner_template(env, namespaces) if wanted else None
         if template is not None:
             try:
-                return template.spawn(fds, self.scratch, memory_limit_mb,
-                                      isolation_marker(template.namespaces)
-                                      if template.namespaces else "")
-            except TemplateUnavailable:
-                pass  # gone meanwhile: the next runner starts a new one
+                child = template.spawn(fds, self.scratch, memory_limit_mb,
+                                       isolation_marker(template.namespaces)
+                                       if template.namespaces else "")
+                self.started_as = "forked from the runner template"
+                return child
+            except TemplateUnavailable as exc:  # gone meanwhile: the next runner starts another
+                why = str(exc)
+        else:
+            why = (template_refusal() if wanted or os.environ.get(SWITCH_ENV) == "0"
+                   else f"the default on {device}")
+        self.started_as = f"an interpreter of its own ({why})"
         request_r, reply_w, arena_fd, log = fds
         argv = [sys.executable, "-m", RUNNER_MODULE, "--request-fd", str(request_r),
                 "--reply-fd", str(reply_w), "--arena-fd", str(arena_fd)]

@@ -246,4 +246,6 @@ def template_refusal() -> str:
     """Why this process starts runners without a template ("" when it has one or never tried)."""
     if os.environ.get(SWITCH_ENV) == "0":
         return f"{SWITCH_ENV}=0"
+    if not sys.platform.startswith("linux"):
+        return f"no runner template on {sys.platform}"
     return _refused

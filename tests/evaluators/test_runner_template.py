@@ -142,6 +142,10 @@ def test_cpu_runners_come_from_the_template_and_gpu_runners_when_asked(monkeypat
     runner = RunnerProcess(Arena.create(1 << 16), prepare)
     try:
         assert isinstance(runner.process, TemplateChild if forked else subprocess.Popen)
+        why = f"{SWITCH_ENV}=0" if switch else "the default on cuda"
+        expected = ("forked from the runner template" if forked
+                    else f"an interpreter of its own ({why})")
+        assert runner.started_as == expected
     finally:
         runner.close()
 
@@ -150,6 +154,7 @@ def test_a_forked_runner_gets_the_same_isolation_and_no_socket(evaluator, start)
     evaluation = evaluator.evaluate(start)
     assert evaluation.status is Status.OK, evaluation.message
     assert isinstance(evaluator._spares.spare.process, TemplateChild)
+    assert evaluation.metrics["runner_started_as"] == "forked from the runner template"
     assert evaluation.metrics["isolation_sockets_closed"] == "0"  # the template's is not there
     if {"pid", "net", "ipc", "mount"} <= set(launcher().namespaces):
         assert evaluation.metrics["isolation_namespaces"].startswith("pid,net,ipc,mount")
