@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelswarm.search import StartingKernelFailed, TaskError
 
@@ -56,12 +57,12 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     try:
         report = write_report(args.folder)
     except (ReportError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     # Paths whole, each on its own line: a terminal may wrap them, never cut them.
     console.print("report:", highlight=False)
-    console.print(str(report.html), highlight=False, soft_wrap=True)
-    console.print(str(report.markdown), highlight=False, soft_wrap=True)
+    console.print(str(report.html), highlight=False, soft_wrap=True, markup=False)
+    console.print(str(report.markdown), highlight=False, soft_wrap=True, markup=False)
     return 0
 
 
@@ -86,7 +87,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     outcome = run(config, console, resume=resume)
     if outcome.failure is not None:  # the reason is the last line a user or a script sees
-        console.print(f"[red]error:[/] {outcome.failure}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(outcome.failure)}", highlight=False,
+                      soft_wrap=True)
         return 1
     return 0 if outcome.result.summary.best is not None else 1
 
@@ -108,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return _report(args, console)
     except (ConfigError, TaskError) as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except StartingKernelFailed as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 1
     return 0
 

@@ -46,6 +46,7 @@ from kernelswarm.search import (
     spec_for_suffix,
 )
 
+from .compiler_messages import naming_the_file
 from .config import BUILTIN_TASKS, ConfigError
 from .run_folder import RunFolder, open_run_folder, run_folder_of
 from .sinks.sources import read_kernel_file
@@ -165,11 +166,13 @@ def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
     except ValueError as exc:  # TaskError included: an unusable task, language or device
         raise EvalUsageError(str(exc)) from None
     origin = Origin(role="user", move="eval", rationale=str(candidate_file))
+    text = candidate_file.read_text()
     with evaluator:
-        candidate = file_candidate(evaluator.start_candidate, candidate_file.read_text(), origin)
+        candidate = file_candidate(evaluator.start_candidate, text, origin)
         evaluations = []
         for _ in range(repeats):  # each in a fresh sandbox
-            evaluations.append(evaluator.evaluate(candidate))
+            evaluation = evaluator.evaluate(candidate)
+            evaluations.append(naming_the_file(evaluation, candidate_file, text, candidate.source))
             if not evaluations[-1].ok:
                 break
         return evaluations, task.name, settings
@@ -228,7 +231,8 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
             doc["run"] = _finite({"folder": str(run.path), "recorded": recorded})
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        console.print(evaluation_table(evaluation, task_name, language, timing.regime))
+        if evaluation.shapes:  # a kernel that did not build has no row to show
+            console.print(evaluation_table(evaluation, task_name, language, timing.regime))
         console.print(verdict_text(evaluation), highlight=False)
         if len(evaluations) > 1 and evaluation.ok:
             console.print(f"judged {len(evaluations)} times, each in a fresh sandbox: the "

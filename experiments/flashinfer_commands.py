@@ -73,7 +73,7 @@ def _import(args: argparse.Namespace, console: Console) -> int:
     task = imported.task
     console.print(f"wrote {task.path}: task {task.name!r}; cpu workloads "
                   f"{', '.join(imported.cpu)}; {len(imported.heldout)} of the cuda workloads "
-                  f"held out", highlight=False)
+                  f"held out", highlight=False, markup=False)
     console.print("the cpp entry point:\n" + task.module.c_signature(), highlight=False,
                   markup=False)
     return 0
@@ -102,5 +102,5 @@ def _export(args: argparse.Namespace, console: Console) -> int:
         args.task, kernel, args.out, device=args.device, author=args.author, settings=settings,
         hardware=args.hardware)
     console.print(f"wrote {solution} and {len(evaluation.shapes)} traces to {traces}",
-                  highlight=False)
+                  highlight=False, markup=False)
     return 0

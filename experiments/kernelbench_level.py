@@ -114,5 +114,6 @@ def level_table(results: Sequence[ProblemImport], level: int) -> Table:
         else:
             detail, colour = result.reason, "red" if result.status is ImportStatus.FAILED \
                 else "yellow"
-        table.add_row(result.problem, f"[{colour}]{result.status.value}[/]", escape(detail))
+        table.add_row(escape(result.problem), f"[{colour}]{result.status.value}[/]",
+                      escape(detail))
     return table

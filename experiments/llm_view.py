@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kernelswarm.agents.llm.ledger import LedgerState, read_states
@@ -82,7 +83,7 @@ class LLMWatch:
                 continue
             who = "start-up" if lineage == START_LINEAGE else f"lineage {lineage}"
             for failure in state.failures[-min(new, len(state.failures)):]:
-                console.print(f"[yellow]{who}: LLM request failed:[/] {one_line(failure, 300)}",
+                console.print(f"[yellow]{who}: LLM request failed:[/] {escape(one_line(failure, 300))}",
                               highlight=False)
             self._printed[lineage] = state.failed
 

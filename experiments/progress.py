@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -66,8 +67,8 @@ def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
         row = rows.get(lineage, {"steps": 0, "best": 0.0, "last_move": "", "last_status": ""})
         label = f"{lineage} {row['language']}" if several and row.get("language") else str(lineage)
         table.add_row(label, budget_bar(row["steps"], elapsed, budget) or str(row["steps"]),
-                      f"{row['best']:.3f}x", row["last_move"], row["last_status"],
-                      waiting.get(lineage, ""))
+                      f"{row['best']:.3f}x", escape(row["last_move"]), escape(row["last_status"]),
+                      escape(waiting.get(lineage, "")))
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)
 
 
@@ -101,7 +102,7 @@ class LiveView:
             self._live.update(self._table(stats, elapsed))
         elif elapsed - self._last_line >= self.every_s:
             self._last_line = elapsed
-            self.console.print(self._line(stats, elapsed), highlight=False)
+            self.console.print(self._line(stats, elapsed), highlight=False, markup=False)
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
@@ -171,13 +172,13 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
                      "bold green"))
 
     def build(columns: tuple[str, ...]) -> Table:
-        table = Table(title=title)
+        table = Table(title=escape(title))
         for column in columns:
             # One line per lineage; the full stop reasons are in summary.json and printed below.
             table.add_column(column, no_wrap=True, overflow="ellipsis",
                              max_width=40 if column == "stopped" else None)
         for values, style in rows:
-            table.add_row(*(values.get(c, "") for c in columns), style=style)
+            table.add_row(*(escape(values.get(c, "")) for c in columns), style=style)
         return table
 
     table = fit(build, LINEAGE_COLUMNS, ("stopped", "steps"), width)
@@ -238,12 +239,12 @@ def shape_table(evaluation: Evaluation, title: str, width: int | None = None) ->
     shown = tuple(c for c in SHAPE_COLUMNS if any(r[c] != "-" for r in rows) or c == "shape")
 
     def build(columns: tuple[str, ...]) -> Table:
-        table = Table(title=f"{title} ({common})" if common else title)
+        table = Table(title=escape(f"{title} ({common})" if common else title))
         for column in columns:
             table.add_column(column, no_wrap=column != "shape",
                              justify="left" if column in ("shape", "best baseline") else "right")
         for row in rows:
-            table.add_row(*(row[c] for c in columns))
+            table.add_row(*(escape(row[c]) for c in columns))
         return table
 
     return fit(build, shown, ("× compile", "× eager", "baseline µs", "µs"), width)

@@ -7,7 +7,6 @@ one per cell and drives them together on one pool of evaluation workers (sweep.p
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from collections import Counter
@@ -17,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelswarm.agents.llm import LLMRoleFactory
 from kernelswarm.cluster import LanguageStart, SwarmSpec
@@ -37,6 +37,7 @@ from kernelswarm.search import (
     load_task,
 )
 
+from .compiler_messages import naming_the_users_file
 from .config import Config, ConfigError
 from .llm_agent import StartUp, ask_tester, configured_roles
 from .llm_view import LLMWatch
@@ -72,13 +73,13 @@ def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles]
     evaluator); with the LLM agent its spending counts against lineage 0's limit."""
     start_up = ask_tester(config, task, make_roles, config.run.seed * 1000)
     if start_up.failure:
-        console.print(f"[yellow]tester failed, no extra checks:[/] {start_up.failure}",
+        console.print(f"[yellow]tester failed, no extra checks:[/] {escape(start_up.failure)}",
                       highlight=False)
     if start_up.checks:
         console.print("the tester's extra checks:", highlight=False)
         for c in start_up.checks:  # one per line: a label never wraps into the next
             console.print(f"  {c.label}" + (f" ({c.reason})" if c.reason else ""),
-                          highlight=False)
+                          highlight=False, markup=False)
     return start_up
 
 
@@ -103,19 +104,6 @@ def result_sinks(config: Config, mlflow_parent: str = "") -> list[Sink]:
                                 config.tracking.experiment or config.run.name,
                                 nested_in=mlflow_parent))
     return sinks
-
-
-def naming_the_users_file(evaluation: Evaluation, task: Task, start: Candidate) -> Evaluation:
-    """The starting kernel's evaluation with the compiler's name for it (``kernel.cpp``, the
-    file the evaluator builds) replaced by the task folder's file holding that source, so that
-    ``kernel.cpp:12:5: error`` reads ``/home/me/tasks/my_op/my_op.cpp:12:5: error``. The
-    evaluator builds the source as it is, so line numbers agree."""
-    own = [f for f in sorted(task.path.iterdir()) if f.is_file() and f.suffix != ".pyc"
-           and f.stat().st_size == len(start.source.encode()) and f.read_text() == start.source]
-    if not own:
-        return evaluation
-    pattern = re.compile(r"(?<![\w/.])kernel\.(cpp|cu|py)\b")
-    return replace(evaluation, message=pattern.sub(str(own[0]), evaluation.message))
 
 
 def check_languages(config: Config, task: Task) -> None:

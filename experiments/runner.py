@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelswarm.cluster import Swarm, SwarmResult, connect, disconnect
 from kernelswarm.evaluators.timing_protocol import TimingSettings
@@ -28,7 +29,6 @@ from .run_setup import PreparedRun, prepare_run, worker_pool
 
 # Re-exported: other modules and tests import these from here.
 from .run_setup import evaluator_settings as evaluator_settings
-from .run_setup import naming_the_users_file as naming_the_users_file
 from .run_setup import search_budget as search_budget
 from .sinks.sources import self_contained_source, source_file_name
 from .speedups import finite, kernel_figures
@@ -167,8 +167,9 @@ def _search(console: Console, prepared: PreparedRun) -> SwarmResult:
     try:
         workers, resources = worker_pool(config, cluster.gpus)
         spec = prepared.spec(workers, resources)
-        console.print(f"[bold]kernelswarm[/] {task.name} ({language}) · {config.search.lineages} "
-                      f"lineages · {workers} evaluation worker(s)")
+        console.print("[bold]kernelswarm[/] " + escape(
+            f"{task.name} ({language}) · {config.search.lineages} lineages · {workers} "
+            f"evaluation worker(s)"))
         console.print(f"Ray {cluster.address} ({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)",
                       highlight=False)
         _print_path(console, "run folder (log: run.log):", prepared.run_dir)
@@ -196,7 +197,8 @@ def _report(console: Console, run_dir: Path, config: Config) -> None:
         if config.tracking.mlflow:
             log_report(report, run_dir)
     except Exception as exc:  # the report reads what is on disk: the run itself succeeded
-        console.print(f"[yellow]report not written:[/] {one_line(str(exc))}", highlight=False)
+        console.print(f"[yellow]report not written:[/] {escape(one_line(str(exc)))}",
+                      highlight=False)
         return
     _print_path(console, "report:", report.html)
 
@@ -259,27 +261,29 @@ def _print_locations(console: Console, outcome: RunOutcome) -> None:
     result = outcome.result
     dropped = result.start.metrics.get("extra_checks_dropped", {}) if result.start else {}
     for label, why in dropped.items():
-        console.print(f"[yellow]extra check {label} dropped:[/] {why}", highlight=False)
+        console.print(f"[yellow]extra check {escape(label)} dropped:[/] {escape(why)}",
+                      highlight=False)
     baselines = result.start.metrics.get("baselines", {}) if result.start else {}
     for name, why in baselines.get("skipped", {}).items():
-        console.print(f"baseline {name} skipped: {why}", highlight=False)
+        console.print(f"baseline {name} skipped: {why}", highlight=False, markup=False)
     if result.start is not None and result.start.metrics.get("baselines_error"):
         console.print(f"[red]baselines not measured:[/] "
-                      f"{result.start.metrics['baselines_error']}", highlight=False)
+                      f"{escape(result.start.metrics['baselines_error'])}", highlight=False)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         if lineage.stop_reason and not lineage.error:
             console.print(f"lineage {lineage.lineage} stopped: {one_line(lineage.stop_reason)}",
-                          highlight=False)
+                          highlight=False, markup=False)
     for lineage in result.lineages:
         if lineage.restarts:
             console.print(f"[yellow]lineage {lineage.lineage} restarted from its records "
                           f"{lineage.restarts} time(s) after a crash:[/] "
-                          f"{one_line(lineage.crashes[-1].strip().splitlines()[-1], 200)}",
+                          f"{escape(one_line(lineage.crashes[-1].strip().splitlines()[-1], 200))}",
                           highlight=False)
         if lineage.error:
-            console.print(f"[red]lineage {lineage.lineage} crashed:[/]\n{lineage.error}")
+            console.print(f"[red]lineage {lineage.lineage} crashed:[/]\n{escape(lineage.error)}",
+                          highlight=False)
     for error in result.sink_errors:
-        console.print(f"[red]{error}[/]")
+        console.print(f"[red]{escape(error)}[/]", highlight=False)
     for location in result.locations:
         if Path(location).is_dir():  # the Parquet dataset's folder
             _print_path(console, "evaluations (Parquet):", location)

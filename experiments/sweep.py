@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelswarm.cluster import EvalPool, Swarm, connect, disconnect
 from kernelswarm.search import StartingKernelFailed, TaskError
@@ -153,8 +154,8 @@ def sweep(spec: SweepSpec | None, console: Console | None = None, resume: Path |
     base = validate_config(doc["base"], f"{sweep_dir / SWEEP_FILE}: base")
     cells = cells_from_document(doc, str(sweep_dir / SWEEP_FILE))
     todo = [c for c in cells if not finished(sweep_dir / c.folder)]
-    console.print(f"[bold]kernelswarm sweep[/] {doc['name']} · {len(cells)} cells, "
-                  f"{len(todo)} to run", highlight=False)
+    console.print("[bold]kernelswarm sweep[/] " + escape(
+        f"{doc['name']} · {len(cells)} cells, {len(todo)} to run"), highlight=False)
     console.print(f"sweep folder (log: {SWEEP_LOG}):", highlight=False)
     console.print(str(sweep_dir), highlight=False, soft_wrap=True, markup=False)
     outcomes = _search_cells(sweep_dir, doc, base, todo, console, address)
@@ -307,7 +308,8 @@ def _report(folder: Path, config: Config | None, console: Console) -> Path | Non
             log_report(report, folder)
         return report.html
     except Exception as exc:  # the report reads what is on disk: the search itself succeeded
-        console.print(f"[yellow]report not written:[/] {one_line(str(exc))}", highlight=False)
+        console.print(f"[yellow]report not written:[/] {escape(one_line(str(exc)))}",
+                      highlight=False)
         return None
 
 
@@ -330,15 +332,15 @@ def _conclude(sweep_dir: Path, doc: dict[str, Any], base: Config,
     for outcome in cells:
         if outcome.status in (CellStatus.FAILED, CellStatus.INTERRUPTED, CellStatus.NOT_RUN):
             console.print(f"cell {outcome.cell.name} {outcome.status.value}: "
-                          f"{outcome.message or 'not started'}", highlight=False)
+                          f"{outcome.message or 'not started'}", highlight=False, markup=False)
     for label, path in (("cells:", table), ("report:", report)):
         if path is not None:
             console.print(label, highlight=False)
             console.print(str(path), highlight=False, soft_wrap=True, markup=False)
     if doc.get("mlflow_run_id"):
         console.print(f"MLflow: experiment {doc['experiment']!r}, sweep run "
-                      f"{doc['mlflow_run_id']}", highlight=False, soft_wrap=True)
+                      f"{doc['mlflow_run_id']}", highlight=False, soft_wrap=True, markup=False)
     if not all(o.status is CellStatus.FINISHED for o in cells):
         console.print(f"continue: kernelswarm sweep --resume {sweep_dir}", highlight=False,
-                      soft_wrap=True)
+                      soft_wrap=True, markup=False)
     return SweepOutcome(sweep_dir, cells, rows, table, doc.get("mlflow_run_id", ""))

@@ -45,6 +45,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.markup import escape
 from rich.table import Table
 
 from .progress import fit
@@ -145,13 +146,13 @@ def closing_table(name: str, rows: Sequence[Mapping[str, Any]], width: int | Non
                       "cost $": f"{r['cost_usd']:.2f}" if r["cost_usd"] else "-"})
 
     def build(columns: tuple[str, ...]) -> Table:
-        table = Table(title=f"kernelswarm sweep {name}: best kernel per cell")
+        table = Table(title=escape(f"kernelswarm sweep {name}: best kernel per cell"))
         for column in columns:
             table.add_column(column, no_wrap=True, overflow="ellipsis",
                              justify="left" if column in ("cell", "status") else "right",
                              max_width=40 if column == "cell" else None)
         for values in shown:
-            table.add_row(*(values[c] for c in columns),
+            table.add_row(*(escape(values[c]) for c in columns),
                           style=None if values["status"] == "finished" else "yellow")
         return table
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -39,6 +40,6 @@ def sweep_table(names: Mapping[int, str], board: Mapping[int, Mapping[str, Any]]
     for index, name in names.items():
         row = board.get(index, {})
         held = row.get("utilisation", {}).get("cell_holding")
-        table.add_row(name, row.get("state", "waiting"), str(row.get("records", 0)),
+        table.add_row(escape(name), row.get("state", "waiting"), str(row.get("records", 0)),
                       f"{row.get('best', 0.0):.3f}x", "" if held is None else f"{held:g}")
     return Group(Text(sweep_line(names, board, elapsed), style="bold"), table)

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from kernelswarm.search import Task, TaskError, load_task
 
+from .compiler_messages import naming_the_users_file
 from .config import BUILTIN_TASKS, load_config
 from .flashinfer_commands import add_flashinfer_parsers, run_flashinfer_command
 from .kernelbench import Shrink
@@ -106,7 +107,7 @@ def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
     if args.tasks_command == "new":
         folder = scaffold_task(args.name, Path(args.dir))
         console.print(f"wrote {folder}; check it with: kernelswarm tasks check {folder} "
-                      f"--evaluate", highlight=False)
+                      f"--evaluate", highlight=False, markup=False)
         return 0
     if args.tasks_command == "check":
         return _check(args, console)
@@ -173,7 +174,7 @@ def task_table(config: str | None = None) -> Table:
         cells = [_shape_cell(item.shapes[d]) for d in DEVICES]
         where = "built-in" if item.folder.resolve().parent == builtin else str(item.folder)
         languages = ", ".join(item.languages) or f"[red]broken:[/] {escape(item.problem)}"
-        table.add_row(item.name, languages, *cells, where)
+        table.add_row(escape(item.name), languages, *cells, escape(where))
     table.caption = "shapes: tuning + held-out"
     return table
 
@@ -241,7 +242,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     counts = _counts(task)
     console.print(f"ok: task {task.name!r} ({task.path}): languages "
                   f"{', '.join(sorted(task.kernels))}; {args.device}: {counts[0]} tuning + "
-                  f"{counts[1]} held-out shapes", highlight=False)
+                  f"{counts[1]} held-out shapes", highlight=False, markup=False)
     if not args.evaluate:
         return 0
     return 0 if evaluate_starting_kernels(task, args.device, console) else 1
@@ -259,11 +260,12 @@ def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool
         if not SPECS[language].runs_on(device):
             continue
         ran += 1
+        start = task.starting_candidate(language)
         with SandboxEvaluator(task.path, language, settings) as evaluator:
-            evaluation = evaluator.evaluate(task.starting_candidate(language))
+            evaluation = naming_the_users_file(evaluator.evaluate(start), task, start)
         colour = "green" if evaluation.status is Status.OK else "red"
         console.print(f"starting {language} kernel: [{colour}]{evaluation.status.value}[/] "
-                      f"{evaluation.message}", highlight=False)
+                      f"{escape(evaluation.message)}", highlight=False)
         all_ok &= evaluation.status is Status.OK
     if not ran:
         console.print(f"no starting kernel of this task runs on {device}", highlight=False)
@@ -295,17 +297,20 @@ def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
                               shrink=shrink, atol=args.atol, rtol=args.rtol)
     task = imported.task
     console.print(f"wrote {task.path}: task {task.name!r}, cpu shapes "
-                  f"{', '.join(s.label for s in task.tuning_shapes)}", highlight=False)
+                  f"{', '.join(s.label for s in task.tuning_shapes)}", highlight=False,
+                  markup=False)
     if imported.cpu_sizes:
         console.print("cpu sizes (the cuda shapes keep the file's): " + ", ".join(
-            f"{n} {a} -> {b}" for n, (a, b) in imported.cpu_sizes.items()), highlight=False)
+            f"{n} {a} -> {b}" for n, (a, b) in imported.cpu_sizes.items()), highlight=False,
+            markup=False)
     for label in imported.dropped_heldout:
-        console.print(f"no held-out shape {label}: the model cannot run there", highlight=False)
+        console.print(f"no held-out shape {label}: the model cannot run there", highlight=False,
+                      markup=False)
     console.print("the cpp entry point:\n" + task.module.c_signature(), highlight=False,
                   markup=False)
     if source is None:
         console.print(f"write the kernel in {task.path / 'kernel.cpp'}, then: kernelswarm tasks "
-                      f"check {task.path} --evaluate", highlight=False)
+                      f"check {task.path} --evaluate", highlight=False, markup=False)
     return 0
 
 
@@ -320,5 +325,5 @@ def _import_level(args: argparse.Namespace, shrink: Shrink | None, console: Cons
                            atol=args.atol, rtol=args.rtol, only=args.only)
     console.print(level_table(results, args.level))
     imported = sum(r.status is ImportStatus.IMPORTED for r in results)
-    console.print(f"{imported} task folders in {dest.resolve()}", highlight=False)
+    console.print(f"{imported} task folders in {dest.resolve()}", highlight=False, markup=False)
     return 0 if imported else 1

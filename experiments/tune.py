@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
 from kernelswarm.evaluators import SandboxEvaluator
@@ -248,7 +249,7 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     if resume is not None:
         study.fail_stale()
         console.print(f"resuming {run_dir.name}: {len(history)} evaluations recorded, "
-                      f"{study.evaluated} knob settings known to the study")
+                      f"{study.evaluated} knob settings known to the study", markup=False)
     info = RunInfo(run_id=run_dir.name, name=config.run.name, run_dir=run_dir, task=task.name,
                    language=base.language, lineages=1,
                    params={**config.flat(), "tune.study": spec.study_name,
@@ -258,11 +259,11 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = evaluation_workers(config, cluster.gpus)
-        console.print(f"[bold]kernelswarm tune[/] {task.name} ({base.language}) · "
-                      f"{_space_text(spec.knob_space)} · {spec.trials} trials · {workers} "
-                      f"evaluation worker(s) · Ray {cluster.address} ({cluster.cpus:g} CPUs, "
-                      f"{cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
-                      f"{spec.study_name} in {storage_text}", highlight=False)
+        console.print("[bold]kernelswarm tune[/] " + escape(
+            f"{task.name} ({base.language}) · {_space_text(spec.knob_space)} · {spec.trials} "
+            f"trials · {workers} evaluation worker(s) · Ray {cluster.address} "
+            f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
+            f"{spec.study_name} in {storage_text}"), highlight=False)
         tracker = Tracker(info, _sinks(config, spec.study_name, storage_text), history=history)
         try:
             pool = TrialPool(make_evaluator, workers, resources, tracker)
@@ -342,15 +343,16 @@ def _print_closing(console: Console, outcome: TuneOutcome) -> None:
     console.print(best_table(outcome.study.best(5), outcome.study.study.study_name))
     console.print(f"stopped: {outcome.stop_reason} ({outcome.evaluated} evaluated this session, "
                   f"{outcome.study.evaluated} knob settings evaluated in the study)",
-                  highlight=False)
+                  highlight=False, markup=False)
     for error in outcome.sink_errors:
-        console.print(f"[red]{error}[/]")
+        console.print(f"[red]{escape(error)}[/]", highlight=False)
     console.print(f"study: {outcome.study.study.study_name} in {outcome.storage}\n"
-                  f"browse it: {dashboard_command(outcome.storage)}", highlight=False)
+                  f"browse it: {dashboard_command(outcome.storage)}", highlight=False,
+                  markup=False)
     for location in outcome.locations:
-        console.print(f"results: {location}", highlight=False)
+        console.print(f"results: {location}", highlight=False, markup=False)
     if outcome.best_path:
         console.print(f"best kernel: {outcome.best_path} (its knob values at its top)",
-                      highlight=False)
+                      highlight=False, markup=False)
     console.print(f"continue: kernelswarm tune --resume {outcome.run_dir} --trials N",
-                  highlight=False)
+                  highlight=False, markup=False)

@@ -76,7 +76,7 @@ def test_the_live_view_labels_each_lineage_with_its_language_when_a_run_has_seve
 
 
 def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_copy):
-    from kernelswarm.experiments.runner import naming_the_users_file
+    from kernelswarm.experiments.compiler_messages import naming_the_users_file
     from kernelswarm.search import Evaluation, Status, load_task
 
     task = load_task(silu_task_copy, "cpu")

@@ -39,6 +39,12 @@ def test_a_broken_kernel_exits_1_with_its_status(compile_cache, tmp_path):
     done = _eval(["silu_and_mul", str(KERNELS / "compile_error.cpp")], compile_cache, tmp_path)
     assert done.returncode == 1
     assert "COMPILE_ERROR" in done.stdout and "fast_silu" in done.stdout
+    # The user's file at its own line, the source line whole ("gate[i]": no markup eats it),
+    # and no empty table above the verdict.
+    assert f"{KERNELS / 'compile_error.cpp'}:9:30: error" in done.stdout
+    assert "kernel.cpp" not in done.stdout
+    assert "fast_silu(gate[i]) * gate[d + i]" in done.stdout
+    assert "max err" not in done.stdout
 
 
 def test_json_output_parses_and_carries_the_verdict(compile_cache, tmp_path):
