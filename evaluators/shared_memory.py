@@ -52,6 +52,9 @@ def describe(tensors: Sequence[torch.Tensor]) -> list[tuple[str, tuple[int, ...]
 class Arena:
     """One mapping of the shared file; ``create`` in the judge, ``attach`` in the runner."""
 
+    on_device = False
+    kind = "host"
+
     def __init__(self, fd: int, size: int) -> None:
         self.fd = fd
         self.size = size
@@ -78,6 +81,13 @@ class Arena:
             return False
         self._pinned = address
         return True
+
+    def describe(self) -> dict[str, object]:
+        """What the runner needs besides the descriptor to attach (the prepare request)."""
+        return {"kind": self.kind, "bytes": self.size}
+
+    def settle(self) -> None:
+        """Host copies are done when they return: nothing to wait for."""
 
     @classmethod
     def create(cls, size: int, pin: bool = False) -> Arena:

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 from ...search.candidate import Candidate
 from ...search.task import Shape, Task, TaskError
 from ..compile_cache import Build
+from ..device_arena import evaluation_arena
 from ..languages import KernelLanguage
 from ..protocol import REFILL_SEED, START
 from ..settings import EvaluatorSettings
-from ..shared_memory import Arena
 from .checks import Checker, arena_bytes
 from .figures import Calibration, acquire_baselines
 from .references import References
@@ -84,7 +84,7 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
     copies = returned_copies(settings)
     size = arena_bytes(references, shapes, seeds, [(s, copies) for s in task.tuning_shapes])
     made = spares(size)
-    runner = RunnerProcess(Arena.create(size, pin=settings.device.startswith("cuda")),
+    runner = RunnerProcess(evaluation_arena(size, settings.device),
                            prepare_message(evaluator, start), settings.memory_limit_mb)
     try:
         ready = runner.wait_ready(evaluator.startup_s())

@@ -33,6 +33,7 @@ from ...search.evaluation import Evaluation, ShapeResult, Status
 from ...search.evaluator import CompileResult, Evaluator
 from ...search.task import load_task
 from ..compile_cache import Build, CompileCache
+from ..device_arena import arena_refusal
 from ..languages import get_language
 from ..machine import describe_device
 from ..profiling import ncu_profile
@@ -49,7 +50,7 @@ from .figures import (
 )
 from .observations import foreign_launches
 from .references import References
-from .runner_process import Crashed, RunnerProcess, SandboxError
+from .runner_process import Crashed, SandboxError
 from .spares import Spares
 from .timing import ShapeTimer
 from .trial import CandidateFault, Stopped, Trial, field, malformed
@@ -166,8 +167,12 @@ class SandboxEvaluator(Evaluator):
                   "metrics": {**self._metrics(calibration), "phase_s": phases,
                               "runner_start_s": runner.ready_s,
                               "runner_started_as": runner.started_as}}
+        trial = Trial(runner, self.settings.run_timeout_s)
+        common["metrics"]["request_s"] = trial.request_s
+        common["metrics"]["arena"] = (runner.arena.kind if not arena_refusal(self.settings.device)
+                                      else f"host ({arena_refusal(self.settings.device)})")
         try:
-            status, message, shapes = self._run(candidate, build, spec, runner, calibration,
+            status, message, shapes = self._run(candidate, build, spec, trial, calibration,
                                                 references, spares, phases, common)
         finally:
             runner.close()
@@ -179,11 +184,10 @@ class SandboxEvaluator(Evaluator):
                           shapes=shapes, compile_s=common["compile_s"], device=self._device,
                           resources=common["resources"], metrics=common["metrics"])
 
-    def _run(self, candidate: Candidate, build: Build, spec: dict[str, Any],
-             runner: RunnerProcess, calibration: Calibration, references: References,
-             spares: Spares, phases: dict[str, float], common: dict[str, Any]
+    def _run(self, candidate: Candidate, build: Build, spec: dict[str, Any], trial: Trial,
+             calibration: Calibration, references: References, spares: Spares,
+             phases: dict[str, float], common: dict[str, Any]
              ) -> tuple[Status, str, tuple[ShapeResult, ...]]:
-        trial = Trial(runner, self.settings.run_timeout_s)
         try:
             return self._judge(candidate, build, spec, trial, calibration, references, spares,
                                phases, common)

@@ -35,12 +35,12 @@ from typing import Any
 
 from ...search.task import TaskError
 from ..channel import ChannelError, FrameBuffer, write_frame
+from ..device_arena import DeviceArena
 from ..environment import python_path, scrubbed_environment
 from ..isolation import isolated_command, isolation_marker, launcher
 from ..protocol import RUNNER_MODULE
 from ..shared_memory import Arena
 from .runner_template import (
-    SWITCH_ENV,
     TemplateChild,
     TemplateUnavailable,
     runner_template,
@@ -102,7 +102,7 @@ def start_runner_template(device: str) -> None:
 class RunnerProcess:
     """One live runner, its channel and its arena; ``prepare`` is sent at once (a spare)."""
 
-    def __init__(self, arena: Arena, prepare: dict[str, Any],
+    def __init__(self, arena: Arena | DeviceArena, prepare: dict[str, Any],
                  memory_limit_mb: int | None = None) -> None:
         self.arena = arena
         self.scratch = Path(tempfile.mkdtemp(prefix="kernelswarm-sandbox-"))
@@ -131,7 +131,7 @@ class RunnerProcess:
         self._frames = FrameBuffer()
         self._pending: list[dict[str, Any]] = []
         self._closed = False
-        self._send(prepare)
+        self._send({**prepare, "arena": arena.describe()})
 
     def _start(self, env: dict[str, str], fds: tuple[int, int, int, int],
                memory_limit_mb: int | None, device: str) -> subprocess.Popen | TemplateChild:
@@ -152,8 +152,7 @@ class RunnerProcess:
             except TemplateUnavailable as exc:  # gone meanwhile: the next runner starts another
                 why = str(exc)
         else:
-            why = (template_refusal() if wanted or os.environ.get(SWITCH_ENV) == "0"
-                   else f"the default on {device}")
+            why = template_refusal()
         self.started_as = f"an interpreter of its own ({why})"
         request_r, reply_w, arena_fd, log = fds
         argv = [sys.executable, "-m", RUNNER_MODULE, "--request-fd", str(request_r),
@@ -196,6 +195,7 @@ class RunnerProcess:
     def request(self, message: dict[str, Any], timeout_s: float) -> Outcome:
         """Send one request and wait up to ``timeout_s`` for its reply."""
         offset = self._log_size()
+        self.arena.settle()  # what this side wrote is visible to the runner before it reads
         if not self._send(message):
             return self._crashed(offset)
         return self._receive(timeout_s, offset)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..shared_memory import Arena
+from ..device_arena import evaluation_arena
 from .runner_process import RunnerProcess, SandboxError
 
 OWN_CORES = 2
@@ -33,7 +33,7 @@ class Spares:
         self.spare: RunnerProcess | None = self._spawn()
 
     def _spawn(self) -> RunnerProcess:
-        arena = Arena.create(self.arena_bytes, pin=self.on_gpu)
+        arena = evaluation_arena(self.arena_bytes, str(self.prepare["settings"]["device"]))
         try:
             return RunnerProcess(arena, self.prepare, self.memory_limit_mb)
         except BaseException:

@@ -80,6 +80,9 @@ class Trial:
         self.trusted = trusted  # no candidate code in it (the calibration runner)
         self.where = "before the first shape"
         self.shape = ""
+        # seconds waited on the runner, per request ("call", "time.batch", ...): with the
+        # phases, where an evaluation's time went (Evaluation.metrics["request_s"])
+        self.request_s: dict[str, float] = {}
 
     def at(self, where: str, shape: str = "") -> None:
         self.where, self.shape = where, shape
@@ -88,7 +91,10 @@ class Trial:
         """Send ``message``; the reply of type ``expect``, or ``called`` (an observation)."""
         began = time.monotonic()
         outcome = self.runner.request(message, self.timeout_s - self.spent_s)
-        self.spent_s += time.monotonic() - began
+        waited = time.monotonic() - began
+        self.spent_s += waited
+        kind = str(message.get("type")) + (f".{message['step']}" if "step" in message else "")
+        self.request_s[kind] = self.request_s.get(kind, 0.0) + waited
         if isinstance(outcome, (Crashed, TimedOut)):
             if isinstance(outcome, TimedOut):
                 outcome = TimedOut(self.timeout_s, outcome.log_tail)

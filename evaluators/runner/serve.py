@@ -34,7 +34,6 @@ from ..channel import read_frame, write_frame
 from ..languages import LoadError
 from ..machine import measure_machine
 from ..profiling import kernel_profile
-from ..shared_memory import Arena
 from .session import CallFailed, Session, error_report, guarded
 from .timed import ShapeTiming
 
@@ -42,8 +41,8 @@ from .timed import ShapeTiming
 class Runner:
     """Dispatches requests to the session; keeps the timing state of the shape being timed."""
 
-    def __init__(self, arena: Arena) -> None:
-        self.session = Session(arena)
+    def __init__(self, arena_fd: int) -> None:
+        self.session = Session(arena_fd)
         self.timing: ShapeTiming | None = None
         self.scratch = Path(os.getcwd())
 
@@ -108,7 +107,7 @@ class Runner:
 
 
 def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:
-    runner = Runner(Arena.attach(arena_fd))
+    runner = Runner(arena_fd)
     while True:
         message = read_frame(request_fd)
         if message is None or message.get("type") == "exit":
@@ -123,4 +122,5 @@ def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:
         except Exception as exc:
             report = error_report(exc)
             reply = {"type": "fault", **report, "traceback": traceback.format_exc()}
+        runner.session.settle()  # the arena's copies are done before the judge reads them
         write_frame(reply_fd, reply)

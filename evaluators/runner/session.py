@@ -20,12 +20,13 @@ import torch
 from ...search.task import Shape, load_task
 from ..correctness import poison
 from ..cuda_errors import classify
+from ..device_arena import attach_arena
 from ..isolation import enter_isolation, forbid_processes
 from ..languages import KernelLanguage, LoadedKernel, get_language
 from ..machine import device_cache_bytes
 from ..protocol import CANDIDATE, START, TensorSpec
 from ..settings import EvaluatorSettings
-from ..shared_memory import Arena, spec_dtype
+from ..shared_memory import spec_dtype
 from ..timing import CacheFlusher, TimingPlan
 from .integrity import IntegrityViolation, ProcessSnapshot, checked_entry, guarded_call
 
@@ -55,8 +56,9 @@ def error_report(exc: BaseException) -> dict[str, Any]:
 class Session:
     """One runner's task, kernels and buffers."""
 
-    def __init__(self, arena: Arena) -> None:
-        self.arena = arena
+    def __init__(self, arena_fd: int) -> None:
+        self.arena_fd = arena_fd
+        self.arena: Any = None  # attached at prepare: a device arena needs CUDA first
         self.task: Any = None
         self.language: KernelLanguage | None = None
         self.settings = EvaluatorSettings()
@@ -99,7 +101,9 @@ class Session:
             self.flusher = CacheFlusher(2 * self.cache_bytes, self.device)
         if self.on_gpu:
             torch.cuda.init()
-            self.arena.pin()  # DMA copies to and from the arena (the judge pins its side too)
+        self.arena = attach_arena(self.arena_fd, message.get("arena"), self.device)
+        if self.on_gpu:
+            self.arena.pin()  # a host arena: DMA copies (the judge pins its side too)
         # One call of the starting kernel per tuning shape now: a JIT compiles it while
         # processes may still start, and what a first call imports lazily (the triton
         # interpreter imports torch._dynamo, which wraps torch.manual_seed) is in place before
@@ -147,6 +151,15 @@ class Session:
         leftover = forbid_processes() if self.compile_window else []
         self.compile_window = False
         return {"type": "sealed", "leftover": leftover}
+
+    def settle(self) -> None:
+        """Finish the copies into the arena before a reply (a broken context: nothing to
+        finish, and the reply says what broke it)."""
+        if self.arena is not None:
+            try:
+                self.arena.settle()
+            except Exception:
+                pass
 
     def tampering(self) -> str | None:
         """A function of torch, the clocks or this runner replaced since the candidate loaded."""

@@ -3,9 +3,10 @@
 ``python -m kernelswarm.experiments.benchmarks.eval_cost TASK LANGUAGE DEVICE N`` builds N
 copies of the task's starting kernel that differ only by a trailing comment (so no build or
 verdict is reused), then evaluates them back to back in one evaluator with profiling off. It
-prints one JSON line per evaluation (seconds, status, per-phase seconds) on stderr and a summary
-on stdout: the first evaluation (which includes the evaluator's start-up) and the median of the
-others.
+prints one JSON line per evaluation (seconds, status, per-phase seconds, seconds waited on
+each kind of request to the runner, the arena) on stderr and a summary on stdout: the first
+evaluation (which includes the evaluator's start-up), the median of the others, and the median
+of each phase and request over them.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def main(argv: list[str]) -> int:
     comment = "#" if language == "triton" else "//"
     candidates = [start.derive(source=f"{start.source}\n{comment} variant {i}\n")
                   for i in range(count)]
-    seconds = []
+    seconds: list[float] = []
+    phases: list[dict[str, float]] = []
     with SandboxEvaluator(task_path, language, settings) as evaluator:
         for candidate in candidates:
             evaluator.compile(candidate)
@@ -42,14 +44,29 @@ def main(argv: list[str]) -> int:
             began = time.perf_counter()
             evaluation = evaluator.evaluate(candidate)
             seconds.append(time.perf_counter() - began)
+            metrics = evaluation.metrics
+            phases.append({**(metrics.get("phase_s") or {}),
+                           **{f"request.{k}": v for k, v in
+                              (metrics.get("request_s") or {}).items()}})
             print(json.dumps({"eval_s": round(seconds[-1], 3), "status": evaluation.status.value,
-                              "phase_s": evaluation.metrics.get("phase_s")}, default=str),
-                  file=sys.stderr, flush=True)
+                              "phase_s": metrics.get("phase_s"),
+                              "request_s": metrics.get("request_s"),
+                              "arena": metrics.get("arena"),
+                              "runner_started_as": metrics.get("runner_started_as")},
+                             default=str), file=sys.stderr, flush=True)
     print(json.dumps({"task": task_name, "language": language, "device": device, "n": count,
                       "first_s": round(seconds[0], 3),
                       "median_s_after_first": round(statistics.median(seconds[1:]), 3)
-                      if count > 1 else None}))
+                      if count > 1 else None,
+                      "phase_median_s": _median_phases(phases[1:])}))
     return 0
+
+
+def _median_phases(phases: list[dict[str, float]]) -> dict[str, float]:
+    """Per phase (and per request to the runner), the median seconds over the evaluations."""
+    names = sorted({name for p in phases for name in p})
+    return {name: round(statistics.median(p.get(name, 0.0) for p in phases), 3)
+            for name in names} if phases else {}
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any configuration override, as for kernelswarm run")
+    parser.add_argument("--no-judge", action="store_true",
+                        help="skip step 3: report the search's own figures and its throughput")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("FEWER.json", "MORE.json"),
                         help="compare two reports instead of running")
     args = parser.parse_args(argv)
@@ -128,7 +130,32 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any) -> dict[str
         "all_correct": all(s["check"] == "ok" for s in shapes)}
 
 
+def throughput(run_dir: Path) -> dict[str, float]:
+    """Evaluations recorded and evaluations per minute of the search's wall time (its start,
+    calibration and confirmation included: with one evaluation worker, the GPU's minutes)."""
+    from kernelswarm.experiments.sinks import read_evaluations
+
+    rows = read_evaluations(run_dir).select(["seq", "wall_s", "eval_s"]).to_pylist()
+    records = {r["seq"]: r for r in rows}.values()
+    span = max((float(r["wall_s"]) for r in records), default=0.0)
+    evals = sorted(float(r["eval_s"]) for r in records if r["eval_s"] is not None)
+    return {"evaluations": len(records), "span_s": span,
+            "evals_per_gpu_minute": len(records) / (span / 60) if span > 0 else 0.0,
+            "median_eval_s": evals[len(evals) // 2] if evals else math.nan}
+
+
+def _throughput_line(report: dict[str, Any]) -> str:
+    t = report["throughput"]
+    return (f"{t['evaluations']} evaluations in {t['span_s']:.0f} s of search: "
+            f"{t['evals_per_gpu_minute']:.1f} a GPU-minute (median eval_s "
+            f"{t['median_eval_s']:.2f} s); search's own best {report['search_best']:.3f}x vs "
+            f"start")
+
+
 def _table(report: dict[str, Any]) -> str:
+    if report["judged"] is None:
+        return f"### {report['task']}: {report['lineages']} lineage(s)\n\n" + \
+            _throughput_line(report)
     j = report["judged"]
     software = ", ".join(f"{k} {v}" for k, v in j["versions"].items())
     lines = [f"### {report['task']}: {report['lineages']} lineage(s), {report['minutes']:g} min "
@@ -156,7 +183,7 @@ def _table(report: dict[str, Any]) -> str:
                   f"85%) · {report['evaluations']} evaluations, search's own best "
                   f"{report['search_best']:.3f}x vs start · best kernel {report['best_id']} "
                   f"{report['best_knobs']} ({report['best_move']}) · baselines skipped: "
-                  f"{skipped}"]
+                  f"{skipped}", "", _throughput_line(report)]
     return "\n".join(lines)
 
 
@@ -175,7 +202,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("the search found no correct kernel")
     best, best_eval = summary.best
     curve = progress_curve(outcome.run_dir)
-    judged = judge(config.task_path(), best, best_eval, evaluator_settings(config))
+    judged = None if args.no_judge else judge(config.task_path(), best, best_eval,
+                                              evaluator_settings(config))
     command = "python -m kernelswarm.experiments.benchmarks.search_gpu " + " ".join(
         shlex.quote(a) for a in args.argv)
     return {"task": config.task.name, "lineages": args.lineages, "minutes": args.minutes,
@@ -185,7 +213,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "best_id": best.id, "best_knobs": best.knob_values, "best_move": best.origin.move,
             "best_source": best.source, "curve": curve, "diversity": summary.diversity,
             "migrations": summary.migrations, "utilisation": outcome.result.utilisation,
-            "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged}
+            "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged,
+            "throughput": throughput(outcome.run_dir)}
 
 
 def compare(fewer: dict[str, Any], more: dict[str, Any]) -> str:

@@ -54,3 +54,44 @@ def test_on_a_gpu_the_arena_is_page_locked_and_copies_are_exact():
         assert again.pinned
     finally:
         again.close()
+
+
+_ATTACH_CHILD = """
+import os, sys, torch
+from kernelswarm.evaluators.device_arena import DeviceArena
+from kernelswarm.evaluators.protocol import TensorSpec
+fd, size, mapped = (int(v) for v in sys.argv[1:4])
+arena = DeviceArena.attach(fd, size, mapped, "cuda")
+spec = TensorSpec(0, "int32", (1001,), 4)
+seen = arena.read(spec, "cuda")
+arena.write(spec, seen * 2)  # the judge sees this once the runner has settled
+arena.settle()
+print(int(seen.sum()))
+"""
+
+
+@pytest.mark.gpu
+def test_the_device_arena_is_shared_by_descriptor_with_another_process(tmp_path):
+    import subprocess
+    import sys
+
+    from kernelswarm.evaluators.device_arena import DeviceArena
+    from kernelswarm.evaluators.protocol import TensorSpec
+
+    arena = DeviceArena.create(8 << 20, "cuda")
+    try:
+        _round_trip(arena, "cuda")
+        spec = TensorSpec(0, "int32", (1001,), 4)
+        arena.write(spec, torch.arange(1001, device="cuda", dtype=torch.int32))
+        arena.settle()
+        described = arena.describe()
+        child = subprocess.run(
+            [sys.executable, "-c", _ATTACH_CHILD, str(arena.fd), str(described["bytes"]),
+             str(described["mapped"])], pass_fds=(arena.fd,), capture_output=True, text=True,
+            timeout=120)
+        assert child.returncode == 0, child.stderr[-2000:]
+        assert child.stdout.split()[-1] == str(sum(range(1001)))
+        assert torch.equal(arena.read(spec, "cuda"),
+                           2 * torch.arange(1001, device="cuda", dtype=torch.int32))
+    finally:
+        arena.close()

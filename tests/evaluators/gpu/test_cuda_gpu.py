@@ -25,6 +25,9 @@ def test_the_starting_kernel_is_ok_timed_profiled_and_near_one(cuda_evaluator, c
     assert 0.8 < evaluation.speedup < 1.25, [(s.shape, s.speedup_vs_start)
                                              for s in evaluation.shapes]
     assert evaluation.device.startswith("cuda: ")
+    # tensors stayed on the device, exchanged with a runner forked from the template
+    assert evaluation.metrics["arena"] == "device"
+    assert evaluation.metrics["runner_started_as"] == "forked from the runner template"
     kernels = evaluation.resources["kernels"]
     assert kernels["silu_and_mul_bf16"]["registers"] > 0
     assert kernels["silu_and_mul_bf16"]["spill_store_bytes"] == 0
