@@ -333,6 +333,13 @@ def _key_path(dotted: str, item: str) -> list[str]:
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` overrides: KEY a dotted key at any depth (``search.lineages``,
     ``agent.llm.base_url``), VALUE in TOML syntax (a bare word is a string)."""
+    _apply(data, overrides)
+    return data
+
+
+def _apply(data: dict[str, Any], overrides: list[str]) -> dict[str, str]:
+    """Apply the overrides to ``data``; the dotted key each one set, mapped to it as typed."""
+    written = {}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. search.lineages=8")
@@ -348,15 +355,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 raise ConfigError(f"--set {item!r}: {'.'.join(path[:depth + 1])} is a value, "
                                   f"not a table of keys")
         table[path[-1]] = _parse_value(text.strip())
-    return data
+        written[".".join(path)] = item
+    return written
 
 
 def _validated(data: dict[str, Any], path: Path | str, overrides: list[str] | None) -> Config:
-    data = apply_overrides(data, overrides or [])
+    written = _apply(data, overrides or [])
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe(exc, Config)}") from None
+        raise ConfigError(describe(exc, Config, str(path), written)) from None
 
 
 def validate_config(data: dict[str, Any], where: str) -> Config:

@@ -3,6 +3,7 @@ key and what it allows; a value under ``api_key_env`` is never quoted."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,9 +28,22 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def describe(error: ValidationError, schema: type[BaseModel]) -> str:
+def _override_of(key: str, overrides: Mapping[str, str]) -> str | None:
+    """The ``--set`` item that wrote ``key`` (or a key under it, or the table above it), as
+    typed unless it holds ``api_key_env``."""
+    for dotted, item in overrides.items():
+        if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
+            return f"{dotted}=<withheld>" if "api_key_env" in item else item
+    return None
+
+
+def describe(error: ValidationError, schema: type[BaseModel], where: str,
+             overrides: Mapping[str, str] | None = None) -> str:
     """A validation error as a user reads it: one line per key, naming it and what is
-    allowed."""
+    allowed. ``where`` is the file (or sweep cell) the configuration came from; ``overrides``
+    maps the dotted keys set with ``--set`` to the item as typed, so that a bad override is
+    named as the user wrote it rather than blamed on the file."""
+    overrides = overrides or {}
     problems: dict[str, list[str]] = {}
     for item in error.errors():
         # A union's branches add their type to the location; the key is section.field, or the
@@ -43,7 +57,15 @@ def describe(error: ValidationError, schema: type[BaseModel]) -> str:
             message = item["msg"].removeprefix("Value error, ")
             shown = "<withheld>" if "api_key_env" in loc else _shown(item.get("input"))
             problems.setdefault(key, []).append(message if not loc else f"{message} (got {shown!r})")
-    # A problem of the whole configuration (two sections disagreeing) names its keys itself.
-    lines = [f"{key}: {' or '.join(msgs)}" if key != "(top level)" else " or ".join(msgs)
-             for key, msgs in problems.items()]
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+    lines, from_file = [], False
+    for key, msgs in problems.items():
+        override = _override_of(key, overrides) if key != "(top level)" else None
+        from_file |= override is None
+        if override is not None:
+            lines.append(f"--set {override}: {key}: {' or '.join(msgs)}")
+        elif key != "(top level)":
+            lines.append(f"{key}: {' or '.join(msgs)}")
+        else:  # a problem of the whole configuration (sections disagreeing) names its keys
+            lines.append(" or ".join(msgs))
+    head = f"{where}: invalid configuration" if from_file else "invalid --set override"
+    return f"{head}:\n  " + "\n  ".join(lines)

@@ -27,15 +27,38 @@ def test_overrides_are_typed_toml_values():
 @pytest.mark.parametrize("override, message", [
     ("search.lineage=3", "search.lineage: unknown key; allowed here: candidates_per_lineage"),
     ("search.lineages=0", "search.lineages: Input should be greater than or equal to 1"),
-    ('task.language="rust"', "task.language: Input should be 'cpp', 'cuda', 'torch-ext' or 'triton'"),
+    ('task.language="rust"', "task.language: Input should be 'cpp', 'cuda', 'torch-ext' or "
+                             "'triton'"),
     ("evaluator.workers=0", "evaluator.workers: must be >= 1"),
     ("bogus.key=1", "bogus: unknown key; allowed here: agent, cluster"),
+])
+def test_a_bad_override_is_named_as_typed_not_blamed_on_the_file(override, message):
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, [override])
+    text = str(raised.value)
+    assert f"--set {override}: {message}" in text
+    assert "quickstart.toml" not in text  # the file is fine; the override is not
+
+
+@pytest.mark.parametrize("override, message", [
     ("lineages=3", "KEY must name a key inside a section, e.g. search.lineages"),
     ("search.lineages", "expected KEY=VALUE"),
 ])
-def test_bad_values_and_unknown_keys_are_named(override, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+def test_an_override_that_is_no_key_is_named(override, message):
+    with pytest.raises(ConfigError, match=message):
         load_config(None, [override])
+
+
+def test_the_file_and_the_override_are_each_named_for_their_own_problem(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[search]\nlineagez = 3\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(bad, ["search.lineages=-1"])
+    lines = str(raised.value).splitlines()
+    assert lines[0] == f"{bad}: invalid configuration:"
+    assert "  search.lineagez: unknown key" in "\n".join(lines)
+    assert "  --set search.lineages=-1: search.lineages: Input should be greater than or equal to 1 (got -1)" \
+        in lines
 
 
 def test_a_malformed_file_is_named(tmp_path):
@@ -59,6 +82,7 @@ def test_cli_reports_a_bad_config_and_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "run", str(bad)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2
+    assert f"{bad}: invalid configuration" in proc.stdout
     assert "search.lineagez: unknown key" in proc.stdout
     assert not (tmp_path / "runs").exists()  # nothing started
 
