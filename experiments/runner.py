@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,11 +144,17 @@ def run(config: Config, console: Console | None = None,
     console = console or Console()
     prepared = prepare_run(config, console, make_roles, resume)
     run_dir = prepared.run_dir
+    failed = None
     with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
         try:
             result = _search(console, prepared)
         except StartingKernelFailed as exc:
-            raise StartingKernelFailed(prepared.users_file(exc.evaluation)) from None
+            failed = StartingKernelFailed(prepared.users_file(exc.evaluation))
+            record_failed_start(config, prepared, str(failed), keep_folder=resume is not None)
+    if failed is not None:
+        if resume is None:  # nothing searched: no folder that looks like a result
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise failed
     llm = prepared.watch.summary()
     timing = prepared.timing
     best_path = write_outputs(run_dir, result, timing, llm)
@@ -158,6 +165,19 @@ def run(config: Config, console: Console | None = None,
     _print_locations(console, outcome)
     _report(console, run_dir, config)
     return outcome
+
+
+def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
+                        keep_folder: bool) -> None:
+    """Mark the run's MLflow runs FAILED, saying why (the sinks closed them as finished)."""
+    if not config.tracking.mlflow:
+        return
+    from .sinks.mlflow_runs import mark_failed
+
+    if not keep_folder:
+        reason += " (its run folder was removed: nothing was searched)"
+    mark_failed(config.tracking.mlflow_uri, config.tracking.experiment or config.run.name,
+                prepared.run_id, str(prepared.run_dir), reason)
 
 
 def _search(console: Console, prepared: PreparedRun) -> SwarmResult:

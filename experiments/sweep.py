@@ -47,7 +47,7 @@ from .progress import LiveView
 from .progress import closing_table as run_closing_table
 from .run_log import stderr_to
 from .run_setup import prepare_run, worker_pool
-from .runner import confirm_best, write_outputs
+from .runner import confirm_best, record_failed_start, write_outputs
 from .sweep_config import SweepCell, SweepSpec, cells_from_document
 from .sweep_results import (
     cell_row,
@@ -272,7 +272,9 @@ def _search_cell(ctx: _Context, cell: SweepCell, run_dir: Path, console: Console
     except StartingKernelFailed as exc:
         swarm.abort()
         swarm.finish("the starting kernel failed")
-        raise StartingKernelFailed(prepared.users_file(exc.evaluation)) from None
+        failed = StartingKernelFailed(prepared.users_file(exc.evaluation))
+        record_failed_start(cell.config, prepared, str(failed), keep_folder=True)
+        raise failed from None
     except BaseException:
         swarm.abort()
         swarm.finish("the run failed to start")

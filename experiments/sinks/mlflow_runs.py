@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .mlflow_store import mlflow_client
+from .mlflow_store import absolute_uri, mlflow_client
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -96,3 +96,35 @@ def find_parent_run(tracking_uri: str, experiment: str, run_id: str,
     if run_dir is not None:
         parents = [r for r in parents if r.data.tags.get("run_dir") == run_dir] or parents
     return (parents[0].info.run_id, found.experiment_id) if parents else None
+
+
+def earlier_runs(client: MlflowClient, experiment_id: str, run_id: str,
+                 run_dir: str) -> tuple[str, dict[int, str]] | None:
+    """(parent run id, lineage -> child run id) that an earlier session of the kernelswarm run
+    ``run_id`` in ``run_dir`` logged (a ``--resume``, or a restarted tracker), so that a run
+    keeps one MLflow parent run however often it is continued; None for a new run."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.run_id = '{run_id}'")
+    parents = [r for r in runs if "lineage" not in r.data.tags
+               and r.data.tags.get("run_dir") == run_dir]
+    if not parents:
+        return None
+    parent = parents[0].info.run_id  # the latest, should there be several from before
+    children = {int(r.data.tags["lineage"]): r.info.run_id for r in runs
+                if "lineage" in r.data.tags and r.data.tags.get("mlflow.parentRunId") == parent}
+    return parent, children
+
+
+def mark_failed(tracking_uri: str, experiment: str, run_id: str, run_dir: str,
+                reason: str) -> str | None:
+    """Mark the MLflow runs of the kernelswarm run ``run_id`` FAILED, the parent tagged
+    ``failure`` with ``reason``; the parent's MLflow run id, or None when it logged none."""
+    client = mlflow_client(absolute_uri(tracking_uri))
+    found = client.get_experiment_by_name(experiment)
+    earlier = earlier_runs(client, found.experiment_id, run_id, run_dir) if found else None
+    if earlier is None:
+        return None
+    parent, children = earlier
+    client.set_tag(parent, "failure", reason[:8000])
+    for child in (*children.values(), parent):
+        client.set_terminated(child, "FAILED")
+    return parent

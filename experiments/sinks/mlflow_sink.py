@@ -27,6 +27,7 @@ from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummar
 
 from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
 from .mlflow_layout import SteadyMetrics, parent_run_name, previewable, run_tags, shape_table
+from .mlflow_runs import earlier_runs
 from .mlflow_store import absolute_uri, mlflow_client, param_key, param_value, sqlite_path
 from .sources import source_file_name
 
@@ -137,14 +138,13 @@ class MLflowSink(Sink):
         self._llm: TraceFollower | None = None  # the LLM roles' call traces, if any
         self._llm_totals: dict[int, dict[str, Usage]] = {}  # lineage -> role -> usage
         self._steady: dict[int, SteadyMetrics] = {}  # lineage -> profile figures held back
+        self._resumed: set[int] = set()  # lineages whose MLflow run an earlier session made
 
     def __getstate__(self) -> dict[str, Any]:
         # A client holds connections; the receiving process makes its own in open().
         return {**self.__dict__, "_client": None}
 
     def open(self, run: RunInfo) -> None:
-        from mlflow.entities import Param
-
         database = sqlite_path(self.tracking_uri)
         if database is not None:  # sqlite will not create the folder it is asked to write into
             database.parent.mkdir(parents=True, exist_ok=True)
@@ -156,12 +156,33 @@ class MLflowSink(Sink):
                 "lineages": str(run.lineages)}
         if self.nested_in:
             tags["mlflow.parentRunId"] = self.nested_in
-        self.parent_run_id = client.create_run(self.experiment_id, tags=tags,
-                                               run_name=parent_run_name(run)).info.run_id
         params = {param_key(str(k)): param_value(v) for k, v in run.params.items()}
-        entries = [Param(key, value) for key, value in params.items()]
-        for start in range(0, len(entries), PARAMS_PER_BATCH):
-            client.log_batch(self.parent_run_id, params=entries[start:start + PARAMS_PER_BATCH])
+        earlier = earlier_runs(client, self.experiment_id, run.run_id, str(run.run_dir))
+        if earlier is None:
+            self.parent_run_id = client.create_run(self.experiment_id, tags=tags,
+                                                   run_name=parent_run_name(run)).info.run_id
+        else:  # resumed: the run's parent and lineage runs go on
+            self.parent_run_id, self.lineage_run_ids = earlier[0], dict(earlier[1])
+            self._resumed = set(self.lineage_run_ids)
+            for run_id in self.lineage_run_ids.values():
+                client.update_run(run_id, status="RUNNING")
+            client.update_run(self.parent_run_id, status="RUNNING", name=parent_run_name(run))
+        self._log_params(self.parent_run_id, params, resumed=earlier is not None)
+
+    def _log_params(self, run_id: str, params: Mapping[str, str], resumed: bool) -> None:
+        """Log ``params`` on ``run_id``. MLflow refuses to change a logged param: in a resumed
+        run, a value that changed (a larger budget, a profile figure measured again) is logged
+        as the tag ``resumed.<key>``."""
+        from mlflow.entities import Param, RunTag
+
+        client, _ = self._opened()
+        logged = client.get_run(run_id).data.params if resumed else {}
+        entries = [Param(key, value) for key, value in params.items() if key not in logged]
+        changed = [RunTag(param_key(f"resumed.{key}"), value) for key, value in params.items()
+                   if key in logged and logged[key] != value]
+        for start in range(0, max(len(entries), len(changed)), PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=entries[start:start + PARAMS_PER_BATCH],
+                             tags=changed[start:start + PARAMS_PER_BATCH])
 
     def find_or_create_experiment(self, client: MlflowClient) -> str:
         """The id of the sink's experiment, created (as the UI's runs-table kind, artifacts
@@ -361,15 +382,10 @@ class MLflowSink(Sink):
 
     def _log_constants(self) -> None:
         """Each lineage's profile figures that never changed, as params of its run."""
-        from mlflow.entities import Param
-
-        client, _ = self._opened()
         for lineage, steady in sorted(self._steady.items()):
-            entries = [Param(param_key(k), param_value(v))
-                       for k, v in steady.constants().items()]
-            for start in range(0, len(entries), PARAMS_PER_BATCH):
-                client.log_batch(self._lineage_run(lineage),
-                                 params=entries[start:start + PARAMS_PER_BATCH])
+            self._log_params(self._lineage_run(lineage),
+                             {param_key(k): param_value(v) for k, v in steady.constants().items()},
+                             resumed=lineage in self._resumed)
 
     def _terminate(self, status: str) -> None:
         if self._client is None:

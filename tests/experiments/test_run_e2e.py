@@ -196,3 +196,14 @@ def test_resume_continues_a_run_without_re_evaluating(tmp_path, compile_cache, r
     for r in records.values():
         timings.setdefault(r["candidate_id"], set()).add(r["eval_s"])
     assert all(len(values) == 1 for values in timings.values())
+    # MLflow: the resumed run goes on in its one parent run, its changed budget a tag
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("e2e").experiment_id
+    runs = client.search_runs([experiment], filter_string=f"tags.run_id = '{first.run_dir.name}'")
+    parents = [r for r in runs if "lineage" not in r.data.tags]
+    assert second.result.sink_errors == []
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.tags["resumed.search.candidates_per_lineage"] == "4"
+    assert parents[0].data.params["search.candidates_per_lineage"] == "2"
+    lineages = [r.data.tags["lineage"] for r in runs if "lineage" in r.data.tags]
+    assert sorted(lineages) == sorted(set(lineages))  # one run per lineage, not one per session

@@ -1,0 +1,38 @@
+"""A run whose starting kernel does not compile stops with the compiler's message whole and
+naming the user's file, leaves no run folder that looks like a result, and its MLflow runs
+say FAILED and why."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.task_commands import scaffold_task
+
+pytestmark = pytest.mark.slow
+
+BROKEN = "out[i] = alpha * x[i] + y[i] + undefined_z[i];"
+
+
+def test_a_starting_kernel_that_does_not_compile_leaves_a_failed_run_and_no_result(
+        tmp_path, capsys, monkeypatch, compile_cache, ray_session):
+    monkeypatch.setenv("COLUMNS", "240")  # the source line on one line
+    folder = scaffold_task("my_op", tmp_path)
+    kernel = folder / "my_op.cpp"
+    kernel.write_text(kernel.read_text().replace("out[i] = alpha * x[i] + y[i];", BROKEN))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    status = main(["run", "--task", str(folder), "--set", f'run.out_dir="{tmp_path / "runs"}"',
+                   "--set", f'tracking.mlflow_uri="{uri}"',
+                   "--set", f'evaluator.cache_dir="{compile_cache}"'])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "COMPILE_ERROR" in out and f"{kernel}:5:" in out
+    assert BROKEN.rstrip(";") in out  # console markup would have eaten every "[i]"
+    assert not any((tmp_path / "runs").iterdir())  # no folder without a summary.json
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("my_op").experiment_id])
+    assert runs and {r.info.status for r in runs} == {"FAILED"}
+    parent = next(r for r in runs if "lineage" not in r.data.tags)
+    assert "COMPILE_ERROR" in parent.data.tags["failure"]
+    assert "undefined_z" in parent.data.tags["failure"]
