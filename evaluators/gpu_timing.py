@@ -13,7 +13,11 @@ slowest function, so that the candidate and the starting kernel are always measu
   kernels use
 - **graph** (faster calls): each function's ``n`` calls on rotating copies are captured in one
   CUDA graph (``n`` chosen so that a replay takes about ``GRAPH_REPLAY_US``); a sample is one
-  replay after a flush, between events and the device-wide synchronize, divided by ``n``. The
+  replay after a flush, between two events on the replaying stream, divided by ``n``. A replay
+  runs only what was captured, and a capture must join every stream it forks back into the
+  capturing one, so the end event follows all of a replay's work: no device-wide synchronize
+  (a host round trip of 13-22 us on a virtual machine) sits inside the sample, and a replay of
+  about a millisecond is long enough (0.5% of a 4 ms replay used to be that round trip). The
   copies are chosen so that a copy is used again only after at least twice the L2's bytes have
   been moved (or never within one replay), so every call reads cold inputs, as after a flush.
   A function that cannot be captured (its launcher synchronises, say) sends both to events.
@@ -35,10 +39,10 @@ from .timing import TimingPlan, TimingStats, summarize
 # The first seed of the inputs of timed copies (the baselines and the starting kernel's
 # calibration draw theirs from here; a candidate's timed inputs come from a secret seed).
 TIMING_SEED = 1000
-GRAPH_REPLAY_US = 4000.0
+GRAPH_REPLAY_US = 1000.0
 MAX_COPIES = 512
 MAX_COPIES_BYTES = 1 << 30
-MAX_GRAPH_CALLS = 2000
+MAX_GRAPH_CALLS = 512
 SPREAD_L2S = 8
 
 Call = Callable[[int], None]
@@ -141,9 +145,9 @@ def graph_sample(graph: object, calls: int, flush: Flusher) -> int:
     flush()
     start.record()
     graph.replay()  # type: ignore[attr-defined]
-    torch.cuda.synchronize()
-    end.record()
+    end.record()  # after everything the replay runs: see the module's docstring
     end.synchronize()
+    torch.cuda.synchronize()
     return round(start.elapsed_time(end) * 1e6 / calls)
 
 
@@ -166,20 +170,27 @@ def _calls_per_graph(call_us: float, copy_plan: CopyPlan) -> int:
 
 
 def capture_graphs(calls: Sequence[Call], copy_plan: CopyPlan, estimate_us: float,
-            flush: Flusher) -> tuple[int, list[object]]:
-    """(calls per graph, one graph per function), or (1, []) when one cannot be captured.
+                   flush: Flusher, ensure: Callable[[int], None] | None = None
+                   ) -> tuple[int, list[object]]:
+    """(calls per graph, one graph per function), or (1, []) when one cannot be captured;
+    ``ensure(n)``, when given, is called before a capture that uses the first ``n`` copies (the
+    caller makes copies as they are needed).
 
     Sized from ``estimate_us``, then once more from a replay of the first graphs: the events
     estimate carries the host's launch and synchronize latency (tens of us on a virtual
     machine), which would make the graphs short and leave that overhead in every call's share.
     """
     count = _calls_per_graph(estimate_us, copy_plan)
+    if ensure is not None:
+        ensure(min(count, copy_plan.copies))
     graphs = _capture_all(calls, count, copy_plan.copies)
     if not graphs:
         return 1, []
     replayed_us = max(graph_sample(g, count, flush) for g in graphs) / 1e3
     better = _calls_per_graph(replayed_us, copy_plan)
     if better > 1.5 * count:
+        if ensure is not None:
+            ensure(min(better, copy_plan.copies))
         count, graphs = better, _capture_all(calls, better, copy_plan.copies)
     return (count, graphs) if graphs else (1, [])
 

@@ -37,6 +37,11 @@ def _shared_gpu_reason() -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = _gpu_reason()
     if reason is None:
+        # torch.compile's baselines cost minutes a task on a GPU and only the baselines' own
+        # tests look at them (they switch it back on): leave them out of every other evaluator
+        from kernelswarm.evaluators.baselines import COMPILE_ENV
+
+        os.environ.setdefault(COMPILE_ENV, "0")
         shared = _shared_gpu_reason()
         if shared is None:
             return
@@ -61,9 +66,19 @@ def ray_session():
     disconnect(info)
 
 
+# A folder every test process may share as its compile, baseline and calibration cache (all
+# content-hashed, so sharing is safe): the GPU check (experiments/benchmarks/gpu_check.py) runs
+# one pytest per test file and per GPU, which then calibrate each task once, not once a file.
+TEST_CACHE_ENV = "KERNELSWARM_TEST_CACHE"
+
+
 @pytest.fixture(scope="session")
 def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A compile cache shared by the session's tests (content-hashed, so sharing is safe)."""
+    shared = os.environ.get(TEST_CACHE_ENV)
+    if shared:
+        Path(shared).mkdir(parents=True, exist_ok=True)
+        return Path(shared)
     return tmp_path_factory.mktemp("compile-cache")
 
 

@@ -12,7 +12,7 @@ killed; the arena's size is fixed here for the evaluator's lifetime.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from ...search.candidate import Candidate
@@ -22,6 +22,7 @@ from ..device_arena import evaluation_arena
 from ..languages import KernelLanguage
 from ..protocol import REFILL_SEED, START
 from ..settings import EvaluatorSettings
+from .calibration_cache import calibration_path, keep_calibration, read_calibration
 from .checks import Checker, arena_bytes
 from .figures import Calibration, acquire_baselines
 from .references import References
@@ -83,7 +84,22 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
     shapes = [*task.tuning_shapes, *task.heldout_shapes, *(c["shape"] for c, _ in extra)]
     copies = returned_copies(settings)
     size = arena_bytes(references, shapes, seeds, [(s, copies) for s in task.tuning_shapes])
+    kept_at = calibration_path(task, evaluator.language.name, evaluator.start_candidate.id,
+                               settings)
+    kept = read_calibration(kept_at)
     made = spares(size)
+    if kept is not None:
+        return replace(kept, cached=True), made
+    calibration, made = _measure(evaluator, start, references, made, size, extra, dropped)
+    keep_calibration(kept_at, calibration)
+    return calibration, made
+
+
+def _measure(evaluator: SandboxEvaluator, start: Build, references: References, made: Spares,
+             size: int, extra: list[tuple[dict[str, Any], str]], dropped: dict[str, str]
+             ) -> tuple[Calibration, Spares]:
+    """The calibration runner's figures (see the module's docstring)."""
+    task, settings = evaluator.task, evaluator.settings
     runner = RunnerProcess(evaluation_arena(size, settings.device),
                            prepare_message(evaluator, start), settings.memory_limit_mb)
     try:

@@ -325,6 +325,7 @@ class SandboxEvaluator(Evaluator):
     def _metrics(self, calibration: Calibration) -> dict[str, Any]:
         s = self.settings
         return {**asdict(calibration.machine), "flush_bytes": calibration.flush_bytes,
+                "calibration": "read from the cache" if calibration.cached else "measured",
                 "flush_cache": s.flush_cache, "warmup": s.warmup, "min_repeats": s.min_repeats,
                 "max_repeats": s.max_repeats, "target_rel_se": s.target_rel_se,
                 "timing_budget_s": s.timing_budget_s, "seeds": s.seeds,

@@ -63,6 +63,7 @@ class Calibration:
     checks: tuple[dict[str, Any], ...]  # the extra checks the starting kernel passes
     dropped_checks: Mapping[str, str]  # label -> why
     flush_bytes: int
+    cached: bool = False  # read from the calibration cache (evaluators/judge/calibration_cache.py)
 
 
 def _machine(raw: Any) -> MachineFigures:

@@ -24,6 +24,7 @@ from ..device_arena import attach_arena
 from ..isolation import enter_isolation, forbid_processes
 from ..languages import KernelLanguage, LoadedKernel, get_language
 from ..machine import device_cache_bytes
+from ..profiling import kernel_profile
 from ..protocol import CANDIDATE, START, TensorSpec
 from ..settings import EvaluatorSettings
 from ..shared_memory import spec_dtype
@@ -109,6 +110,8 @@ class Session:
         # interpreter imports torch._dynamo, which wraps torch.manual_seed) is in place before
         # the snapshot the candidate's calls are checked against.
         self._warm_start()
+        if self.on_gpu and (self.settings.profile_kernels or self.language.host_code):
+            self._warm_profiler()
         return {"type": "ready", "cache_bytes": self.cache_bytes,
                 "flush_bytes": self.flusher.nbytes if self.flusher else 0}
 
@@ -132,6 +135,15 @@ class Session:
             outputs = tuple(self.task.module.make_outputs(dict(shape), self.device))
             self.launch(START, inputs, outputs, shape)
         self.synchronize()
+
+    def _warm_profiler(self) -> None:
+        """One profiled call of the starting kernel: the profiler's start-up (CUPTI, a second
+        or so in a new process) happens here, in the spare, while the previous candidate is
+        judged, rather than in the candidate's own evaluation."""
+        shape = self.task.tuning_shapes[0]
+        inputs = tuple(self.task.module.make_inputs(dict(shape), 0, self.device))
+        outputs = tuple(self.task.module.make_outputs(dict(shape), self.device))
+        kernel_profile(lambda: self.launch(START, inputs, outputs, shape))
 
     def load(self, message: Mapping[str, Any], scratch: Path) -> dict[str, Any]:
         """Enter the OS isolation (evaluators/isolation.py), snapshot the process, then load

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
 from ...search.task import Shape
 from ..correctness import poison
 from ..gpu_timing import Flusher, capture_graphs, event_sample, graph_sample, plan_copies, warm_up
@@ -43,6 +45,9 @@ from ..timing import summarize
 from .integrity import replaced_timers
 from .session import Session
 
+# Copies made before the warm-up (it calls each kernel on a few); the graphs make the rest
+WARM_COPIES = 4
+
 
 def _nbytes(tensors: tuple) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
@@ -58,23 +63,32 @@ class ShapeTiming:
         self.secret = secret
         self.index = 0
         module, device = session.task.module, session.device
-        first = tuple(module.make_inputs(self.params, timing_seed(secret, 0), device))
+        self._first = tuple(module.make_inputs(self.params, timing_seed(secret, 0), device))
         outputs = tuple(module.make_outputs(self.params, device))
         if session.on_gpu:
-            self.copy_plan = plan_copies(_nbytes(first) + _nbytes(outputs), session.cache_bytes)
+            self.copy_plan = plan_copies(_nbytes(self._first) + _nbytes(outputs),
+                                         session.cache_bytes)
             self.copies = self.copy_plan.copies
         else:
             self.copies = CPU_TIMING_COPIES
-        self.inputs = {k: [tuple(t.clone() for t in first) for _ in range(self.copies)]
-                       for k in KERNELS}
-        self.outputs = {k: [tuple(module.make_outputs(self.params, device))
-                            for _ in range(self.copies)] for k in KERNELS}
+        self.inputs: dict[str, list[tuple]] = {k: [] for k in KERNELS}
+        self.outputs: dict[str, list[tuple]] = {k: [] for k in KERNELS}
         self.refreshed: dict[str, dict[int, int]] = {k: {} for k in KERNELS}
-        for kernel in KERNELS:
-            for copy in range(self.copies):
-                self.refresh(kernel, copy)
+        began = time.perf_counter()
+        # copies are made as the measurement needs them: a graph of n calls uses n of them
+        self.ensure(min(self.copies, WARM_COPIES))
+        self.seconds = {"copies": time.perf_counter() - began}
         self.mode, self.calls_per_sample, self.graphs = "cpu", 1, list[object]()
         self.flush = Flusher(session.flusher)
+
+    def ensure(self, count: int) -> None:
+        """At least ``count`` copies per kernel (at most ``copies``), each made and refreshed."""
+        module, device = self.session.task.module, self.session.device
+        for kernel in KERNELS:
+            while len(self.inputs[kernel]) < min(count, self.copies):
+                self.inputs[kernel].append(tuple(torch.empty_like(t) for t in self._first))
+                self.outputs[kernel].append(tuple(module.make_outputs(self.params, device)))
+                self.refresh(kernel, len(self.inputs[kernel]) - 1)
 
     def refresh(self, kernel: str, copy: int, secret: int | None = None) -> None:
         """New values in ``copy``'s input tensors (same storage), and its outputs poisoned."""
@@ -97,19 +111,31 @@ class ShapeTiming:
 
     def warm(self) -> dict[str, Any]:
         calls = [self._call(k) for k in KERNELS]
+        settings = self.session.settings
+        began = time.perf_counter()
         if not self.session.on_gpu:
+            self.ensure(self.copies)
             for call in calls:
-                for _ in range(self.session.settings.warmup):
+                for _ in range(settings.warmup):
                     call(0)
             self.session.synchronize()
         else:
-            estimates = warm_up(calls, self.copies, self.session.settings.warmup, self.flush)
-            if max(estimates) < self.session.settings.cuda_graph_below_us:
+            estimates = warm_up(calls, len(self.inputs[KERNELS[0]]), settings.warmup,
+                                self.flush)
+            self.seconds["warm_up"] = time.perf_counter() - began
+            if max(estimates) < settings.cuda_graph_below_us:
                 self.calls_per_sample, self.graphs = capture_graphs(
-                    calls, self.copy_plan, max(estimates), self.flush)
+                    calls, self.copy_plan, max(estimates), self.flush, self.ensure)
+            if not self.graphs:  # events: one copy a round, in turn
+                self.ensure(min(self.copies, settings.max_repeats))
             self.mode = "graph" if self.graphs else "events"
+        self.seconds["warm"] = time.perf_counter() - began
+        # what this step cost inside the runner (diagnostics only: the runner is the
+        # candidate's, so nothing is decided on these figures)
         return {"type": "warm", "mode": self.mode, "copies": self.copies,
-                "calls_per_sample": self.calls_per_sample}
+                "calls_per_sample": self.calls_per_sample,
+                "made": len(self.inputs[KERNELS[0]]),
+                "seconds": {k: round(v, 4) for k, v in self.seconds.items()}}
 
     def _sample(self, kernel: int, round_: int) -> int:
         """One untimed refresh and flush, then one timed sample (ns) of ``KERNELS[kernel]``."""

@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.evaluators.baselines import COMPILE, EAGER, measure_baselines
+from kernelswarm.evaluators.baselines import COMPILE, COMPILE_ENV, EAGER, measure_baselines
 from tests.conftest import SILU_TASK
 
 pytestmark = pytest.mark.gpu
 
 
-def test_silu_and_mul_baselines_on_the_gpu(tmp_path):
+def test_silu_and_mul_baselines_on_the_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv(COMPILE_ENV, "1")
     settings = EvaluatorSettings(device="cuda", cache_dir=tmp_path, timing_budget_s=0.1)
     table = measure_baselines(SILU_TASK, settings, language="cuda")
     assert table.device.startswith("cuda") and table.language == "cuda"

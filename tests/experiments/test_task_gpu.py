@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.baselines import COMPILE_ENV
 from kernelswarm.experiments.benchmarks import baselines
 from kernelswarm.experiments.benchmarks.baselines import BUILTIN_TASKS
 from kernelswarm.search import Status
@@ -82,7 +83,8 @@ def test_triton_starting_kernel_is_ok(evaluator, name):
     _assert_ok(ev.evaluate(ev.start_candidate), len(ev.task.tuning_shapes))
 
 
-def test_baselines_script_measures_a_small_task(compile_cache, tmp_path):
+def test_baselines_script_measures_a_small_task(compile_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv(COMPILE_ENV, "1")
     out, markdown = tmp_path / "baselines.json", tmp_path / "baselines.md"
     code = baselines.main(["--tasks", "merge_attn_states_lse", "--budget-s", "0.05",
                            "--cache-dir", str(compile_cache), "--out", str(out),
