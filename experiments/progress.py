@@ -166,8 +166,16 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
         candidate, evaluation = result.summary.best
         confirmed = result.confirmation is not None and result.confirmation.chosen is not None
         label = "confirmed" if confirmed else "overall"
-        rows.append(({"lineage": f"{label} {candidate.language}" if len(starts) > 1 else label,
-                      "best vs start": speedup_text(evaluation.speedup, evaluation.geomean_ci()),
+        label = f"{label} {candidate.language}" if len(starts) > 1 else label
+        shown = {values["candidate"] for values, _ in rows}
+        if candidate.id in {s.candidate_id for s in starts.values()}:
+            label += " = start"  # timed against itself: any figure but 1.0x is noise
+        elif candidate.id not in shown and candidate.lineage >= 0:
+            # a lineage's runner-up that held up better when judged again
+            label += f" (lineage {candidate.lineage})"
+        rows.append(({"lineage": label,
+                      "best vs start": speedup_text(evaluation.speedup, evaluation.geomean_ci(),
+                                                    mark_noise=True),
                       "vs best baseline": best_text(evaluation), "candidate": candidate.id},
                      "bold green"))
 

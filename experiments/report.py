@@ -237,7 +237,7 @@ def _run_page(run: RunData) -> _Page:
 def _sweep_page(folder: Path, runs: list[RunData]) -> _Page:
     page = _Page(f"kernelswarm sweep report: {folder.name}")
     page.text(f"{len(runs)} run folders in {folder}.")
-    header = ["cell", "task", "language", "lineages", "evaluations", "correct", "best vs start",
+    header = ["cell", "task", "language", "lineages", "records", "correct", "best vs start",
               "vs best baseline", "wall s"]
     rows, vs_start, vs_best = [], [], []
     for run in runs:

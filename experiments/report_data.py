@@ -130,6 +130,32 @@ def _anchor_table(config: dict[str, Any], summary: dict[str, Any],
     return anchors
 
 
+def _reported_shape(shape: dict[str, Any]) -> ShapeFigures:
+    """A shape of summary.json's best kernel: the figures the closing table printed (after a
+    confirmation, the median of its repeats, not the last repeat the Parquet table holds)."""
+    time_us = _number(shape.get("time_us"))
+    return ShapeFigures(
+        shape=shape["shape"], time_us=time_us,
+        start_us=time_us * _number(shape.get("speedup_vs_start")),
+        eager_us=_number(shape.get("eager_time_us")),
+        compile_us=_number(shape.get("compile_time_us")),
+        best_baseline=shape.get("best_baseline") or "",
+        best_baseline_us=_number(shape.get("best_baseline_us")),
+        roofline_fraction=_number(shape.get("roofline_fraction")),
+        speedup_vs_best=_number(shape.get("speedup_vs_best")))
+
+
+def _recorded_shape(row: dict[str, Any]) -> ShapeFigures:
+    """A shape of a Parquet row: the figures of a run that has no summary.json yet."""
+    return ShapeFigures(
+        shape=row["shape"], time_us=_number(row["time_us"]),
+        start_us=_number(row["start_time_us"]), eager_us=_number(row["eager_time_us"]),
+        compile_us=_number(row["compile_time_us"]), best_baseline=row["best_baseline"] or "",
+        best_baseline_us=_number(row["best_baseline_us"]),
+        roofline_fraction=_number(row["roofline_fraction"]),
+        speedup_vs_best=_number(row["speedup_vs_best"]))
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Everything a report of ``run_dir`` shows; ``ReportError`` if it is not a run folder."""
     folder = Path(run_dir).resolve()
@@ -156,15 +182,13 @@ def load_run(run_dir: str | Path) -> RunData:
     if best is None:  # no summary yet (a run still going): the fastest correct record so far
         ok = [r for r in ordered if r.status == "OK"]
         best = max(ok, key=lambda r: r.speedup).candidate_id if ok else ""
-    best_seq = max((r.seq for r in ordered if r.candidate_id == best), default=-1)
-    shapes = tuple(ShapeFigures(
-        shape=row["shape"], time_us=_number(row["time_us"]),
-        start_us=_number(row["start_time_us"]), eager_us=_number(row["eager_time_us"]),
-        compile_us=_number(row["compile_time_us"]), best_baseline=row["best_baseline"] or "",
-        best_baseline_us=_number(row["best_baseline_us"]),
-        roofline_fraction=_number(row["roofline_fraction"]),
-        speedup_vs_best=_number(row["speedup_vs_best"]))
-        for row in rows if row["seq"] == best_seq and row["shape"])
+    reported = (summary.get("best") or {}).get("shapes")
+    if reported:
+        shapes = tuple(_reported_shape(shape) for shape in reported)
+    else:
+        best_seq = max((r.seq for r in ordered if r.candidate_id == best), default=-1)
+        shapes = tuple(_recorded_shape(row) for row in rows
+                       if row["seq"] == best_seq and row["shape"])
     # the best kernel's own (a run of several languages: search.languages), else the task's
     language = str((summary.get("best") or {}).get("language")
                    or config.get("task", {}).get("language", ""))

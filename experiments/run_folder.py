@@ -2,7 +2,7 @@
 
 ``kernelswarm eval`` uses it to judge a file of a run as the run did: the run's task, language,
 device and evaluator settings (``config.json``), its timing (``timing.json``, written by every
-run), and the candidate's knob values (the file's knob header); then it prints the run's own
+run), the tester's extra checks (``checks.json``), and the candidate's knob values (the file's knob header); then it prints the run's own
 figure for that candidate next to the new one.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from .config import Config, ConfigError, load_run_config
 from .sinks import read_evaluations
 
 KERNEL_FOLDERS = ("best", "candidates")
+CHECKS_FILE = "checks.json"  # the tester's extra checks, as EvaluatorSettings.extra_checks holds
 
 
 @dataclass(frozen=True)
@@ -138,4 +139,10 @@ def open_run_folder(path: Path) -> RunFolder:
             settings = TimingSettings.read(path).apply(settings)
         except ValueError as exc:
             raise ConfigError(f"{timing_file}: {exc}") from None
+    checks_file = path / CHECKS_FILE
+    if checks_file.is_file():  # the tester's extra checks every candidate of the run passed
+        try:
+            settings = replace(settings, extra_checks=tuple(json.loads(checks_file.read_text())))
+        except ValueError as exc:
+            raise ConfigError(f"{checks_file}: not valid JSON: {exc}") from None
     return RunFolder(path, config, settings)

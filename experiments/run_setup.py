@@ -42,6 +42,7 @@ from .config import Config, ConfigError
 from .llm_agent import StartUp, ask_tester, configured_roles
 from .llm_view import LLMWatch
 from .resume import replay_records, restore_records
+from .run_folder import CHECKS_FILE
 from .sinks import MLflowSink, ParquetSink
 
 
@@ -94,15 +95,16 @@ def worker_pool(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
     return (1 if workers == "auto" else workers), {"num_cpus": 1}
 
 
-def result_sinks(config: Config, mlflow_parent: str = "") -> list[Sink]:
+def result_sinks(config: Config, mlflow_parent: str = "", resumed: bool = False) -> list[Sink]:
     """Parquet always; MLflow when ``tracking.mlflow`` (its runs nested under
-    ``mlflow_parent``, a sweep's run, when given)."""
+    ``mlflow_parent``, a sweep's run, when given; ``resumed``: the run's earlier MLflow runs go
+    on)."""
     sinks: list[Sink] = [ParquetSink()]
     if config.tracking.mlflow:
         # A relative SQLite path is anchored at the working folder by the sink, wherever actors run.
         sinks.append(MLflowSink(config.tracking.mlflow_uri,
                                 config.tracking.experiment or config.run.name,
-                                nested_in=mlflow_parent))
+                                nested_in=mlflow_parent, resumed=resumed))
     return sinks
 
 
@@ -149,6 +151,11 @@ class PreparedRun:
     started: float = 0.0  # Unix time the run started: search.wall_time_s counts from here
     # The starting kernels of search.languages after the first (``start``'s, the reference).
     more_starts: tuple[Candidate, ...] = ()
+    earlier_wall_s: float = 0.0  # a resumed run's wall time in its earlier sessions
+
+    def wall_s(self) -> float:
+        """The run's wall time so far, its earlier sessions' included."""
+        return self.earlier_wall_s + time.time() - self.started
 
     def spec(self, workers: int, resources: dict[str, float], mlflow_parent: str = "",
              max_workers: int | None = None) -> SwarmSpec:
@@ -165,7 +172,8 @@ class PreparedRun:
                           roles_for(self.make_roles, start.language))
             for start in (self.start, *self.more_starts)]
         return SwarmSpec(
-            run=info, sinks=result_sinks(config, mlflow_parent), start=self.start,
+            run=info, sinks=result_sinks(config, mlflow_parent, bool(self.history)),
+            start=self.start,
             make_evaluator=first.make_evaluator, more_languages=tuple(more),
             make_roles=first.make_roles, seeds=list(self.seeds), budget=search_budget(config),
             workers=workers, worker_resources=resources, elites=search.elites,
@@ -180,6 +188,15 @@ class PreparedRun:
 
     def users_file(self, evaluation: Evaluation) -> Evaluation:
         return naming_the_users_file(evaluation, self.task, self.start)
+
+
+def _earlier_wall_s(run_dir: Path, history: list[Record]) -> float:
+    """The wall time of a resumed run's earlier sessions: what its summary.json says, or for a
+    session that ended before writing one, when its last record came (the search's clock)."""
+    try:
+        return float(json.loads((run_dir / "summary.json").read_text())["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return max((r.wall_s for r in history), default=0.0)
 
 
 def _announce_resume(console: Console, config: Config, run_id: str,
@@ -207,19 +224,23 @@ def prepare_run(config: Config, console: Console,
         run_dir = resume.resolve()
         history = restore_records(run_dir, task)
         _announce_resume(console, config, run_dir.name, history)
+        earlier_wall_s = _earlier_wall_s(run_dir, history)
     else:
         if run_dir is None:
             run_id = f"{config.run.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
             run_dir = config.run.out_dir / run_id
         run_dir = run_dir.resolve()
         run_dir.mkdir(parents=True)
-        history = []
+        history, earlier_wall_s = [], 0.0
     (run_dir / "config.json").write_text(json.dumps(config.model_dump(mode="json"), indent=2))
     timing = TimingSettings.of(evaluator_settings(config))
     timing.write(run_dir)  # what `kernelswarm eval` of this run's files times with
     seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
     make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds, started)
     start_up = tester_checks(config, task, make_roles, console)
+    # what `kernelswarm eval` of this run's files checks them with
+    (run_dir / CHECKS_FILE).write_text(json.dumps(
+        evaluator_settings(config, start_up.checks).extra_checks, indent=2))
     return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
                        start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir),
-                       started, tuple(more_starts))
+                       started, tuple(more_starts), earlier_wall_s)

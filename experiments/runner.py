@@ -71,8 +71,10 @@ def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
 
 
 def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
-                  llm: dict | None = None) -> Path | None:
-    """``summary.json`` and ``best/``; the best kernel's file, or None."""
+                  llm: dict | None = None, wall_s: float | None = None) -> Path | None:
+    """``summary.json`` and ``best/``; the best kernel's file, or None. ``wall_s``: the run's
+    wall time from its start (Ray, the actors and the starting kernel included); None: the
+    search's own, from the tracker's start."""
     summary = result.summary
     best_path = None
     if summary.best is not None:
@@ -80,12 +82,15 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
     lineage_best = dict(summary.lineage_best)  # the tracker's: the one per-lineage source
     start_metrics = result.start.metrics if result.start is not None else {}
     doc = {
-        "stop_reason": summary.stop_reason, "records": summary.records, "wall_s": summary.wall_s,
+        "stop_reason": summary.stop_reason, "records": summary.records,
+        "wall_s": summary.wall_s if wall_s is None else wall_s,
+        "search_wall_s": summary.wall_s,  # the tracker's clock, as MLflow logs it
         "timing": {**timing.as_dict(), "regime": timing.regime},
         "baselines": start_metrics.get("baselines", {"error": start_metrics.get(
             "baselines_error", "not measured")}),
         "best": None if summary.best is None else {
             "candidate_id": summary.best[0].id, "language": summary.best[0].language,
+            "lineage": summary.best[0].lineage,  # the lineage that proposed it
             "knobs": summary.best[0].knob_values,
             **kernel_figures(summary.best[1]), "file": str(best_path),
             # over the reference language's starting kernel: how languages were ranked
@@ -157,7 +162,7 @@ def run(config: Config, console: Console | None = None,
         raise failed
     llm = prepared.watch.summary()
     timing = prepared.timing
-    best_path = write_outputs(run_dir, result, timing, llm)
+    best_path = write_outputs(run_dir, result, timing, llm, prepared.wall_s())
     console.print(closing_table(result, timing.regime, console.width))
     if (spent := spending_table(llm)) is not None:
         console.print(spent)

@@ -291,7 +291,7 @@ def _search_cell(ctx: _Context, cell: SweepCell, run_dir: Path, console: Console
         swarm, console, search.confirm_top, search.confirm_repeats)
     ctx.board[cell.index] = {**ctx.board[cell.index], "state": "closing"}
     result = swarm.finish(stop_reason, confirmation)
-    write_outputs(run_dir, result, prepared.timing, prepared.watch.summary())
+    write_outputs(run_dir, result, prepared.timing, prepared.watch.summary(), prepared.wall_s())
     console.print(run_closing_table(result, prepared.timing.regime, console.width))
     _report(run_dir, cell.config, console)
     status = CellStatus.INTERRUPTED if stop_reason else CellStatus.FINISHED

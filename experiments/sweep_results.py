@@ -128,7 +128,7 @@ def write_cell_table(sweep_dir: Path, rows: Sequence[Mapping[str, Any]]) -> Path
     return path
 
 
-CLOSING_COLUMNS = ("cell", "status", "evals", "best vs start", "vs best baseline", "eval s",
+CLOSING_COLUMNS = ("cell", "status", "records", "best vs start", "vs best baseline", "eval s",
                    "cost $")
 
 
@@ -140,7 +140,7 @@ def closing_table(name: str, rows: Sequence[Mapping[str, Any]], width: int | Non
         baseline = speedup_text(r["speedup_vs_best"])
         if baseline != "-" and r["best_baseline"]:
             baseline += f" ({r['best_baseline']})"
-        shown.append({"cell": r["cell"], "status": r["status"], "evals": str(r["evaluations"]),
+        shown.append({"cell": r["cell"], "status": r["status"], "records": str(r["records"]),
                       "best vs start": speedup_text(r["speedup_vs_start"]),
                       "vs best baseline": baseline, "eval s": f"{r['eval_s']:.1f}",
                       "cost $": f"{r['cost_usd']:.2f}" if r["cost_usd"] else "-"})
@@ -157,7 +157,7 @@ def closing_table(name: str, rows: Sequence[Mapping[str, Any]], width: int | Non
         return table
 
     # The cell and its status stay; figures go first, the best baseline last of them.
-    return fit(build, CLOSING_COLUMNS, ("cost $", "eval s", "evals", "vs best baseline",
+    return fit(build, CLOSING_COLUMNS, ("cost $", "eval s", "records", "vs best baseline",
                                         "status"), width)
 
 

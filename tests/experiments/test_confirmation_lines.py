@@ -37,3 +37,46 @@ def test_repeats_around_one_are_no_gain_and_repeats_below_one_keep_the_start():
         "the repeats' range includes 1.0x: no gain over the starting kernel beyond noise")
     assert _lines(1.05, (0.97, 0.95, 0.99))[1] == (
         "every repeat was slower than the starting kernel: keep the starting kernel")
+
+
+def _closing(best: Candidate, best_speedup: float, start: Candidate,
+             lineage_best: dict) -> str:
+    import io
+
+    from rich.console import Console
+
+    from kernelswarm.cluster.lineage_runner import LineageResult
+    from kernelswarm.cluster.swarm import SwarmResult
+    from kernelswarm.experiments.progress import closing_table
+    from kernelswarm.search import RunSummary
+
+    def timed(candidate: Candidate, speedup: float) -> Evaluation:
+        return Evaluation(candidate.id, Status.OK, shapes=(ShapeResult(
+            "n=1", correct=True, time_us=10.0 / speedup, speedup_vs_start=speedup,
+            speedup_vs_start_ci=0.04),))
+
+    summary = RunSummary("done", 4, (best, timed(best, best_speedup)),
+                         {i: (c, timed(c, s)) for i, (c, s) in lineage_best.items()}, 1.0)
+    result = SwarmResult(summary, timed(start, 1.0),
+                         [LineageResult(i, 2, "done", 1.0) for i in lineage_best], [], [], {})
+    console = Console(file=io.StringIO(), width=200)
+    console.print(closing_table(result, "", 200))
+    return console.file.getvalue()
+
+
+def test_the_starting_kernel_as_the_overall_best_is_labelled_and_its_noise_marked():
+    start = Candidate.create(language="cpp", source="start", entry="f")
+    slower = Candidate.create(language="cpp", source="slower", entry="f", lineage=0)
+    text = _closing(start, 1.028, start, {0: (slower, 0.9)})
+    row = next(line for line in text.splitlines() if "overall" in line)
+    assert "overall = start" in row and "1.028x ±0.040 ≈" in row
+
+
+def test_a_best_kernel_that_is_no_lineages_best_names_its_lineage():
+    start = Candidate.create(language="cpp", source="start", entry="f")
+    first = Candidate.create(language="cpp", source="a", entry="f", lineage=0)
+    runner_up = Candidate.create(language="cpp", source="b", entry="f", lineage=1)
+    best_of_1 = Candidate.create(language="cpp", source="c", entry="f", lineage=1)
+    text = _closing(runner_up, 1.3, start, {0: (first, 1.2), 1: (best_of_1, 1.5)})
+    row = next(line for line in text.splitlines() if "overall" in line)
+    assert "overall (lineage 1)" in row and runner_up.id in row

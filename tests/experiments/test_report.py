@@ -51,6 +51,21 @@ def test_the_report_of_a_run_embeds_its_plots_and_names_the_best_kernel_and_ever
         assert "Not judged again after the search" in html
 
 
+def test_the_report_and_the_console_give_the_best_kernel_the_same_figures(small_run):
+    outcome, text, _ = small_run
+    write_report(outcome.run_dir)
+    markdown = (outcome.run_dir / "report" / "report.md").read_text()
+    best = outcome.result.summary.best[1]
+    console = " ".join(text.split())
+    for shape in best.shapes:
+        # the report's per-shape row: the kernel's time and its speedup over the best baseline
+        row = next(ln for ln in markdown.splitlines() if ln.startswith(f"| {shape.shape} |"))
+        assert f"| {shape.time_us:.2f} |" in row, (row, shape.time_us)
+        assert f"| {shape.speedup_vs_best:.3f}x |" in row, (row, shape.speedup_vs_best)
+        # the console's closing table, from the same evaluation
+        assert f"{shape.speedup_vs_best:.3f}x" in console, shape.shape
+
+
 CONFIRMED = {"repeats": 3, "skipped": None, "chosen": "b", "kernels": [
     {"candidate_id": "a", "found_speedup_vs_start": 3.7, "speedup_vs_start": [3.6, 2.8, 2.7],
      "median_speedup_vs_start": 2.8, "failure": None},

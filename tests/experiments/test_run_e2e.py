@@ -6,6 +6,7 @@ import io
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,12 +170,21 @@ def test_crashing_hanging_kernels_and_a_crashing_lineage_leave_the_run_complete(
 
 
 def test_resume_continues_a_run_without_re_evaluating(tmp_path, compile_cache, ray_session):
+    clock = time.monotonic()
     first = run(_config(tmp_path, compile_cache, "search.candidates_per_lineage=2",
                         "search.wall_time_s=600"), _quiet())
+    first_s = time.monotonic() - clock
+    first_wall = json.loads((first.run_dir / "summary.json").read_text())["wall_s"]
+    # summary.json's wall time is the run's, start-up included (only the report comes after)
+    assert 0.6 * first_s <= first_wall <= first_s
     before = {p.name: p.read_bytes() for p in (first.run_dir / "evaluations").glob("*.parquet")}
     first_steps = {r.lineage: r.steps for r in first.result.lineages}
     config = load_run_config(first.run_dir, ["search.candidates_per_lineage=4"])
+    clock = time.monotonic()
     second = run(config, _quiet(), resume=first.run_dir)
+    second_s = time.monotonic() - clock
+    whole = json.loads((first.run_dir / "summary.json").read_text())["wall_s"]
+    assert first_wall + 0.6 * second_s <= whole <= first_wall + second_s  # both sessions
     assert second.run_dir == first.run_dir
     for name, data in before.items():  # nothing recorded was touched
         assert (first.run_dir / "evaluations" / name).read_bytes() == data

@@ -67,8 +67,13 @@ def test_eval_of_a_runs_best_file_reproduces_its_speedup(tmp_path, compile_cache
             overlap = min(repeats) <= high * 1.05 and low <= max(repeats) * 1.05
             assert agrees or overlap, (
                 figure, doc[figure], recorded[figure], (low, high), repeats)
+    # eval checks the run's files with the run's own extra checks (the tester's)
+    checks = json.loads((outcome.run_dir / "checks.json").read_text())
+    passed = len(checks) - len(summary["extra_checks_dropped"])
+    assert checks and passed > 0
     for doc in docs:
         assert doc["status"] == "OK" and doc["file"] == str(outcome.best_path)
+        assert f"and {passed} extra checks" in doc["message"], doc["message"]
         assert {k: v for k, v in doc["timing"].items() if k != "regime"} == timing
         assert doc["candidate_id"] == recorded["candidate_id"]  # the very kernel judged
         assert doc["run"]["recorded"]["speedup_vs_start"] == pytest.approx(

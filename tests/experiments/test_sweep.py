@@ -117,6 +117,14 @@ def test_a_grid_gives_a_run_folder_and_a_table_row_per_cell(swept):
     closing = stdout[stdout.rindex("kernelswarm sweep grid: best kernel per cell"):]
     assert all(name in closing for name in table["cell"])
     assert max(len(line) for line in closing.splitlines()[:10]) <= 80
+    # The console and the sweep's report count the same records for each cell.
+    report = (sweep_dir / "report" / "report.md").read_text()
+    for name, folder, records in zip(table["cell"], table["folder"], table["records"],
+                                     strict=True):
+        console_row = next(ln for ln in closing.splitlines() if name in ln)
+        assert str(records) in [c.strip() for c in console_row.split("│")], console_row
+        report_row = next(ln for ln in report.splitlines() if ln.startswith(f"| {folder} |"))
+        assert f"| {records} |" in report_row, report_row
 
 
 @pytest.mark.slow
@@ -158,8 +166,9 @@ def test_mlflow_nests_cells_under_the_sweep_and_lineages_under_cells(swept):
     assert len(sweeps) == 1 and sweeps[0].info.status == "FINISHED"
     sweep_id = sweeps[0].info.run_id
     cell_runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep_id]
-    # Four cells, and a new run for each of the two cells the resume searched again.
-    assert len(cell_runs) == 6
+    # Four cells, and a new run for the cell whose folder was lost (searched afresh); the cell
+    # resumed from its records goes on in its own run.
+    assert len(cell_runs) == 5
     assert {Path(r.data.tags["run_dir"]).name for r in cell_runs} == {
         "00-seed=0+lineages=1", "01-seed=0+lineages=2", "02-seed=1+lineages=1",
         "03-seed=1+lineages=2"}
