@@ -124,10 +124,11 @@ class MLflowSink(Sink):
     durable = False
 
     def __init__(self, tracking_uri: str, experiment: str, *, candidate_sources: bool = True,
-                 nested_in: str = "") -> None:
+                 nested_in: str = "", resumed: bool = False) -> None:
         self.tracking_uri = absolute_uri(tracking_uri)
         self.experiment = experiment
         self.nested_in = nested_in  # a sweep's MLflow run: this run becomes one of its children
+        self.resumed = resumed  # a run continued from its folder goes on in its MLflow runs
         self.candidate_sources = candidate_sources  # log every candidate's source on its child run
         self.experiment_id = ""
         self.parent_run_id = ""
@@ -157,7 +158,8 @@ class MLflowSink(Sink):
         if self.nested_in:
             tags["mlflow.parentRunId"] = self.nested_in
         params = {param_key(str(k)): param_value(v) for k, v in run.params.items()}
-        earlier = earlier_runs(client, self.experiment_id, run.run_id, str(run.run_dir))
+        earlier = (earlier_runs(client, self.experiment_id, run.run_id, str(run.run_dir))
+                   if self.resumed else None)
         if earlier is None:
             self.parent_run_id = client.create_run(self.experiment_id, tags=tags,
                                                    run_name=parent_run_name(run)).info.run_id
