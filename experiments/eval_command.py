@@ -50,7 +50,7 @@ from .compiler_messages import naming_the_file
 from .config import BUILTIN_TASKS, ConfigError
 from .run_folder import RunFolder, open_run_folder, run_folder_of
 from .sinks.sources import read_kernel_file
-from .speedups import compact_labels, speedup_text
+from .speedups import baseline_names, compact_labels, speedup_text
 
 
 class EvalUsageError(Exception):
@@ -309,7 +309,9 @@ def verdict_text(evaluation: Evaluation) -> str:
     if evaluation.status is Status.OK:
         best = speedup_text(evaluation.speedup_vs_best, evaluation.geomean_ci("speedup_vs_best"),
                             mark_noise=True)
+        over = ("PyTorch eager (the only baseline measured)"
+                if baseline_names(evaluation) == {"eager"} else "the best baseline of each shape")
         text += (f"\nspeedup (geometric mean): {evaluation.speedup:.3f}x vs the starting kernel, "
-                 f"{best} vs the best baseline of each shape, "
+                 f"{best} vs {over}, "
                  f"{evaluation.speedup_vs_eager:.3f}x vs PyTorch eager")
     return text

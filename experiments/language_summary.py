@@ -19,7 +19,7 @@ from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Candidate, Evaluation
 
 from .sinks.sources import source_file_name
-from .speedups import best_text, speedup_text
+from .speedups import baseline_label, baseline_names, best_text, speedup_text
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class LanguageBest:
         candidate, evaluation = self.best
         text = (f"{head}best {candidate.id} {speedup_text(evaluation.speedup)} vs its start, "
                 f"{speedup_text(self.speedup_vs_reference)} vs the reference start, "
-                f"{best_text(evaluation)} vs best baseline"
+                f"{best_text(evaluation)} {baseline_label(baseline_names(evaluation))}"
                 f"{' (confirmed)' if self.confirmed else ''}")
         won = candidate.id == overall
         return Text(text + (" ← best overall" if won else ""), style="bold" if won else "")

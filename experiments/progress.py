@@ -19,7 +19,13 @@ from kernelswarm.search import Evaluation
 
 from .language_summary import language_lines
 from .llm_view import one_line, spending_line
-from .speedups import best_text, compact_labels, speedup_text
+from .speedups import (
+    baseline_label,
+    baseline_names,
+    best_text,
+    compact_labels,
+    speedup_text,
+)
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
@@ -179,11 +185,15 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
                       "vs best baseline": best_text(evaluation), "candidate": candidate.id},
                      "bold green"))
 
+    names = baseline_names(*(e for _, e in best.values()), *starts.values(),
+                           result.summary.best[1] if result.summary.best else None)
+    heading = {"vs best baseline": baseline_label(names)}
+
     def build(columns: tuple[str, ...]) -> Table:
         table = Table(title=escape(title))
         for column in columns:
             # One line per lineage; the full stop reasons are in summary.json and printed below.
-            table.add_column(column, no_wrap=True, overflow="ellipsis",
+            table.add_column(heading.get(column, column), no_wrap=True, overflow="ellipsis",
                              max_width=40 if column == "stopped" else None)
         for values, style in rows:
             table.add_row(*(escape(values.get(c, "")) for c in columns), style=style)

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import report_plots as plots
 from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
+from .speedups import baseline_label
 
 REPORT_FOLDER = "report"
 DESCRIPTION_TAG = "mlflow.note.content"  # what MLflow's UI shows as a run's description
@@ -185,7 +186,8 @@ def _run_page(run: RunData) -> _Page:
               f"{summary.get('wall_s', math.nan):.0f} s · stopped: {summary.get('stop_reason', '?')}"
               f" · timed with a {summary.get('timing', {}).get('regime', '?')}.")
     page.heading("Best kernel")
-    page.table(["kernel", "vs start", "vs best baseline", "vs eager", "vs compile"], [[
+    names = {s.best_baseline for s in run.best_shapes if s.best_baseline}
+    page.table(["kernel", "vs start", baseline_label(names), "vs eager", "vs compile"], [[
         run.best_id or "none", _x(best.get("speedup_vs_start", math.nan),
                                   best.get("speedup_vs_start_ci")),
         _x(best.get("speedup_vs_best", math.nan), best.get("speedup_vs_best_ci")),

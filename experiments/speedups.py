@@ -32,6 +32,19 @@ def best_text(evaluation: Evaluation) -> str:
     return f"{text} ({'/'.join(names)})" if names and text != "-" else text
 
 
+def baseline_label(names: set[str]) -> str:
+    """What a "vs best baseline" figure is over, as a heading says it: "vs eager" when eager
+    was the only baseline measured (on a CPU torch.compile is skipped unless asked for), so
+    that a figure over eager is never read as one over the best PyTorch has."""
+    return "vs eager" if names == {"eager"} else "vs best baseline"
+
+
+def baseline_names(*evaluations: Evaluation | None) -> set[str]:
+    """The baselines that were the best on some shape of ``evaluations``."""
+    return {s.best_baseline for e in evaluations if e is not None for s in e.shapes
+            if s.best_baseline}
+
+
 def finite(value: Any) -> Any:
     """``value`` with NaN and infinities as None, recursively (JSON has no NaN)."""
     if isinstance(value, float):

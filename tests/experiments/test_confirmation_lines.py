@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
 from kernelswarm.experiments.progress import confirmation_lines
 from kernelswarm.search import Candidate, Confirmation, Confirmed, Evaluation, ShapeResult, Status
 
@@ -40,7 +42,7 @@ def test_repeats_around_one_are_no_gain_and_repeats_below_one_keep_the_start():
 
 
 def _closing(best: Candidate, best_speedup: float, start: Candidate,
-             lineage_best: dict) -> str:
+             lineage_best: dict, baseline: str = "") -> str:
     import io
 
     from rich.console import Console
@@ -53,7 +55,8 @@ def _closing(best: Candidate, best_speedup: float, start: Candidate,
     def timed(candidate: Candidate, speedup: float) -> Evaluation:
         return Evaluation(candidate.id, Status.OK, shapes=(ShapeResult(
             "n=1", correct=True, time_us=10.0 / speedup, speedup_vs_start=speedup,
-            speedup_vs_start_ci=0.04),))
+            speedup_vs_start_ci=0.04, best_baseline=baseline, best_baseline_us=5.0,
+            speedup_vs_best=0.5 * speedup),))
 
     summary = RunSummary("done", 4, (best, timed(best, best_speedup)),
                          {i: (c, timed(c, s)) for i, (c, s) in lineage_best.items()}, 1.0)
@@ -80,3 +83,18 @@ def test_a_best_kernel_that_is_no_lineages_best_names_its_lineage():
     text = _closing(runner_up, 1.3, start, {0: (first, 1.2), 1: (best_of_1, 1.5)})
     row = next(line for line in text.splitlines() if "overall" in line)
     assert "overall (lineage 1)" in row and runner_up.id in row
+
+
+@pytest.mark.parametrize("baseline, heading", [("eager", "vs eager"),
+                                               ("compile", "vs best baseline")])
+def test_a_figure_over_eager_alone_is_headed_vs_eager(baseline, heading):
+    from kernelswarm.experiments.eval_command import verdict_text
+
+    start = Candidate.create(language="cpp", source="start", entry="f")
+    best = Candidate.create(language="cpp", source="a", entry="f", lineage=0)
+    text = _closing(best, 1.5, start, {0: (best, 1.5)}, baseline)
+    assert heading in text.splitlines()[2]  # the closing table's header row
+    verdict = verdict_text(Evaluation(best.id, Status.OK, "ok", shapes=(ShapeResult(
+        "n=1", correct=True, time_us=2.0, speedup_vs_start=1.5, best_baseline=baseline,
+        speedup_vs_best=0.9, speedup_vs_eager=0.9),)))
+    assert ("vs PyTorch eager (the only baseline measured)" in verdict) == (baseline == "eager")
