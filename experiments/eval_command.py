@@ -151,9 +151,25 @@ def repeats_for(requested: int | None, run: RunFolder | None) -> int:
     return max(1, run.config.search.confirm_repeats) if run is not None else 1
 
 
+def roofline_bounds(task: Task, evaluation: Evaluation, flushed: bool) -> dict[str, str]:
+    """Per shape, the limit its roofline fraction is taken against ("memory", "compute", or
+    "cache": none, see evaluators/judge/figures.py); empty without the machine's figures."""
+    from kernelswarm.evaluators.judge.figures import roofline_bound
+    from kernelswarm.evaluators.machine import MachineFigures
+
+    m = evaluation.metrics
+    try:
+        machine = MachineFigures(str(m["device"]), int(m["llc_bytes"]),
+                                 float(m["copy_bandwidth_gbs"]), float(m["peak_gflops"]))
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return {shape.label: roofline_bound(*task.roofline(shape), machine, flushed)
+            for shape in task.tuning_shapes}
+
+
 def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
               run: RunFolder | None = None, repeats: int = 1
-              ) -> tuple[list[Evaluation], str, EvaluatorSettings]:
+              ) -> tuple[list[Evaluation], Task, EvaluatorSettings]:
     try:
         task = load_task(task_path, device.split(":")[0])
         if language not in task.kernels:
@@ -175,7 +191,7 @@ def _evaluate(task_path: Path, candidate_file: Path, language: str, device: str,
             evaluations.append(naming_the_file(evaluation, candidate_file, text, candidate.source))
             if not evaluations[-1].ok:
                 break
-        return evaluations, task.name, settings
+        return evaluations, task, settings
 
 
 def _arguments(args: argparse.Namespace) -> tuple[Path, Path, RunFolder | None]:
@@ -211,8 +227,8 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         language = infer_language(candidate, language)
         device = args.device or (run.settings.device if run else default_device(language))
         repeats = repeats_for(args.repeats, run)
-        evaluations, task_name, settings = _evaluate(task_path, candidate, language, device, run,
-                                                     repeats)
+        evaluations, task, settings = _evaluate(task_path, candidate, language, device, run,
+                                                repeats)
     except (EvalUsageError, TaskError) as exc:
         Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
@@ -222,8 +238,11 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         console = Console(file=console.file, width=max(console.width, 160))
     evaluation = median_evaluation(evaluations)
     speedups = [e.speedup for e in evaluations]
+    bounds = roofline_bounds(task, evaluation, settings.flush_cache)
     if args.json:
-        doc = evaluation_document(evaluation, task_name, language, candidate)
+        doc = evaluation_document(evaluation, task.name, language, candidate)
+        for shape in doc["shapes"]:
+            shape["roofline_bound"] = bounds.get(shape["shape"])
         doc["timing"] = {**timing.as_dict(), "regime": timing.regime}
         doc["repeats"] = {"asked": repeats, "speedup_vs_start": speedups,
                           "speedup_vs_best": [e.speedup_vs_best for e in evaluations]}
@@ -232,7 +251,8 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         if evaluation.shapes:  # a kernel that did not build has no row to show
-            console.print(evaluation_table(evaluation, task_name, language, timing.regime))
+            console.print(evaluation_table(evaluation, task.name, language, timing.regime,
+                                           bounds))
         console.print(verdict_text(evaluation), highlight=False)
         if len(evaluations) > 1 and evaluation.ok:
             console.print(f"judged {len(evaluations)} times, each in a fresh sandbox: the "
@@ -280,10 +300,12 @@ def _number(value: float, fmt: str, suffix: str = "") -> str:
 
 
 def evaluation_table(evaluation: Evaluation, task: str, language: str,
-                     regime: str = "") -> Table:
+                     regime: str = "", bounds: dict[str, str] | None = None) -> Table:
     """One row per shape: correctness, largest error, median time and its interquartile range
     (µs), speedups vs the starting kernel, the best baseline (named; ``≈`` inside the noise) and
-    PyTorch eager, percent of the roofline; ``regime`` (the cache regime) in the title."""
+    PyTorch eager, percent of the roofline (``bounds``: "in cache" where no roofline bounds
+    the shape); ``regime`` (the cache regime) in the title."""
+    bounds = bounds or {}
     labels, common = compact_labels([s.shape for s in evaluation.shapes])
     title = " · ".join(p for p in (task, language, evaluation.device, common, regime) if p)
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
@@ -299,7 +321,11 @@ def evaluation_table(evaluation: Evaluation, task: str, language: str,
                       _number(s.speedup_vs_start, ".2f", "x"), s.best_baseline or "—",
                       speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
                       _number(s.speedup_vs_eager, ".2f", "x"),
-                      _number(s.roofline_fraction * 100, ".1f", "%"))
+                      "in cache" if bounds.get(s.shape) == "cache"
+                      else _number(s.roofline_fraction * 100, ".1f", "%"))
+    if "cache" in bounds.values():
+        table.caption = ("in cache: with a warm cache the shape's data fits in the last-level "
+                         "cache, faster than the memory roofline allows, so none applies")
     return table
 
 

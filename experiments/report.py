@@ -223,7 +223,12 @@ def _run_page(run: RunData) -> _Page:
                          else "-"] for s in run.best_shapes])
     page.plot("shape_times", plots.shape_times(run),
               "Per shape: the best kernel, the starting kernel and every measured baseline.")
-    page.plot("roofline", plots.roofline(run), "Roofline fraction per shape.")
+    caption = ("Roofline fraction per shape: ideal time (bytes over the copy bandwidth beyond "
+               "the last-level cache, or flops over peak) over measured time.")
+    if summary.get("timing", {}).get("flush_cache") is False:
+        caption += (" Timed with a warm cache: a shape whose data fits in the last-level cache "
+                    "is served from it and may exceed 1; no roofline bounds it there.")
+    page.plot("roofline", plots.roofline(run), caption)
     page.heading("Verdicts")
     counts = {v: sum(r.status == v for r in run.records) for v in VERDICTS}
     page.table(list(counts), [[str(c) for c in counts.values()]])

@@ -113,6 +113,20 @@ def derive_shape_figures(result: ShapeResult, shape: Shape, roofline: tuple[floa
     return with_baselines(derived, baselines.table)  # eager, compile, the best baseline
 
 
+def roofline_bound(moved_bytes: float, flops: float, machine: MachineFigures,
+                   flushed: bool) -> str:
+    """Which limit a shape's roofline fraction is taken against: "compute" (peak flops) or
+    "memory" (the copy bandwidth beyond the last-level cache); "cache" when neither bounds it:
+    with a warm cache (``flushed`` False) a memory-bound shape whose data fits in the
+    last-level cache is served from it, faster than that bandwidth, so a fraction of the
+    memory roofline says nothing there (it may well exceed 100%)."""
+    memory_s = moved_bytes / (machine.copy_bandwidth_gbs * 1e9)
+    compute_s = flops / (machine.peak_gflops * 1e9)
+    if compute_s >= memory_s:
+        return "compute"
+    return "cache" if not flushed and moved_bytes <= machine.llc_bytes else "memory"
+
+
 def roofline_verdict(shapes: tuple[ShapeResult, ...], flushed: bool,
                      message: str) -> tuple[Status, str]:
     """REJECTED when a shape beats the roofline by more than the margin (flushed caches only:

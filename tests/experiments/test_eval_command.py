@@ -88,3 +88,32 @@ def test_an_unknown_language_is_refused_by_the_parser(capsys):
         main(["eval", "silu_and_mul", "kernel.f90", "--language", "fortran"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'fortran'" in capsys.readouterr().err
+
+
+def test_the_roofline_is_stated_against_the_bound_of_the_shapes_regime(tmp_path):
+    """A warm cache serves a small shape from the last-level cache, faster than the memory
+    roofline allows: eval says "in cache" there instead of a fraction above 100%."""
+    import io
+
+    from rich.console import Console
+
+    from kernelswarm.experiments.eval_command import evaluation_table, roofline_bounds
+    from kernelswarm.experiments.task_commands import scaffold_task
+    from kernelswarm.search import Evaluation, ShapeResult, Status, load_task
+
+    task = load_task(scaffold_task("my_op", tmp_path), "cpu")
+    moved = [task.roofline(s)[0] for s in task.tuning_shapes]
+    machine = {"device": "cpu", "copy_bandwidth_gbs": 10.0, "peak_gflops": 50.0,
+               "llc_bytes": int(sorted(moved)[1])}  # the two smaller shapes fit in the cache
+    shapes = tuple(ShapeResult(s.label, correct=True, time_us=1.0, roofline_fraction=1.447)
+                   for s in task.tuning_shapes)
+    evaluation = Evaluation("c", Status.OK, "ok", shapes=shapes, metrics=machine)
+    cold = roofline_bounds(task, evaluation, flushed=True)
+    warm = roofline_bounds(task, evaluation, flushed=False)
+    assert set(cold.values()) == {"memory"}  # an elementwise op: bandwidth bound
+    assert sorted(warm.values()) == ["cache", "cache", "memory"]
+    console = Console(file=io.StringIO(), width=200)
+    console.print(evaluation_table(evaluation, "my_op", "cpp", "warm cache", warm))
+    text = console.file.getvalue()
+    assert text.count("in cache") == 3  # two shapes and the caption saying why
+    assert text.count("144.7%") == 1  # the shape beyond the cache keeps its figure
