@@ -1,8 +1,9 @@
 """Seconds per evaluation through ``SandboxEvaluator``: what judging one candidate costs.
 
-``python -m kernelswarm.experiments.benchmarks.eval_cost TASK LANGUAGE DEVICE N`` builds N
-copies of the task's starting kernel that differ only by a trailing comment (so no build or
-verdict is reused), then evaluates them back to back in one evaluator with profiling off. It
+``python -m kernelswarm.experiments.benchmarks.eval_cost TASK LANGUAGE DEVICE N [profile]``
+builds N copies of the task's starting kernel that differ only by a trailing comment (so no
+build or verdict is reused), then evaluates them back to back in one evaluator, with profiling
+off (``profile``: on, as a search has it by default). It
 prints one JSON line per evaluation (seconds, status, per-phase seconds, seconds waited on
 each kind of request to the runner, the arena) on stderr and a summary on stdout: the first
 evaluation (which includes the evaluator's start-up), the median of the others, and the median
@@ -24,13 +25,13 @@ from kernelswarm.search.task import load_task
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 4:
+    if len(argv) not in (4, 5) or argv[4:] not in ([], ["profile"]):
         print(__doc__, file=sys.stderr)
         return 2
     task_name, language, device, count = argv[0], argv[1], argv[2], int(argv[3])
     builtin = BUILTIN_TASKS / task_name
     task_path = builtin if (builtin / "task.py").is_file() else Path(task_name)
-    settings = EvaluatorSettings(device=device, profile_kernels=False)
+    settings = EvaluatorSettings(device=device, profile_kernels=argv[4:] == ["profile"])
     start = load_task(task_path, device.split(":")[0]).starting_candidate(language)
     comment = "#" if language == "triton" else "//"
     candidates = [start.derive(source=f"{start.source}\n{comment} variant {i}\n")

@@ -113,12 +113,12 @@ class Check:
         return done
 
 
-def measure(check: Check, gpu: int, evaluations: int, search_minutes: float,
-            earlier: bool) -> None:
+def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: float) -> None:
     """eval_cost of each task (with ``earlier``, silu_and_mul along the earlier data paths
     first), then one search, on ``gpu``."""
     python = sys.executable
-    for path, env in EARLIER_PATHS.items() if earlier else ():
+    evaluations = args.evaluations
+    for path, env in EARLIER_PATHS.items() if args.earlier else ():
         done = check.step(gpu, f"eval_cost silu_and_mul ({path})", [
             python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", "silu_and_mul", "cuda",
             "cuda", str(evaluations)], limit_s=150, env=env)
@@ -126,7 +126,7 @@ def measure(check: Check, gpu: int, evaluations: int, search_minutes: float,
         with check.lock:
             check.summary.setdefault("eval_cost_earlier", {})[path] = line
             check.write()
-    for task in TASKS:
+    for task in args.tasks:
         done = check.step(gpu, f"eval_cost {task}", [
             python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", task, "cuda", "cuda",
             str(evaluations)], limit_s=150)
@@ -136,6 +136,13 @@ def measure(check: Check, gpu: int, evaluations: int, search_minutes: float,
                 check.summary["eval_cost_median_s"][task] = line.get("median_s_after_first")
                 check.summary["eval_cost_first_s"][task] = line.get("first_s")
                 check.summary["eval_cost_phases_s"][task] = line.get("phase_median_s")
+            check.write()
+    if args.profile:
+        done = check.step(gpu, "eval_cost silu_and_mul (profiling on)", [
+            python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", "silu_and_mul", "cuda",
+            "cuda", str(evaluations), "profile"], limit_s=90)
+        with check.lock:
+            check.summary["eval_cost_profiled"] = _last_json(done.stdout if done else "")
             check.write()
     # the same evaluator again: its calibration now comes from the cache the first one filled
     done = check.step(gpu, "eval_cost silu_and_mul (calibration cached)", [
@@ -258,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--earlier", action="store_true",
                         help="also eval_cost silu_and_mul along the earlier data paths")
     parser.add_argument("--no-tests", action="store_true")
+    parser.add_argument("--only", nargs="*", default=None, metavar="TEST_FILE",
+                        help="run only these GPU test files")
+    parser.add_argument("--tasks", nargs="*", default=list(TASKS), help="eval_cost's tasks")
+    parser.add_argument("--profile", action="store_true",
+                        help="eval_cost of silu_and_mul with profiling on too")
     parser.add_argument("--no-measure", action="store_true")
     parser.add_argument("--tests", default="tests", help="the folder whose GPU tests run")
     args = parser.parse_args(argv)
@@ -268,11 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     check = Check(args.out, gpus, args.budget_s)
     root = Path.cwd()
-    queue = [] if args.no_tests else gpu_test_files(root / args.tests)
+    queue = [] if args.no_tests else [
+        (w, p) for w, p in gpu_test_files(root / args.tests)
+        if args.only is None or str(p.relative_to(root)) in args.only]
 
     def lane(gpu: int) -> None:
         if gpu == 0 and not args.no_measure:
-            measure(check, 0, args.evaluations, args.search_minutes, args.earlier)
+            measure(check, 0, args, args.search_minutes)
         run_tests(check, gpu, queue, root)
 
     threads = [threading.Thread(target=lane, args=(g,)) for g in range(gpus)]

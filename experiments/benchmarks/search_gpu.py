@@ -135,13 +135,30 @@ def throughput(run_dir: Path) -> dict[str, float]:
     calibration and confirmation included: with one evaluation worker, the GPU's minutes)."""
     from kernelswarm.experiments.sinks import read_evaluations
 
-    rows = read_evaluations(run_dir).select(["seq", "wall_s", "eval_s"]).to_pylist()
-    records = {r["seq"]: r for r in rows}.values()
+    rows = read_evaluations(run_dir).select(
+        ["seq", "wall_s", "eval_s", "compile_s", "status", "metrics"]).to_pylist()
+    records = list({r["seq"]: r for r in rows}.values())
     span = max((float(r["wall_s"]) for r in records), default=0.0)
     evals = sorted(float(r["eval_s"]) for r in records if r["eval_s"] is not None)
+    statuses: dict[str, int] = {}
+    for r in records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     return {"evaluations": len(records), "span_s": span,
             "evals_per_gpu_minute": len(records) / (span / 60) if span > 0 else 0.0,
-            "median_eval_s": evals[len(evals) // 2] if evals else math.nan}
+            "median_eval_s": evals[len(evals) // 2] if evals else math.nan,
+            "statuses": statuses, "median_phase_s": _median_phases(records)}
+
+
+def _median_phases(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Per phase of an evaluation (and per request to the runner, and compiling), the median
+    seconds over the records that reached it."""
+    seen: dict[str, list[float]] = {"compile": [float(r["compile_s"] or 0) for r in records]}
+    for r in records:
+        metrics = json.loads(r["metrics"] or "{}")
+        for prefix, key in (("", "phase_s"), ("request.", "request_s")):
+            for name, value in (metrics.get(key) or {}).items():
+                seen.setdefault(prefix + name, []).append(float(value))
+    return {name: round(sorted(v)[len(v) // 2], 3) for name, v in seen.items() if v}
 
 
 def _throughput_line(report: dict[str, Any]) -> str:

@@ -61,7 +61,11 @@ def cuda_judge(compile_cache: Path) -> Iterator[SandboxEvaluator]:
 
 
 @pytest.fixture(scope="module")
-def gpu_triton_judge(compile_cache: Path) -> Iterator[SandboxEvaluator]:
+def gpu_triton_judge(compile_cache: Path, cuda_judge: SandboxEvaluator
+                     ) -> Iterator[SandboxEvaluator]:
+    # the cuda cases come first; their evaluator's spare runner (a scratch folder) goes now, so
+    # that each triton case finds only its own evaluator's sandbox left
+    cuda_judge.close()
     with SandboxEvaluator(SILU_TASK, "triton", _gpu_settings(compile_cache)) as evaluator:
         yield evaluator
 
