@@ -25,13 +25,18 @@ def naming_the_file(evaluation: Evaluation, path: Path, text: str, source: str) 
     at = text.rfind(source) if source else -1
     if at < 0 or not text.endswith(source):
         return evaluation
-    offset = text[:at].count("\n")
+    return replace(evaluation, message=naming_in(evaluation.message, path,
+                                                 text[:at].count("\n")))
+
+
+def naming_in(message: str, path: Path | str, offset: int = 0) -> str:
+    """``message`` with ``kernel.<ext>[:LINE]`` read as ``path[:LINE + offset]``."""
 
     def rename(match: re.Match[str]) -> str:
         line = match.group(1)
         return str(path) + (f":{int(line) + offset}" if line else "")
 
-    return replace(evaluation, message=_KERNEL_FILE.sub(rename, evaluation.message))
+    return _KERNEL_FILE.sub(rename, message)
 
 
 def naming_the_users_file(evaluation: Evaluation, task: Task, start: Candidate) -> Evaluation:

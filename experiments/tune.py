@@ -21,6 +21,7 @@ import shutil
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -46,16 +47,18 @@ from kernelswarm.search import (
 )
 from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
+from .compiler_messages import naming_in
 from .config import Config
 from .progress import LiveView
 from .resume import restore_records
+from .run_log import LOG_NAME, stderr_to
 from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink
 from .sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
 from .speedups import finite, kernel_figures
 from .tune_study import TuneError, open_study
-from .tune_view import best_table, study_view
+from .tune_view import best_table, study_view, trial_outcome
 
 TUNE_FILE = "tune.json"
 JOURNAL = "optuna.journal"
@@ -110,8 +113,9 @@ def resolve_storage(storage: str | None, run_dir: Path) -> tuple[Any, str]:
 
 
 def dashboard_command(storage_text: str) -> str:
-    """How to open the study in optuna-dashboard (it takes a journal file's path or a URL)."""
-    return f"optuna-dashboard {storage_text}"
+    """How to open the study in optuna-dashboard (it takes a journal file's path or a URL); it
+    is no dependency of kernelswarm, so the hint says how to get it."""
+    return f"optuna-dashboard {storage_text}  (pip install optuna-dashboard)"
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class TuneOutcome:
     sink_errors: list[str]
     best_path: Path | None
     utilisation: dict[str, float] = field(default_factory=dict)
+    kernel_file: str = ""  # the tuned kernel's file, named in its compiler errors
 
 
 def _sinks(config: Config, study_name: str, storage: str) -> list[Sink]:
@@ -256,14 +261,34 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
                            "tune.storage": storage_text, "tune.trials": spec.trials,
                            "tune.kernel": spec.kernel_file,
                            "tune.knob_space": spec.document()["knob_space"]})
+    with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's warnings: the log, as in a run
+        reason, summary, utilisation, session, tracker = _search(
+            config, spec, info, history, study, base, make_evaluator, storage_text, run_dir,
+            console)
+    outcome = TuneOutcome(run_dir, study, storage_text, reason, session.evaluated, summary,
+                          tracker.locations(), list(tracker.sink_errors), None, utilisation,
+                          spec.kernel_file)
+    outcome = _write_outputs(outcome, session)
+    _print_closing(console, outcome)
+    return outcome
+
+
+def _search(config: Config, spec: TuneSpec, info: RunInfo, history: list, study: KnobStudy,
+            base: Candidate, make_evaluator: Callable[[], Any], storage_text: str,
+            run_dir: Path, console: Console
+            ) -> tuple[str, RunSummary, dict[str, float], _Session, Tracker]:
+    """The study's trials on a Ray cluster: (stop reason, summary, utilisation, session,
+    tracker)."""
+    task = info.task
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
     try:
         workers, resources = evaluation_workers(config, cluster.gpus)
         console.print("[bold]kernelswarm tune[/] " + escape(
-            f"{task.name} ({base.language}) · {_space_text(spec.knob_space)} · {spec.trials} "
+            f"{task} ({base.language}) · {_space_text(spec.knob_space)} · {spec.trials} "
             f"trials · {workers} evaluation worker(s) · Ray {cluster.address} "
             f"({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)\nrun folder: {run_dir}\nstudy: "
-            f"{spec.study_name} in {storage_text}"), highlight=False)
+            f"{spec.study_name} in {storage_text}"), highlight=False,
+                      soft_wrap=True)
         tracker = Tracker(info, _sinks(config, spec.study_name, storage_text), history=history)
         try:
             pool = TrialPool(make_evaluator, workers, resources, tracker)
@@ -274,11 +299,7 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
         reason, summary, utilisation = _drive(session, console)
     finally:
         disconnect(cluster)
-    outcome = TuneOutcome(run_dir, study, storage_text, reason, session.evaluated, summary,
-                          tracker.locations(), list(tracker.sink_errors), None, utilisation)
-    outcome = _write_outputs(outcome, session)
-    _print_closing(console, outcome)
-    return outcome
+    return reason, summary, utilisation, session, tracker
 
 
 def _open_study(config: Config, spec: TuneSpec, base: Candidate, storage: Any, run_dir: Path,
@@ -340,19 +361,29 @@ def _write_outputs(outcome: TuneOutcome, session: _Session) -> TuneOutcome:
 
 
 def _print_closing(console: Console, outcome: TuneOutcome) -> None:
-    console.print(best_table(outcome.study.best(5), outcome.study.study.study_name))
-    console.print(f"stopped: {outcome.stop_reason} ({outcome.evaluated} evaluated this session, "
-                  f"{outcome.study.evaluated} knob settings evaluated in the study)",
-                  highlight=False, markup=False)
+    best = outcome.study.best(5)
+    listed = {t.number for t in best}
+    others = [t for t in outcome.study.study.get_trials(deepcopy=False)
+              if t.number not in listed and t.state.is_finished()
+              and (t.state.name == "FAIL" or "duplicate_of" in t.user_attrs)]
+    console.print(best_table(best, outcome.study.study.study_name, others))
+    failed = next((t for t in others if t.user_attrs.get("message")), None)
+    if not best and failed is not None:  # what a user needs first: why nothing ran
+        message = failed.user_attrs["message"]
+        if outcome.kernel_file:
+            message = naming_in(message, outcome.kernel_file)
+        console.print(f"[red]trial {failed.number} {trial_outcome(failed)}:[/] "
+                      f"{escape(message)}", highlight=False)
     for error in outcome.sink_errors:
         console.print(f"[red]{escape(error)}[/]", highlight=False)
-    console.print(f"study: {outcome.study.study.study_name} in {outcome.storage}\n"
-                  f"browse it: {dashboard_command(outcome.storage)}", highlight=False,
-                  markup=False)
-    for location in outcome.locations:
-        console.print(f"results: {location}", highlight=False, markup=False)
+    # Plain lines, never wrapped by the console: a terminal may wrap a path, never cut it.
+    lines = [f"stopped: {outcome.stop_reason} ({outcome.evaluated} evaluated this session, "
+             f"{outcome.study.evaluated} knob settings evaluated in the study)",
+             f"study: {outcome.study.study.study_name} in {outcome.storage}",
+             f"browse it: {dashboard_command(outcome.storage)}",
+             *(f"results: {location}" for location in outcome.locations)]
     if outcome.best_path:
-        console.print(f"best kernel: {outcome.best_path} (its knob values at its top)",
-                      highlight=False, markup=False)
-    console.print(f"continue: kernelswarm tune --resume {outcome.run_dir} --trials N",
-                  highlight=False, markup=False)
+        lines.append(f"best kernel: {outcome.best_path} (its knob values at its top)")
+    lines.append(f"continue: kernelswarm tune --resume {outcome.run_dir} --trials N")
+    for line in lines:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -42,8 +42,10 @@ def study_view(console: Console, every_s: float = 10.0) -> LiveView:
     return LiveView(console, progress_table, _status_line, every_s)
 
 
-def best_table(trials: Sequence[Any], study_name: str) -> Table:
-    """The best trials (Optuna ``FrozenTrial``s), best first: knobs and speedups."""
+def best_table(trials: Sequence[Any], study_name: str, others: Sequence[Any] = ()) -> Table:
+    """The best trials (Optuna ``FrozenTrial``s), best first: knobs and speedups; ``others``,
+    the study's trials with no speedup (failed, or repeats of a setting), named in the caption
+    so that no trial number goes missing unexplained."""
     table = Table(title=escape(f"kernelswarm tune: best trials of {study_name}"))
     for column in ("trial", "knobs", "vs start", "vs PyTorch", "candidate"):
         table.add_column(column, no_wrap=column != "knobs")
@@ -54,4 +56,16 @@ def best_table(trials: Sequence[Any], study_name: str) -> Table:
                       trial.user_attrs.get("candidate_id", "-"))
     if not trials:
         table.add_row("-", "no trial has a correct kernel yet", "-", "-", "-")
+    if others:
+        table.caption = escape("not listed: " + ", ".join(
+            f"trial {t.number} ({trial_outcome(t)})" for t in others[:8])
+            + (f" and {len(others) - 8} more" if len(others) > 8 else ""))
     return table
+
+
+def trial_outcome(trial: Any) -> str:
+    """Why a trial has no place in the best table: its status, or the trial it repeats."""
+    repeats = trial.user_attrs.get("duplicate_of")
+    if repeats is not None:
+        return f"repeats trial {repeats}"
+    return str(trial.user_attrs.get("status") or trial.state.name)

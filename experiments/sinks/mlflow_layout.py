@@ -41,12 +41,15 @@ def run_tags(run: RunInfo) -> dict[str, str]:
 
 
 def parent_run_name(run: RunInfo) -> str:
-    """``silu_and_mul cpp · builtin · 4x10 · cpu``: the task and the configuration that tells
-    one run from another in the experiment's list."""
+    """``silu_and_mul cpp · builtin · 4x10 · cpu`` (a knob study: ``silu_and_mul cpp · tune ·
+    4 trials · cpu``): the task and the configuration that tells one run from another in the
+    experiment's list."""
     params, tags = run.params, run_tags(run)
     agent = tags.get("model") or tags.get("agent", "")
     candidates = params.get("search.candidates_per_lineage")
     size = f"{run.lineages}x{candidates}" if candidates else f"{run.lineages} lineages"
+    if "tune.trials" in params:  # a knob study: no agent, no lineages, its trials
+        agent, size = "tune", f"{params['tune.trials']} trials"
     return " · ".join(p for p in (f"{run.task} {run.language}", agent, size,
                                   tags.get("device", "")) if p)
 

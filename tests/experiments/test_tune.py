@@ -200,3 +200,27 @@ def test_resume_continues_a_sqlite_study_without_re_evaluating(tmp_path, compile
     study = optuna.load_study(study_name="unroll", storage=storage)
     assert sorted(t.params["UNROLL"] for t in _evaluated(study)) == [1, 2, 4, 8]
     assert {r["step"] for r in records.values()} == {t.number for t in _evaluated(study)}
+
+
+@pytest.mark.slow
+def test_a_study_with_no_correct_trial_says_why_and_keeps_rays_noise_in_its_log(
+        tmp_path, compile_cache, ray_session, capsys):
+    kernel = tmp_path / "never.cpp"
+    kernel.write_text(UNROLLED.replace("#if UNROLL > 4", "#if UNROLL > 0"))  # never builds
+    code = main(["tune", "silu_and_mul", "--kernel", str(kernel), "--knob", "UNROLL=1,2",
+                 "--trials", "2", *_settings(tmp_path, compile_cache, mlflow=True)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1, out  # no correct kernel
+    assert "no trial has a correct kernel" in out
+    # every trial is accounted for, and the first compiler error is shown
+    assert "not listed: trial 0 (COMPILE_ERROR), trial 1 (COMPILE_ERROR)" in out
+    assert f"trial 0 COMPILE_ERROR: {kernel}:8:2: error: #error" in out
+    assert "UNROLL above 4 is not implemented" in out
+    assert "(pip install optuna-dashboard)" in out
+    (run_dir,) = _run_dirs(tmp_path)
+    assert (run_dir / "run.log").is_file()  # Ray's and MLflow's output, not the terminal's
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("tune").experiment_id],
+                              filter_string=f"tags.run_id = '{run_dir.name}'")
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.run_name == "silu_and_mul cpp · tune · 2 trials · cpu"
