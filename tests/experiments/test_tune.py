@@ -183,14 +183,18 @@ def test_resume_continues_a_sqlite_study_without_re_evaluating(tmp_path, compile
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     code = main(["tune", "silu_and_mul", "--kernel", _kernel(tmp_path), *SPACE, "--trials", "2",
                  "--storage", storage, "--study-name", "unroll", *_settings(tmp_path, compile_cache)])
-    assert code == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    # The exit status says whether some trial was correct. On a loaded machine the judge may
+    # refuse a timing (REJECTED, "timing disturbed") and leave none: no concern of resuming,
+    # which is what this test is about (every setting still gets exactly one verdict).
+    assert code in (0, 1) and "stopped: 2 trials evaluated" in " ".join(out.split()), out
     (run_dir,) = _run_dirs(tmp_path)
     before = {p.name: p.read_bytes() for p in (run_dir / "evaluations").glob("*.parquet")}
     assert len(before) == 2
 
     code = main(["tune", "--resume", str(run_dir), "--trials", "5"])
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code in (0, 1), out  # as above
     assert "every knob setting has been evaluated" in out  # 4 settings: 2 were left
     for name, data in before.items():  # nothing recorded was touched
         assert (run_dir / "evaluations" / name).read_bytes() == data
