@@ -115,9 +115,10 @@ def endpoint_of(model: RoleModel) -> str:
 
 
 def _describe_error(outcome: str, exc: Exception, model: RoleModel, timeout_s: float,
-                    cut: bool) -> str:
+                    cut: str) -> str:
+    """The failure in one line; ``cut``: the deadline that shortened the attempt, if one did."""
     if outcome == TIMEOUT:
-        why = " (the run's wall-time budget ended)" if cut else ""
+        why = f" ({cut} ended)" if cut else ""
         return f"no answer within {timeout_s:.3g} s from {endpoint_of(model)}{why}"
     text = " ".join(str(exc).split())[:300]
     if outcome == CONNECTION_ERROR:
@@ -202,12 +203,11 @@ class ChatClient:
     def _may_start(self, request: str, messages: list[dict[str, str]]) -> tuple[int, float]:
         """The attempt's reservation (tokens, dollars); raises when it must not start."""
         closed = self.ledger.closed(self._endpoint)
-        if closed is not None:
-            raise LLMError(OVERSIZED, f"{self.role}: {closed}")
+        if closed is not None:  # perhaps closed by another role's request: that one is named
+            raise LLMError(OVERSIZED, f"{self.role}: no request sent, after {closed}")
         left = self.ledger.time_left()
         if left is not None and left <= 0:
-            raise LLMError("deadline", f"{self.role}: the run's wall-time budget "
-                                       f"(search.wall_time_s) has ended")
+            raise LLMError("deadline", f"{self.role}: {self.ledger.deadline_name} has ended")
         prompt = prompt_bound(messages)
         worst = (prompt + self.model.max_tokens,
                  self.price.cost(prompt, self.model.max_tokens))
@@ -237,7 +237,7 @@ class ChatClient:
             except Exception as exc:
                 self.ledger.release(*reserved)
                 outcome, retry_after = _classify(exc)
-                cut = timeout_s < self.model.timeout_s
+                cut = self.ledger.deadline_name if timeout_s < self.model.timeout_s else ""
                 error = _describe_error(outcome, exc, self.model, timeout_s, cut)
                 wait, left = self._backoff(retries, retry_after), self.ledger.time_left()
                 out_of_time = left is not None and left <= wait  # no time for another attempt
@@ -259,7 +259,8 @@ class ChatClient:
             self.ledger.release(*reserved)
             if call.outcome == OVERSIZED:
                 self.ledger.record(call)
-                self.ledger.close(self._endpoint, call.error)
+                self.ledger.close(self._endpoint, f"the {self.role}'s {request} request: "
+                                                  f"{call.error}")
                 raise LLMError(OVERSIZED, f"{self.role}: {call.error}")
             return call, attempt
 

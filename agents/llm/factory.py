@@ -53,6 +53,8 @@ def llm_roles(settings: LLMSettings, task: Task, language: str, *, lineage: int 
 # The start-up requests (the tester's) may use this share of the time left to the run's deadline:
 # a model that hangs at start-up must leave the search the rest.
 START_UP_SHARE = 1 / 3
+START_UP_DEADLINE = ("the start-up's share of the run's wall time (a third of what was left of "
+                     "search.wall_time_s; the rest is the search's)")
 
 
 @functools.lru_cache(maxsize=4)
@@ -82,10 +84,13 @@ class LLMRoleFactory:
     def trace_path(self, lineage: int) -> Path | None:
         return trace_file(self.trace_dir, lineage) if self.trace_dir else None
 
-    def _roles(self, lineage: int, seed: int, deadline: float | None = None) -> Roles:
+    def _roles(self, lineage: int, seed: int, deadline: float | None = None,
+               deadline_name: str = "") -> Roles:
         ledger = Ledger(lineage, self.settings.limit, self.trace_path(lineage),
                         deadline=self.settings.deadline if deadline is None else deadline,
                         carried=tuple(self.carried.get(lineage, (0, 0.0))))  # type: ignore[arg-type]
+        if deadline_name:
+            ledger.deadline_name = deadline_name
         return llm_roles(self.settings, _task(Path(self.task_path), self.device), self.language,
                          lineage=lineage, ledger=ledger, seed=seed, shared_dir=self.trace_dir)
 
@@ -100,4 +105,4 @@ class LLMRoleFactory:
         deadline = self.settings.deadline
         if deadline is not None:
             deadline = time.time() + START_UP_SHARE * max(0.0, deadline - time.time())
-        return self._roles(START_LINEAGE, seed, deadline)
+        return self._roles(START_LINEAGE, seed, deadline, START_UP_DEADLINE)

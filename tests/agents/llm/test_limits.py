@@ -145,3 +145,29 @@ def test_no_server_names_the_endpoint_and_an_answer_without_usage_is_bounded_too
         client = ChatClient("coder", settings, Ledger())
         with pytest.raises(LLMError, match="524,288 completion tokens .estimated from the text."):
             client.ask("coder", [{"role": "user", "content": "hi"}], str)
+
+
+def test_a_role_refused_after_another_roles_oversized_answer_names_that_request(server):
+    """The analyst's request gets an oversized answer: the endpoint is closed, and the
+    planner's stop reason says it was the analyst's request, not its own."""
+    server.responder = always(Reply(answers.plan("llm:big"), beyond_max_tokens=5))
+    roles = llm_roles(settings_for(server, max_tokens=MAX_TOKENS), TASK, "cpp",
+                      ledger=Ledger(0, SpendLimit()))
+    with pytest.raises(LLMError):
+        roles.analyst.client.ask("analyst", [{"role": "user", "content": "profile"}], str)
+    plan = roles.planner.plan(VIEW)
+    assert plan.move == STOP and len(server.requests) == 1  # the planner sent nothing
+    assert plan.rationale.startswith("planner: no request sent, after the analyst's analyst "
+                                     "request: the server")
+
+
+def test_the_start_ups_own_share_of_the_wall_time_is_named_when_it_ends(server, tmp_path):
+    from kernelswarm.agents.llm import LLMRoleFactory
+
+    server.responder = always(Reply(hang=True))
+    settings = settings_for(server, timeout_s=5.0, max_retries=0, deadline=time.time() + 3.0)
+    tester = LLMRoleFactory(settings, SILU_TASK, "cpp", trace_dir=tmp_path).start_up(0).tester
+    with pytest.raises(LLMError) as cut:  # its share: a third of the 3 s left, not 5 s
+        tester.client.ask("tester", [{"role": "user", "content": "checks"}], str)
+    assert "the start-up's share of the run's wall time" in str(cut.value)
+    assert "the run's wall-time budget" not in str(cut.value)
