@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -51,6 +52,7 @@ from .config import BUILTIN_TASKS, ConfigError
 from .run_folder import RunFolder, open_run_folder, run_folder_of
 from .sinks.sources import read_kernel_file
 from .speedups import baseline_names, compact_labels, speedup_text
+from .table_fit import fit
 
 
 class EvalUsageError(Exception):
@@ -234,7 +236,8 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         return 2
     timing = TimingSettings.of(settings)
     recorded = run.recorded(candidate.stem) if run is not None else None
-    if not console.is_terminal:  # piped or captured: no terminal width to fit, keep every column
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        # piped or captured with no width asked for: no terminal to fit, keep every column
         console = Console(file=console.file, width=max(console.width, 160))
     evaluation = median_evaluation(evaluations)
     speedups = [e.speedup for e in evaluations]
@@ -252,7 +255,7 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     else:
         if evaluation.shapes:  # a kernel that did not build has no row to show
             console.print(evaluation_table(evaluation, task.name, language, timing.regime,
-                                           bounds))
+                                           bounds, console.width))
         console.print(verdict_text(evaluation), highlight=False)
         if len(evaluations) > 1 and evaluation.ok:
             console.print(f"judged {len(evaluations)} times, each in a fresh sandbox: the "
@@ -299,34 +302,47 @@ def _number(value: float, fmt: str, suffix: str = "") -> str:
     return f"{value:{fmt}}{suffix}" if math.isfinite(value) else "—"
 
 
+EVAL_COLUMNS = ("shape", "ok", "max err", "µs", "IQR µs", "× start", "best baseline", "× best",
+                "× eager", "roofline")
+
+
 def evaluation_table(evaluation: Evaluation, task: str, language: str,
-                     regime: str = "", bounds: dict[str, str] | None = None) -> Table:
+                     regime: str = "", bounds: dict[str, str] | None = None,
+                     width: int | None = None) -> Table:
     """One row per shape: correctness, largest error, median time and its interquartile range
     (µs), speedups vs the starting kernel, the best baseline (named; ``≈`` inside the noise) and
     PyTorch eager, percent of the roofline (``bounds``: "in cache" where no roofline bounds
-    the shape); ``regime`` (the cache regime) in the title."""
+    the shape); ``regime`` (the cache regime) in the title. ``width``: columns are left out
+    (the spread, the error, eager, the roofline) until the table fits it."""
     bounds = bounds or {}
     labels, common = compact_labels([s.shape for s in evaluation.shapes])
     title = " · ".join(p for p in (task, language, evaluation.device, common, regime) if p)
-    table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
-                  show_edge=False)
-    table.add_column("shape")
-    for column in ("ok", "max err", "µs", "IQR µs", "× start", "best baseline", "× best",
-                   "× eager", "roofline"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for s in evaluation.shapes:
-        table.add_row(escape(labels[s.shape].replace(",", ", ")), "yes" if s.correct else "[red]no[/]",
-                      _number(s.max_abs_err, ".1e"), _number(s.time_us, ".1f"),
-                      _number(s.time_spread_us, ".1f"),
-                      _number(s.speedup_vs_start, ".2f", "x"), s.best_baseline or "—",
-                      speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
-                      _number(s.speedup_vs_eager, ".2f", "x"),
-                      "in cache" if bounds.get(s.shape) == "cache"
-                      else _number(s.roofline_fraction * 100, ".1f", "%"))
-    if "cache" in bounds.values():
-        table.caption = ("in cache: with a warm cache the shape's data fits in the last-level "
-                         "cache, faster than the memory roofline allows, so none applies")
-    return table
+    rows = [dict(zip(EVAL_COLUMNS, (
+        escape(labels[s.shape].replace(",", ", ")), "yes" if s.correct else "[red]no[/]",
+        _number(s.max_abs_err, ".1e"), _number(s.time_us, ".1f"),
+        _number(s.time_spread_us, ".1f"), _number(s.speedup_vs_start, ".2f", "x"),
+        s.best_baseline or "—",
+        speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),
+        _number(s.speedup_vs_eager, ".2f", "x"),
+        "in cache" if bounds.get(s.shape) == "cache"
+        else _number(s.roofline_fraction * 100, ".1f", "%")), strict=True))
+        for s in evaluation.shapes]
+
+    def build(columns: tuple[str, ...]) -> Table:
+        table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
+                      show_edge=False)
+        for column in columns:
+            table.add_column(column, justify="left" if column == "shape" else "right",
+                             no_wrap=True)
+        for row in rows:
+            table.add_row(*(row[c] for c in columns))
+        if "cache" in bounds.values() and "roofline" in columns:
+            table.caption = ("in cache: with a warm cache the shape's data fits in the "
+                             "last-level cache, faster than the memory roofline allows, so "
+                             "none applies")
+        return table
+
+    return fit(build, EVAL_COLUMNS, ("IQR µs", "max err", "× eager", "roofline", "ok"), width)
 
 
 def verdict_text(evaluation: Evaluation) -> str:
@@ -335,9 +351,11 @@ def verdict_text(evaluation: Evaluation) -> str:
     if evaluation.status is Status.OK:
         best = speedup_text(evaluation.speedup_vs_best, evaluation.geomean_ci("speedup_vs_best"),
                             mark_noise=True)
-        over = ("PyTorch eager (the only baseline measured)"
-                if baseline_names(evaluation) == {"eager"} else "the best baseline of each shape")
         text += (f"\nspeedup (geometric mean): {evaluation.speedup:.3f}x vs the starting kernel, "
-                 f"{best} vs {over}, "
-                 f"{evaluation.speedup_vs_eager:.3f}x vs PyTorch eager")
+                 f"{best} vs ")
+        if baseline_names(evaluation) == {"eager"}:
+            text += "PyTorch eager (the only baseline measured)"
+        else:
+            text += (f"the best baseline of each shape, {evaluation.speedup_vs_eager:.3f}x vs "
+                     f"PyTorch eager")
     return text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -10,7 +9,6 @@ from typing import Any
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +24,7 @@ from .speedups import (
     compact_labels,
     speedup_text,
 )
+from .table_fit import fit
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
@@ -118,23 +117,6 @@ class LiveView:
 def search_view(console: Console, every_s: float = 10.0) -> LiveView:
     """The live view of a running search."""
     return LiveView(console, progress_table, _status_line, every_s)
-
-
-def fit(build: Callable[[tuple[str, ...]], Table], columns: tuple[str, ...],
-        droppable: tuple[str, ...], width: int | None) -> Table:
-    """The table ``build(columns)`` makes, with columns of ``droppable`` left out, in that
-    order, until it fits ``width`` characters: a narrow console loses columns, never the
-    letters of a name or a figure."""
-    table = build(columns)
-    if width is None:
-        return table
-    measure = Console(width=10_000, file=io.StringIO())
-    for column in droppable:
-        if Measurement.get(measure, measure.options, table).maximum <= width:
-            break
-        columns = tuple(c for c in columns if c != column)
-        table = build(columns)
-    return table
 
 
 LINEAGE_COLUMNS = ("lineage", "steps", "best vs start", "vs best baseline", "candidate",

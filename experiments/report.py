@@ -30,6 +30,7 @@ STYLE = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em aut
 table{border-collapse:collapse;margin:1em 0;font-size:90%}th,td{border:1px solid #ccc;
 padding:3px 8px;text-align:left}td.n{text-align:right}
 pre{background:#f6f8fa;padding:1em;overflow-x:auto;font-size:85%}figure{margin:1.5em 0}
+figure svg{width:100%;height:auto}
 .add{color:#1b5e20;background:#e8f5e9}.del{color:#b71c1c;background:#ffebee}.muted{color:#777}"""
 
 
@@ -181,9 +182,12 @@ def _run_page(run: RunData) -> _Page:
     summary, best = run.summary, run.summary.get("best") or {}
     page = _Page(f"kernelswarm report: {run.name}")
     search = run.config.get("search", {})
+    reasons = {x.get("stop_reason") for x in summary.get("lineages", [])} - {None, ""}
+    stopped = (f"stopped: {summary.get('stop_reason', '?')}" if len(reasons) < 2
+               else "each lineage stopped for its own reason (below)")
     page.text(f"Task {run.task} ({run.language}) on {summary.get('baselines', {}).get('device', '?')}"
               f" · {search.get('lineages', '?')} lineages · {len(run.records)} evaluations in "
-              f"{summary.get('wall_s', math.nan):.0f} s · stopped: {summary.get('stop_reason', '?')}"
+              f"{summary.get('wall_s', math.nan):.0f} s · {stopped}"
               f" · timed with a {summary.get('timing', {}).get('regime', '?')}.")
     page.heading("Best kernel")
     names = {s.best_baseline for s in run.best_shapes if s.best_baseline}
@@ -200,11 +204,12 @@ def _run_page(run: RunData) -> _Page:
     page.text("Each lineage's best as the search measured it (one evaluation each).")
     page.table(["lineage", "steps", "best vs start", "best kernel", "stopped"], [
         [str(x["lineage"]), str(x["steps"]), _x(x.get("best_speedup", math.nan)),
-         x.get("best_candidate") or "-", (x.get("stop_reason") or "").splitlines()[0][:120]
+         x.get("best_candidate") or "-", (x.get("stop_reason") or "").splitlines()[0]
          if x.get("stop_reason") else ""] for x in summary.get("lineages", [])])
+    migrants = any(r.role == "migrant" for r in run.records)
     page.plot("best_over_time", plots.best_over_time(run),
-              "Each lineage's best speedup over the starting kernel; triangles: a migrant "
-              "from another lineage arrived.")
+              "Each lineage's best speedup over the starting kernel"
+              + ("; triangles: a migrant from another lineage arrived." if migrants else "."))
     page.heading("Baselines")
     rows = []
     for name in run.baseline_names:

@@ -103,7 +103,8 @@ def shape_times(run: RunData) -> str:
     axes.set_xscale("log")
     axes.set_xlabel("median time per call (µs, log scale)")
     axes.set_title(title, loc="left")
-    axes.legend(fontsize=8, frameon=False, loc="lower right")
+    # beside the bars, not over them
+    axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _svg(figure)
 
 

@@ -56,7 +56,8 @@ def evaluator_settings(config: Config, checks: tuple[Check, ...] = ()) -> Evalua
         target_rel_se=timing.target_rel_se, timing_budget_s=timing.budget_s,
         flush_cache=timing.flush_cache, memory_limit_mb=ev.memory_limit_mb,
         cuda_arch=ev.cuda_arch, cuda_graph_below_us=timing.cuda_graph_below_us,
-        profile_kernels=ev.profile_kernels, ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s,
+        profile_kernels=(config.agent.kind == "llm" if ev.profile_kernels is None
+                         else ev.profile_kernels), ncu=ev.ncu, ncu_timeout_s=ev.ncu_timeout_s,
         extra_checks=tuple({"shape": dict(c.shape), "scale": c.scale, "reason": c.reason}
                            for c in checks), **extra)
 
@@ -68,20 +69,23 @@ def search_budget(config: Config) -> Budget:
                   patience=search.patience, target_speedup=search.target_speedup)
 
 
-def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles],
-                  console: Console) -> StartUp:
+def tester_checks(config: Config, task: Task, make_roles: Callable[[int], Roles]) -> StartUp:
     """The tester's checks, asked once for the run (every lineage is judged by the same
     evaluator); with the LLM agent its spending counts against lineage 0's limit."""
-    start_up = ask_tester(config, task, make_roles, config.run.seed * 1000)
-    if start_up.failure:
-        console.print(f"[yellow]tester failed, no extra checks:[/] {escape(start_up.failure)}",
-                      highlight=False)
-    if start_up.checks:
+    return ask_tester(config, task, make_roles, config.run.seed * 1000)
+
+
+def print_checks(console: Console, prepared: PreparedRun) -> None:
+    """What the tester added to every candidate's checks (or why it added none); printed
+    under the run's header, which says what is running."""
+    if prepared.tester_failure:
+        console.print(f"[yellow]tester failed, no extra checks:[/] "
+                      f"{escape(prepared.tester_failure)}", highlight=False)
+    if prepared.checks:
         console.print("the tester's extra checks:", highlight=False)
-        for c in start_up.checks:  # one per line: a label never wraps into the next
+        for c in prepared.checks:  # one per line: a label never wraps into the next
             console.print(f"  {c.label}" + (f" ({c.reason})" if c.reason else ""),
                           highlight=False, markup=False)
-    return start_up
 
 
 def worker_pool(config: Config, gpus: float) -> tuple[int, dict[str, float]]:
@@ -152,6 +156,7 @@ class PreparedRun:
     # The starting kernels of search.languages after the first (``start``'s, the reference).
     more_starts: tuple[Candidate, ...] = ()
     earlier_wall_s: float = 0.0  # a resumed run's wall time in its earlier sessions
+    tester_failure: str = ""  # why the tester added no checks, if it failed
 
     def wall_s(self) -> float:
         """The run's wall time so far, its earlier sessions' included."""
@@ -237,10 +242,10 @@ def prepare_run(config: Config, console: Console,
     timing.write(run_dir)  # what `kernelswarm eval` of this run's files times with
     seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
     make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds, started)
-    start_up = tester_checks(config, task, make_roles, console)
+    start_up = tester_checks(config, task, make_roles)
     # what `kernelswarm eval` of this run's files checks them with
     (run_dir / CHECKS_FILE).write_text(json.dumps(
         evaluator_settings(config, start_up.checks).extra_checks, indent=2))
     return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
                        start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir),
-                       started, tuple(more_starts), earlier_wall_s)
+                       started, tuple(more_starts), earlier_wall_s, start_up.failure or "")

@@ -26,7 +26,7 @@ from .language_summary import languages_document
 from .llm_view import LLMWatch, one_line, spending_table
 from .progress import closing_table, search_view
 from .run_log import LOG_NAME, stderr_to
-from .run_setup import PreparedRun, prepare_run, worker_pool
+from .run_setup import PreparedRun, prepare_run, print_checks, worker_pool
 
 # Re-exported: other modules and tests import these from here.
 from .run_setup import evaluator_settings as evaluator_settings
@@ -198,6 +198,7 @@ def _search(console: Console, prepared: PreparedRun) -> SwarmResult:
         console.print(f"Ray {cluster.address} ({cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs)",
                       highlight=False)
         _print_path(console, "run folder (log: run.log):", prepared.run_dir)
+        print_checks(console, prepared)
         budget = {"candidates": config.search.candidates_per_lineage,
                   "wall_s": config.search.wall_time_s}
         return _drive(Swarm(spec), console, watch, budget,

@@ -46,7 +46,7 @@ from .llm_view import one_line
 from .progress import LiveView
 from .progress import closing_table as run_closing_table
 from .run_log import stderr_to
-from .run_setup import prepare_run, worker_pool
+from .run_setup import prepare_run, print_checks, worker_pool
 from .runner import confirm_best, record_failed_start, write_outputs
 from .sweep_config import SweepCell, SweepSpec, cells_from_document
 from .sweep_results import (
@@ -265,6 +265,7 @@ def _search_cell(ctx: _Context, cell: SweepCell, run_dir: Path, console: Console
         shutil.rmtree(run_dir)  # started but nothing recorded: start it afresh
     with _PREPARING:  # a task's module is imported by path: one cell at a time
         prepared = prepare_run(cell.config, console, resume=resume, run_dir=run_dir)
+    print_checks(console, prepared)
     swarm = Swarm(prepared.spec(ctx.pool.size, {}, ctx.mlflow_parent, cell.max_workers),
                   ctx.pool)
     try:

@@ -48,10 +48,10 @@ import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
-from .progress import fit
 from .sinks import read_evaluations
 from .speedups import speedup_text
 from .sweep_config import SweepCell
+from .table_fit import fit
 
 CELL_TABLE = "cells.parquet"
 

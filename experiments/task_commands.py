@@ -168,7 +168,9 @@ def task_table(config: str | None = None) -> Table:
     extra = [load_config(config).task_path()] if config else []
     table = Table(title="tasks", title_justify="left")
     for column in ("task", "languages", "CPU shapes", "GPU shapes", "where"):
-        table.add_column(column)
+        # a task's name whole (it is what `run --task` takes); a folder may fold
+        table.add_column(column, no_wrap=column == "task",
+                         overflow="fold" if column == "where" else "ellipsis")
     builtin = BUILTIN_TASKS.resolve()
     for item in list_tasks(extra):
         cells = [_shape_cell(item.shapes[d]) for d in DEVICES]

@@ -16,6 +16,9 @@ pytestmark = pytest.mark.slow
 def test_a_run_printed_at_80_columns_cuts_nothing_and_keeps_the_noise_in_its_log(small_run):
     outcome, text, _ = small_run
     lines = text.splitlines()
+    # the first line says what is running; what the tester added comes under it
+    assert lines[0].startswith("kernelswarm silu_and_mul (cpp)"), lines[:3]
+    assert lines.index("the tester's extra checks:") > lines.index("run folder (log: run.log):")
     # Only a path (whole, alone on its line) or the MLflow store's URI may run past 80 columns.
     wide = [line for line in lines if len(line) > 80]
     assert all(" " not in line.strip() or "sqlite:///" in line for line in wide), wide

@@ -16,8 +16,8 @@ from tests.conftest import ROOT, SILU_TASK
 KERNELS = ROOT / "tests" / "evaluators" / "kernels"
 
 
-def _eval(args: list[str], cache: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KERNELSWARM_CACHE": str(cache)}
+def _eval(args: list[str], cache: Path, cwd: Path, **env_vars: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KERNELSWARM_CACHE": str(cache), **env_vars}
     return subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "eval", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
@@ -33,6 +33,18 @@ def test_the_starting_kernel_is_ok_and_its_table_printed(compile_cache, tmp_path
         assert label in done.stdout
     assert "OK correct on 3 tuning shapes" in done.stdout
     assert "vs the starting kernel" in done.stdout and "vs PyTorch" in done.stdout
+
+
+def test_the_table_fits_the_width_columns_asks_for_dropping_columns_not_letters(
+        compile_cache, tmp_path):
+    done = _eval(["silu_and_mul", str(SILU_TASK / "silu_and_mul.cpp")], compile_cache, tmp_path,
+                 COLUMNS="80")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    assert "…" not in done.stdout
+    for label in ("d=4096, tokens=1", "d=4096, tokens=16", "d=2048, tokens=64"):
+        assert label in done.stdout
+    assert "× best" in done.stdout and "IQR µs" not in done.stdout  # the spread went first
 
 
 def test_a_broken_kernel_exits_1_with_its_status(compile_cache, tmp_path):

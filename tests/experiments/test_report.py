@@ -15,6 +15,7 @@ from kernelswarm.experiments.report import (
     run_description,
     write_report,
 )
+from kernelswarm.experiments.sinks import read_evaluations
 
 pytestmark = pytest.mark.slow
 
@@ -64,6 +65,21 @@ def test_the_report_and_the_console_give_the_best_kernel_the_same_figures(small_
         assert f"| {shape.speedup_vs_best:.3f}x |" in row, (row, shape.speedup_vs_best)
         # the console's closing table, from the same evaluation
         assert f"{shape.speedup_vs_best:.3f}x" in console, shape.shape
+
+
+def test_the_report_page_uses_its_width_and_cuts_no_stop_reason(small_run):
+    import html as html_module
+
+    outcome, _, _ = small_run
+    report = write_report(outcome.run_dir)
+    page = report.html.read_text()
+    assert "figure svg{width:100%;height:auto}" in page  # plots as wide as the text
+    for lineage in outcome.result.lineages:  # each lineage's reason whole, in its row
+        first = (lineage.stop_reason or "").splitlines()[0]
+        assert f"<td>{html_module.escape(first)}</td>" in page
+    migrants = any(r.origin_role == "migrant" for r in read_evaluations(outcome.run_dir)
+                   .to_pandas().itertuples())
+    assert ("triangles: a migrant" in page) == migrants  # no legend for what is not drawn
 
 
 CONFIRMED = {"repeats": 3, "skipped": None, "chosen": "b", "kernels": [

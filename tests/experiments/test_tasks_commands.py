@@ -114,3 +114,12 @@ def test_check_and_run_report_a_broken_task_and_exit_2(tmp_path, capsys, wide):
 def test_run_task_flag_names_an_unknown_task(capsys, wide):
     assert main(["run", "--task", "no_such_task"]) == 2
     assert "'no_such_task' is neither a built-in task" in capsys.readouterr().out
+
+
+def test_the_listing_at_80_columns_keeps_every_task_name_whole(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for item in list_tasks():
+        assert f"│ {item.name} " in out  # whole, never "merge_attn_states…"
