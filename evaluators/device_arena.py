@@ -120,8 +120,9 @@ class DeviceArena:
         try:
             ordinal = _current_device(device)
             driver = _driver()
-        except (ImportError, RuntimeError) as exc:
-            raise DeviceArenaUnavailable(f"no CUDA driver API here: {exc}") from None
+        except Exception as exc:  # no CUDA build, no device, no driver bindings
+            raise DeviceArenaUnavailable(f"no CUDA device and driver API here: "
+                                         f"{type(exc).__name__}: {exc}") from None
         prop = _properties(ordinal)
         granularity = int(_check(driver.cuMemGetAllocationGranularity(
             prop, driver.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM),

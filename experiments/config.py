@@ -190,7 +190,9 @@ class EvaluatorSection(_Section):
     cache_dir: Path | None = None  # default: $KERNELSWARM_CACHE or ~/.cache/kernelswarm/compile
     memory_limit_mb: int | None = Field(None, ge=256)  # cpu only
     cuda_arch: str | None = Field(None, pattern=r"^(sm_)?\d+\.?\d*a?$")  # None: nvidia-smi
-    profile_kernels: bool = True  # torch.profiler kernel list per shape (GPU)
+    # torch.profiler kernel list per shape (GPU); unset: on with the LLM agent, whose roles read
+    # it, off with the built-in one (starting the profiler costs a runner about 4 s on an H200)
+    profile_kernels: bool | None = None
     ncu: bool = False  # Nsight Compute metrics on the largest shape (GPU; slow)
     ncu_timeout_s: float = Field(120.0, gt=0)
 

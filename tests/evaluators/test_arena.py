@@ -95,3 +95,30 @@ def test_the_device_arena_is_shared_by_descriptor_with_another_process(tmp_path)
                            2 * torch.arange(1001, device="cuda", dtype=torch.int32))
     finally:
         arena.close()
+
+
+def test_where_no_device_arena_can_be_made_the_host_arena_serves_and_says_why(monkeypatch):
+    from kernelswarm.evaluators import device_arena
+
+    monkeypatch.setattr(device_arena, "_refused", {})
+    arena = device_arena.evaluation_arena(1 << 16, "cpu")
+    try:
+        assert arena.kind == "host" and device_arena.arena_refusal("cpu") == ""
+    finally:
+        arena.close()
+    monkeypatch.setenv(device_arena.ARENA_ENV, "0")
+    arena = device_arena.evaluation_arena(1 << 16, "cuda")
+    try:
+        assert arena.kind == "host"
+        assert device_arena.arena_refusal("cuda") == f"{device_arena.ARENA_ENV}=0"
+    finally:
+        arena.close()
+    if torch.cuda.is_available():
+        return
+    monkeypatch.delenv(device_arena.ARENA_ENV)
+    arena = device_arena.evaluation_arena(1 << 16, "cuda")  # no GPU here: the driver refuses
+    try:
+        assert arena.kind == "host"
+        assert device_arena.arena_refusal("cuda")  # the reason, for the evaluation's metrics
+    finally:
+        arena.close()

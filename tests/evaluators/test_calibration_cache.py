@@ -1,0 +1,57 @@
+"""The calibration kept on disk: a second evaluator of the same task, language, device and
+settings reads it instead of measuring; a damaged entry is measured again; another setting or
+``KERNELSWARM_CALIBRATION_CACHE=0`` is a calibration of its own."""
+
+from __future__ import annotations
+
+import json
+
+from kernelswarm.evaluators import SandboxEvaluator
+from kernelswarm.evaluators.judge.calibration_cache import CALIBRATION_ENV, calibration_path
+from kernelswarm.search import Status, load_task
+from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import quick_settings
+
+
+def _first_evaluation(settings):
+    with SandboxEvaluator(SILU_TASK, "cpp", settings) as evaluator:
+        return evaluator.evaluate(evaluator.start_candidate)
+
+
+def test_a_second_evaluator_reads_the_calibration_and_a_damaged_one_is_measured_again(tmp_path):
+    settings = quick_settings(tmp_path)
+    first = _first_evaluation(settings)
+    assert first.status is Status.OK, first.message
+    assert first.metrics["calibration"] == "measured"
+    kept = list((tmp_path / "calibration").glob("silu_and_mul-cpp-*.json"))
+    assert len(kept) == 1
+    doc = json.loads(kept[0].read_text())
+    assert set(doc["clean"]) == {s.label for s in load_task(SILU_TASK).tuning_shapes}
+
+    second = _first_evaluation(settings)
+    assert second.status is Status.OK, second.message
+    assert second.metrics["calibration"] == "read from the cache"
+    # the figures a candidate is judged against are the ones kept
+    assert second.metrics["copy_bandwidth_gbs"] == first.metrics["copy_bandwidth_gbs"]
+    assert json.loads(kept[0].read_text()) == doc
+
+    kept[0].write_text('{"machine": ')  # cut short, as by a full disk
+    third = _first_evaluation(settings)
+    assert third.status is Status.OK, third.message
+    assert third.metrics["calibration"] == "measured"
+    assert json.loads(kept[0].read_text())["clean"].keys() == doc["clean"].keys()
+
+
+def test_the_key_follows_the_settings_and_the_switch_turns_the_cache_off(tmp_path, monkeypatch):
+    task = load_task(SILU_TASK)
+    start = task.starting_candidate("cpp")
+    path = calibration_path(task, "cpp", start.id, quick_settings(tmp_path))
+    assert path is not None and path.parent == tmp_path / "calibration"
+    assert calibration_path(task, "cpp", start.id, quick_settings(tmp_path)) == path
+    for other in (quick_settings(tmp_path, seeds=3), quick_settings(tmp_path, flush_cache=True),
+                  quick_settings(tmp_path, extra_checks=({"shape": {"tokens": 1, "d": 8,
+                                                                    "dtype": "float32"}},))):
+        assert calibration_path(task, "cpp", start.id, other) != path
+    assert calibration_path(task, "triton", start.id, quick_settings(tmp_path)) != path
+    monkeypatch.setenv(CALIBRATION_ENV, "0")
+    assert calibration_path(task, "cpp", start.id, quick_settings(tmp_path)) is None
