@@ -18,6 +18,9 @@ PREVIEWED = {"txt", "log", "cfg", "conf", "ini", "toml", "yaml", "yml", "xml", "
 # Metric prefixes whose values are often the same on every evaluation (machine figures, timing
 # settings, isolation levels): logged as metrics only once a value changes.
 STEADY_PREFIXES = ("profile.", "resource.")
+# Per-candidate figures that only some agents move: the built-in agent spends no tokens, so a
+# chart of zeros would be one of many the UI shows for nothing.
+STEADY_KEYS = frozenset({"tokens", "cost_usd"})
 
 
 def previewable(path: str) -> str:
@@ -70,7 +73,8 @@ def shape_table(evaluation: Evaluation) -> dict[str, list[Any]]:
 
 
 class SteadyMetrics:
-    """Holds back a lineage's ``profile.*``/``resource.*`` metrics until their value changes.
+    """Holds back a lineage's ``profile.*``/``resource.*`` metrics (and its ``tokens`` and
+    ``cost_usd``) until their value changes.
 
     ``observe`` returns the (key, value, millis, step) points to log now: a key seen with one
     value so far is held; when it changes, its held first point and the new one are released,
@@ -86,7 +90,7 @@ class SteadyMetrics:
                 step: int) -> list[tuple[str, float, int, int]]:
         out = []
         for key, value in values.items():
-            if not key.startswith(STEADY_PREFIXES) or key in self._moving:
+            if not (key.startswith(STEADY_PREFIXES) or key in STEADY_KEYS) or key in self._moving:
                 out.append((key, value, millis, step))
             elif key not in self._held:
                 self._held[key] = (value, millis, step)

@@ -48,6 +48,9 @@ def test_profile_figures_that_never_change_are_params_not_metrics(small_run):
     for key, history in lineage.metrics.items():
         if key.startswith(("profile.", "resource.")):
             assert len({value for _, value in history}) > 1, key  # only what moves
+    # the built-in agent spends nothing: no chart of zeros, a param saying so
+    assert "tokens" not in lineage.metrics and "cost_usd" not in lineage.metrics
+    assert float(lineage.params["tokens"]) == 0.0
 
 
 def test_held_figures_are_released_with_their_first_point_when_they_change():
