@@ -81,7 +81,9 @@ Render = Callable[[Mapping[str, Any], float], Any]
 
 
 class LiveView:
-    """A live rich renderable on a terminal; a status line every ``every_s`` seconds in a log.
+    """A live rich renderable on a terminal; in a log, a status line at the first update, then
+    every ``every_s`` seconds, and the last one at the end (so that a short search still shows
+    how it went, as the terminal's view did).
 
     ``table(stats, elapsed)`` draws the terminal view, ``line(stats, elapsed)`` the log line.
     """
@@ -93,7 +95,8 @@ class LiveView:
         self._table, self._line = table, line
         self._live: Live | None = None
         self._started = time.monotonic()
-        self._last_line = 0.0
+        self._last_line: float | None = None  # when the log's last line was printed
+        self._unprinted: tuple[Mapping[str, Any], float] | None = None  # stats since then
 
     def __enter__(self) -> LiveView:
         if self.console.is_terminal:
@@ -105,13 +108,17 @@ class LiveView:
         elapsed = time.monotonic() - self._started
         if self._live is not None:
             self._live.update(self._table(stats, elapsed))
-        elif elapsed - self._last_line >= self.every_s:
-            self._last_line = elapsed
+        elif self._last_line is None or elapsed - self._last_line >= self.every_s:
+            self._last_line, self._unprinted = elapsed, None
             self.console.print(self._line(stats, elapsed), highlight=False, markup=False)
+        else:
+            self._unprinted = (stats, elapsed)
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
+        elif self._unprinted is not None:
+            self.console.print(self._line(*self._unprinted), highlight=False, markup=False)
 
 
 def search_view(console: Console, every_s: float = 10.0) -> LiveView:

@@ -108,3 +108,15 @@ def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
     config = seen["config"]
     assert config.run.name == "silu_and_mul"  # the folder's name, not "quickstart"
     assert (config.tracking.experiment or config.run.name) == "silu_and_mul"
+
+
+def test_a_log_gets_a_status_line_at_the_start_every_interval_and_at_the_end():
+    from kernelswarm.experiments.progress import search_view
+
+    console = Console(file=io.StringIO(), width=80)  # a log: not a terminal
+    with search_view(console, every_s=60.0) as view:
+        for records in (1, 2, 3):  # well inside one interval
+            view.update({"records": records, "best": 1.0})
+    lines = console.file.getvalue().splitlines()
+    assert len(lines) == 2  # the first update's line and the last one, not one per update
+    assert "evaluations 1 " in lines[0] and "evaluations 3 " in lines[1]
