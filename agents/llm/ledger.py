@@ -12,11 +12,13 @@ when, which attempt) and the requests that failed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,6 +170,20 @@ class Ledger:
     def time_left(self) -> float | None:
         """Seconds until the deadline (negative once past), or None without one."""
         return None if self.deadline is None else self.deadline - time.time()
+
+    @contextlib.contextmanager
+    def share_of_time(self, share: float, name: str) -> Iterator[None]:
+        """While the block runs, calls must end within ``share`` of the time left to the
+        deadline (named ``name`` when it cuts one): a request that can be done without (the
+        starting kernel's analysis) must leave the lineage's own requests the rest."""
+        saved = self.deadline, self.deadline_name
+        if self.deadline is not None:
+            self.deadline = time.time() + share * max(0.0, self.deadline - time.time())
+            self.deadline_name = name
+        try:
+            yield
+        finally:
+            self.deadline, self.deadline_name = saved
 
     def close(self, endpoint: str, reason: str) -> None:
         """No further call goes to ``endpoint`` from this lineage, because of ``reason``."""

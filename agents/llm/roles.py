@@ -194,6 +194,13 @@ def _once(path: Path, compute: Callable[[], dict[str, str]]) -> dict[str, str]:
         return value
 
 
+# The starting kernel's analysis may use this share of the time left to the deadline: the
+# built-in analysis stands without it, and a model that hangs must leave the planner time.
+START_ANALYSIS_SHARE = 1 / 4
+START_ANALYSIS_DEADLINE = ("the starting kernel's analysis's share of the wall time (a quarter "
+                           "of what was left of search.wall_time_s)")
+
+
 class LLMAnalyst(_LLMRole, Analyst):
     """``shared_dir``: where the lineages of a run share the starting kernel's analysis, so the
     model is asked about it once per run."""
@@ -209,10 +216,14 @@ class LLMAnalyst(_LLMRole, Analyst):
         base = self._rules.analyse(candidate, evaluation)
         if not evaluation.ok:
             return base
-        if self.shared_dir is not None and candidate.origin.role == "seed":
-            self.shared_dir.mkdir(parents=True, exist_ok=True)
-            found = _once(self.shared_dir / f"analysis-{evaluation.candidate_id}.json",
-                          lambda: self._ask_model(candidate, evaluation))
+        if candidate.origin.role == "seed":  # every lineage's first step waits on it
+            with self.ledger.share_of_time(START_ANALYSIS_SHARE, START_ANALYSIS_DEADLINE):
+                if self.shared_dir is None:
+                    found = self._ask_model(candidate, evaluation)
+                else:
+                    self.shared_dir.mkdir(parents=True, exist_ok=True)
+                    found = _once(self.shared_dir / f"analysis-{evaluation.candidate_id}.json",
+                                  lambda: self._ask_model(candidate, evaluation))
         else:
             found = self._ask_model(candidate, evaluation)
         if "error" in found:

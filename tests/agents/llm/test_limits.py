@@ -171,3 +171,24 @@ def test_the_start_ups_own_share_of_the_wall_time_is_named_when_it_ends(server, 
         tester.client.ask("tester", [{"role": "user", "content": "checks"}], str)
     assert "the start-up's share of the run's wall time" in str(cut.value)
     assert "the run's wall-time budget" not in str(cut.value)
+
+
+def test_a_hanging_model_leaves_the_planner_time_after_the_starting_kernels_analysis(
+        server, tmp_path):
+    """Every lineage's first step waits on the starting kernel's analysis: against a server
+    that never answers it takes its share of the time left, and the planner is still asked."""
+    from kernelswarm.search import Evaluation, ShapeResult, Status
+
+    server.responder = always(Reply(hang=True))
+    ledger = Ledger(0, SpendLimit(), deadline=time.time() + 4.0)
+    roles = llm_roles(settings_for(server, timeout_s=30.0, max_retries=3), TASK, "cpp",
+                      ledger=ledger, shared_dir=tmp_path)
+    ok = Evaluation(START.id, Status.OK, "ok", shapes=(ShapeResult(
+        "d=4096,tokens=1", correct=True, time_us=10.0, speedup_vs_start=1.0),))
+    started = time.monotonic()
+    feedback = roles.analyst.analyse(START, ok)
+    assert time.monotonic() - started < 2.0  # a quarter of the 4 s, not 4 x 30 s
+    assert "the starting kernel's analysis's share" in feedback.facts.analyst_error
+    plan = roles.planner.plan(VIEW)
+    assert plan.move == STOP  # the server hangs; what matters: the planner asked it
+    assert server.received("planner")
