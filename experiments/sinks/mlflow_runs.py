@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .mlflow_store import absolute_uri, mlflow_client
+from .mlflow_store import absolute_uri, mlflow_client, param_key
+
+# MLflow's limit of params in one log_batch (mlflow.utils.validation); more fails the call.
+PARAMS_PER_BATCH = 100
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -128,3 +131,19 @@ def mark_failed(tracking_uri: str, experiment: str, run_id: str, run_dir: str,
     for child in (*children.values(), parent):
         client.set_terminated(child, "FAILED")
     return parent
+
+
+def log_params(client: MlflowClient, run_id: str, params: dict[str, str],
+               resumed: bool) -> None:
+    """Log ``params`` on ``run_id``. MLflow refuses to change a logged param: in a resumed
+    run, a value that changed (a larger budget, a profile figure measured again) is logged as
+    the tag ``resumed.<key>``."""
+    from mlflow.entities import Param, RunTag
+
+    logged = client.get_run(run_id).data.params if resumed else {}
+    entries = [Param(key, value) for key, value in params.items() if key not in logged]
+    changed = [RunTag(param_key(f"resumed.{key}"), value) for key, value in params.items()
+               if key in logged and logged[key] != value]
+    for start in range(0, max(len(entries), len(changed)), PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=entries[start:start + PARAMS_PER_BATCH],
+                         tags=changed[start:start + PARAMS_PER_BATCH])

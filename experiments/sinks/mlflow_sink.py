@@ -27,15 +27,15 @@ from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummar
 
 from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
 from .mlflow_layout import SteadyMetrics, parent_run_name, previewable, run_tags, shape_table
-from .mlflow_runs import earlier_runs
+from .mlflow_runs import earlier_runs, log_params
 from .mlflow_store import absolute_uri, mlflow_client, param_key, param_value, sqlite_path
 from .sources import source_file_name
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
-# MLflow's own limits (mlflow.utils.validation); exceeding them fails the whole call.
-PARAMS_PER_BATCH = 100
+# MLflow's own limit (mlflow.utils.validation; params: mlflow_runs.py); exceeding it fails
+# the whole call.
 METRICS_PER_BATCH = 1000
 # MLflow 3's UI shows an experiment of this kind as a table of runs and their metrics.
 EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -169,22 +169,7 @@ class MLflowSink(Sink):
             for run_id in self.lineage_run_ids.values():
                 client.update_run(run_id, status="RUNNING")
             client.update_run(self.parent_run_id, status="RUNNING", name=parent_run_name(run))
-        self._log_params(self.parent_run_id, params, resumed=earlier is not None)
-
-    def _log_params(self, run_id: str, params: Mapping[str, str], resumed: bool) -> None:
-        """Log ``params`` on ``run_id``. MLflow refuses to change a logged param: in a resumed
-        run, a value that changed (a larger budget, a profile figure measured again) is logged
-        as the tag ``resumed.<key>``."""
-        from mlflow.entities import Param, RunTag
-
-        client, _ = self._opened()
-        logged = client.get_run(run_id).data.params if resumed else {}
-        entries = [Param(key, value) for key, value in params.items() if key not in logged]
-        changed = [RunTag(param_key(f"resumed.{key}"), value) for key, value in params.items()
-                   if key in logged and logged[key] != value]
-        for start in range(0, max(len(entries), len(changed)), PARAMS_PER_BATCH):
-            client.log_batch(run_id, params=entries[start:start + PARAMS_PER_BATCH],
-                             tags=changed[start:start + PARAMS_PER_BATCH])
+        log_params(client, self.parent_run_id, params, resumed=earlier is not None)
 
     def find_or_create_experiment(self, client: MlflowClient) -> str:
         """The id of the sink's experiment, created (as the UI's runs-table kind, artifacts
@@ -384,8 +369,9 @@ class MLflowSink(Sink):
 
     def _log_constants(self) -> None:
         """Each lineage's profile figures that never changed, as params of its run."""
+        client, _ = self._opened()
         for lineage, steady in sorted(self._steady.items()):
-            self._log_params(self._lineage_run(lineage),
+            log_params(client, self._lineage_run(lineage),
                              {param_key(k): param_value(v) for k, v in steady.constants().items()},
                              resumed=lineage in self._resumed)
 
