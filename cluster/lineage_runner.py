@@ -48,19 +48,18 @@ class LineageRunner:
     only ever receives candidates that built, and never waits for a compiler.
     """
 
-    def __init__(self, lineage: int, seed: int, start: Candidate, start_eval: Evaluation,
+    def __init__(self, lineage: int, seed: int, start: Candidate,
                  make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
-                 budget: Budget, tracker: ray.actor.ActorHandle,
-                 lane: Lane, tuner_journal: Path | None,
-                 history: list[tuple[Candidate, Evaluation]] | None = None,
+                 tracker: ray.actor.ActorHandle, lane: Lane, tuner_journal: Path | None,
                  max_repairs: int = 2) -> None:
+        # What takes seconds (the roles, the task's module and the compiler) is made here, so
+        # that the actor can be started while the starting kernel is still being judged;
+        # ``run`` then gets the verdict and the budget.
         self._stop = threading.Event()
+        self._number, self._start, self._max_repairs = lineage, start, max_repairs
         storage = journal_storage(tuner_journal) if tuner_journal else None
-        tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
-        self._lineage = Lineage(lineage, start, start_eval, make_roles(seed), tuner, budget,
-                                max_repairs=max_repairs)
-        for candidate, evaluation in history or ():  # a resumed run: pick up where it stopped
-            self._lineage.replay(candidate, evaluation)
+        self._tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
+        self._roles = make_roles(seed)
         self._compiler = make_compiler()
         self._tracker = tracker
         self._lane = lane
@@ -68,8 +67,14 @@ class LineageRunner:
     def stop(self) -> None:
         self._stop.set()
 
-    def run(self) -> LineageResult:
-        lineage = self._lineage
+    def run(self, start_eval: Evaluation, budget: Budget,
+            history: list[tuple[Candidate, Evaluation]] | None = None) -> LineageResult:
+        """Search from the starting kernel's ``start_eval`` within ``budget``, going on from the
+        steps in ``history`` (a resumed or restarted lineage)."""
+        lineage = Lineage(self._number, self._start, start_eval, self._roles, self._tuner,
+                          budget, max_repairs=self._max_repairs)
+        for candidate, evaluation in history or ():  # pick up where it stopped
+            lineage.replay(candidate, evaluation)
         # Pipelined: each record is made durable while the next candidate is being planned,
         # compiled and dispatched; at most one is in flight, and it is settled before this
         # returns (crashed or not), so a restart reads every step this lineage took.

@@ -146,6 +146,7 @@ class Swarm:
         self.starts: dict[str, Evaluation] = {}
         self.scales = LanguageScales()
         self.runners: list[Any] = []
+        self._waiting: dict[int, Any] = {}  # lineage actors started, not yet running
         self._pending: list[ray.ObjectRef] = []
         self._crashes: list[list[str]] = []  # per lineage: why each restart was needed
         self._stopping = False
@@ -155,9 +156,12 @@ class Swarm:
         spec = self.spec
         tracker = ActorTracker(self.tracker)
         known = {part.language: tracker.lookup(part.start.id) for part in spec.languages}
-        # The languages' starting kernels are judged at once where there are workers for it.
+        # The languages' starting kernels are judged at once where there are workers for it,
+        # and the lineages' actors start meanwhile (each imports the task and makes its
+        # compiler: seconds of CPU that would otherwise come after the verdict).
         pending = {part.language: self.lanes[part.language].submit(part.start)
                    for part in spec.languages if known[part.language] is None}
+        self._waiting = {lineage: self._actor(lineage) for lineage in range(len(spec.seeds))}
         for step, part in enumerate(spec.languages):  # each language's start: its own step
             evaluation = known[part.language]
             if evaluation is None:
@@ -180,27 +184,36 @@ class Swarm:
             self._launch(lineage, [(r.candidate, r.evaluation) for r in history])
         return self.start_eval
 
-    def _launch(self, lineage: int, history: list[tuple[Candidate, Evaluation]]) -> None:
-        """Start ``lineage``'s actor, going on from the steps in ``history``."""
+    def _actor(self, lineage: int) -> Any:
+        """A new actor for ``lineage`` (it runs once ``_launch`` gives it the start's verdict)."""
         spec = self.spec
         part = spec.language_of(lineage)
         start = part.start.derive(lineage=lineage, origin=part.start.origin)
+        return LineageRunner.options(**spec.lineage_options).remote(
+            lineage, spec.seeds[lineage], start, part.make_roles, part.make_evaluator,
+            self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs)
+
+    def _launch(self, lineage: int, history: list[tuple[Candidate, Evaluation]]) -> None:
+        """Run ``lineage``'s actor (the one started for it, or a new one), going on from the
+        steps in ``history``."""
+        spec = self.spec
+        part = spec.language_of(lineage)
+        runner = self._waiting.pop(lineage, None)
         budget = spec.budget
         if spec.deadline is not None:
             left = spec.deadline - time.time()
-            if left <= 0 and not history:  # no actor to start: it would stop at once
+            if left <= 0 and not history:  # no actor to run: it would stop at once
+                if runner is not None:
+                    ray.kill(runner)
                 self._pending[lineage] = ray.put(LineageResult(
                     lineage, 0, f"wall-time budget reached ({spec.budget.wall_s:g} s) before "
                                 f"the lineage could start (the run spent it starting up and "
                                 f"judging the starting kernel)", 0.0))
                 return
             budget = replace(budget, wall_s=max(0.0, left))
-        runner = LineageRunner.options(**spec.lineage_options).remote(
-            lineage, spec.seeds[lineage], start, self.starts[part.language], part.make_roles,
-            part.make_evaluator, budget, self.tracker, self.lanes[part.language],
-            spec.tuner_journal, history, spec.max_repairs)
+        runner = runner if runner is not None else self._actor(lineage)
         self.runners[lineage] = runner
-        self._pending[lineage] = runner.run.remote()
+        self._pending[lineage] = runner.run.remote(self.starts[part.language], budget, history)
 
     def _crash(self, lineage: int) -> str | None:
         """Why ``lineage``'s finished run crashed (it raised, or its process died); None if it
@@ -339,8 +352,9 @@ class Swarm:
             self.tracker.close, stop_reason or "; ".join(reasons) or "no lineage ran",
             best=confirmation.best() if confirmed else None, override_best=confirmed)
         self._close_pool()
-        for actor in [*self.runners, self.tracker]:
+        for actor in [*self.runners, *self._waiting.values(), self.tracker]:
             if actor is not None:
                 ray.kill(actor)
+        self._waiting = {}
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
                            utilisation, confirmation, dict(self.starts), self.scales)
