@@ -21,7 +21,6 @@ from .config import Config, ConfigError, load_run_config
 from .sinks import read_evaluations
 
 KERNEL_FOLDERS = ("best", "candidates")
-CHECKS_FILE = "checks.json"  # the tester's extra checks, as EvaluatorSettings.extra_checks holds
 
 
 @dataclass(frozen=True)
@@ -128,7 +127,7 @@ def run_folder_of(file: Path) -> Path | None:
 
 def open_run_folder(path: Path) -> RunFolder:
     """The run folder at ``path`` with its settings; ``ConfigError`` naming what is missing."""
-    from .runner import evaluator_settings
+    from .run_setup import CHECKS_FILE, evaluator_settings
 
     path = Path(path).expanduser().resolve()
     config = load_run_config(path)

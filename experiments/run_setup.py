@@ -42,9 +42,9 @@ from .config import Config, ConfigError
 from .llm_agent import StartUp, ask_tester, configured_roles
 from .llm_view import LLMWatch
 from .resume import replay_records, restore_records
-from .run_folder import CHECKS_FILE
 from .sinks import MLflowSink, ParquetSink
 
+CHECKS_FILE = "checks.json"  # the tester's extra checks, as EvaluatorSettings.extra_checks holds
 
 def evaluator_settings(config: Config, checks: tuple[Check, ...] = ()) -> EvaluatorSettings:
     ev, timing = config.evaluator, config.timing

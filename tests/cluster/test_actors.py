@@ -52,8 +52,10 @@ def test_tracker_actor_orders_records_and_serves_claims(tmp_path, ray_session):
 
 
 def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(
-        compile_cache, ray_session):
-    make = partial(SandboxEvaluator, SILU_TASK, "cpp", _settings(compile_cache))
+        tmp_path, ray_session):
+    # A cache of its own: the evaluator calibrates (seconds) instead of reading a calibration
+    # another test kept, so the evaluation is surely in flight when its worker is killed.
+    make = partial(SandboxEvaluator, SILU_TASK, "cpp", _settings(tmp_path))
     worker = EvalWorker.options(num_cpus=0).remote()
     dispatcher = EvalDispatcher.remote([worker])
     ray.get(worker.__ray_ready__.remote())
