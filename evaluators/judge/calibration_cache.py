@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ...search.task import Shape
-from ..baselines import BaselineTable, baseline_versions, device_name, task_content_hash
+from ..baselines import (
+    BaselineTable,
+    _version,
+    baseline_versions,
+    device_name,
+    task_content_hash,
+)
 from ..machine import MachineFigures
 from ..settings import EvaluatorSettings
 from ..timing_protocol import TimingSettings
@@ -52,15 +58,6 @@ def calibration_path(task: Any, language: str, start_id: str,
     key = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()
                          ).hexdigest()[:24]
     return Path(settings.cache_dir) / "calibration" / f"{task.name}-{language}-{key}.json"
-
-
-def _version(package: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "not installed"
 
 
 def read_calibration(path: Path | None) -> Calibration | None:
