@@ -44,7 +44,9 @@ def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
     # each simulated GPU may finish one evaluation in it whose service began before it.
     counted = row["throughput"] * row["window_s"]
     assert 0 < counted <= row["ideal"] * row["window_s"] + GPUS + 1e-6
-    assert 0 < row["busy"] <= 1.05
+    # Busy time inside the window: at this size the window can fall between two services (a
+    # loaded machine stretches the lineages' own steps), so it may be 0, never above one.
+    assert 0 <= row["busy"] <= 1.05
     overhead = row["overhead"]
     # Every candidate but each lineage's last has a following step to time its record by.
     assert overhead["candidates"] == row["lineages"] * (CANDIDATES - 1)
