@@ -21,7 +21,7 @@ from typing import Any
 
 from . import report_plots as plots
 from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
-from .speedups import baseline_label
+from .views.speedups import baseline_label
 
 REPORT_FOLDER = "report"
 DESCRIPTION_TAG = "mlflow.note.content"  # what MLflow's UI shows as a run's description

@@ -22,9 +22,7 @@ from kernelswarm.search import (
 from kernelswarm.search.dispatch import read_table
 
 from .config import Config
-from .language_summary import languages_document
 from .llm_view import LLMWatch, one_line, spending_table
-from .progress import closing_table, search_view
 from .run_log import LOG_NAME, stderr_to
 from .run_setup import PreparedRun, prepare_run, print_checks, worker_pool
 
@@ -32,7 +30,9 @@ from .run_setup import PreparedRun, prepare_run, print_checks, worker_pool
 from .run_setup import evaluator_settings as evaluator_settings
 from .run_setup import search_budget as search_budget
 from .sinks.sources import self_contained_source, source_file_name
-from .speedups import finite, kernel_figures
+from .views.language_summary import languages_document
+from .views.progress import closing_table, search_view
+from .views.speedups import finite, kernel_figures
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,6 @@ from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import Config, ConfigError, validate_config
 from .llm_view import one_line
-from .progress import LiveView
-from .progress import closing_table as run_closing_table
 from .run_log import stderr_to
 from .run_setup import prepare_run, print_checks, worker_pool
 from .runner import confirm_best, record_failed_start, write_outputs
@@ -56,7 +54,9 @@ from .sweep_results import (
     open_sweep_run,
     write_cell_table,
 )
-from .sweep_view import sweep_line, sweep_table
+from .views.progress import LiveView
+from .views.progress import closing_table as run_closing_table
+from .views.sweep_view import sweep_line, sweep_table
 
 SWEEP_FILE = "sweep.json"
 SWEEP_LOG = "sweep.log"

@@ -49,9 +49,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from .sinks import read_evaluations
-from .speedups import speedup_text
 from .sweep_config import SweepCell
-from .table_fit import fit
+from .views.speedups import speedup_text
+from .views.table_fit import fit
 
 CELL_TABLE = "cells.parquet"
 

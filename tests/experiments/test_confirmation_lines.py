@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kernelswarm.experiments.progress import confirmation_lines
+from kernelswarm.experiments.views.progress import confirmation_lines
 from kernelswarm.search import Candidate, Confirmation, Confirmed, Evaluation, ShapeResult, Status
 
 
@@ -49,7 +49,7 @@ def _closing(best: Candidate, best_speedup: float, start: Candidate,
 
     from kernelswarm.cluster.lineage_runner import LineageResult
     from kernelswarm.cluster.swarm import SwarmResult
-    from kernelswarm.experiments.progress import closing_table
+    from kernelswarm.experiments.views.progress import closing_table
     from kernelswarm.search import RunSummary
 
     def timed(candidate: Candidate, speedup: float) -> Evaluation:

@@ -8,7 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
-from kernelswarm.experiments.progress import budget_bar, closing_table, progress_table
+from kernelswarm.experiments.views.progress import budget_bar, closing_table, progress_table
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +111,7 @@ def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
 
 
 def test_a_log_gets_a_status_line_at_the_start_every_interval_and_at_the_end():
-    from kernelswarm.experiments.progress import search_view
+    from kernelswarm.experiments.views.progress import search_view
 
     console = Console(file=io.StringIO(), width=80)  # a log: not a terminal
     with search_view(console, every_s=60.0) as view:

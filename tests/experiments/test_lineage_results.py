@@ -168,7 +168,7 @@ def test_the_closing_table_names_the_best_baseline_and_marks_noise(tmp_path):
 
     from rich.console import Console
 
-    from kernelswarm.experiments.progress import closing_table
+    from kernelswarm.experiments.views.progress import closing_table
 
     tracker = Tracker(_run(tmp_path), [])
     tie, win = _candidate("tie", 0), _candidate("win", 1)

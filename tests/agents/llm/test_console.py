@@ -26,8 +26,8 @@ from kernelswarm.cluster.swarm import SwarmResult
 from kernelswarm.experiments.config import load_config
 from kernelswarm.experiments.llm_agent import ask_tester
 from kernelswarm.experiments.llm_view import LLMWatch, spending_table
-from kernelswarm.experiments.progress import _status_line, closing_table, progress_table
 from kernelswarm.experiments.runner import RunOutcome
+from kernelswarm.experiments.views.progress import _status_line, closing_table, progress_table
 from kernelswarm.search import RunSummary, Usage
 from tests.agents.llm import answers
 from tests.agents.llm.conftest import KEY_ENV, MODEL, settings_for

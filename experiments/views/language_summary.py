@@ -18,7 +18,7 @@ from rich.text import Text
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Candidate, Evaluation
 
-from .sinks.sources import source_file_name
+from ..sinks.sources import source_file_name
 from .speedups import baseline_label, baseline_names, best_text, speedup_text
 
 

@@ -15,8 +15,8 @@ from rich.text import Text
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
 
+from ..llm_view import one_line, spending_line
 from .language_summary import language_lines
-from .llm_view import one_line, spending_line
 from .speedups import (
     baseline_label,
     baseline_names,
