@@ -24,9 +24,21 @@ import tempfile
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import Evaluation, Origin, Shape, TaskError, load_task
+from kernelswarm.search import (
+    SPECS,
+    Arguments,
+    Evaluation,
+    LanguageSpec,
+    Origin,
+    Shape,
+    TaskError,
+    UnknownLanguage,
+    load_task,
+    spec_for_suffix,
+)
 
 from .eval_command import file_candidate
 from .sinks.sources import self_contained_source
@@ -64,6 +76,29 @@ def _libs() -> dict[str, str]:
             if version not in ("None", "not installed") and not version.startswith("unavailable")}
 
 
+def exported_language(kernel_file: Path) -> LanguageSpec:
+    """The language ``kernel_file`` is written in (by its suffix), one that FlashInfer-Trace
+    solutions are written in (``LanguageSpec.flashinfer_language``); ``TaskError`` otherwise."""
+    try:
+        spec: LanguageSpec | None = spec_for_suffix(kernel_file.suffix)
+    except UnknownLanguage:
+        spec = None
+    if spec is None or spec.flashinfer_language is None:
+        expected = ", ".join(f"{s.suffix} ({s.name})" for s in SPECS.values()
+                             if s.flashinfer_language is not None and s.claims_suffixes)
+        raise TaskError(f"{kernel_file}: a kernel file in a language FlashInfer-Trace solutions "
+                        f"are written in is expected: {expected}")
+    return spec
+
+
+def solution_spec(language: LanguageSpec, entry: str, hardware: str) -> dict[str, Any]:
+    """The solution's ``spec`` (FlashInfer-Trace) for a kernel in ``language``."""
+    return {"language": language.flashinfer_language, "target_hardware": [hardware],
+            "entry_point": f"kernel{language.suffix}::{entry}",
+            "destination_passing_style": True,
+            "dependencies": list(language.flashinfer_dependencies)}
+
+
 def export_solution(task_path: str | Path, kernel_file: str | Path, out: str | Path, *,
                     device: str = "cpu", author: str = "kernelswarm",
                     settings: EvaluatorSettings | None = None,
@@ -76,9 +111,8 @@ def export_solution(task_path: str | Path, kernel_file: str | Path, out: str | P
                         f"one with kernelswarm tasks import-flashinfer)")
     definition = json.loads((task_path / "definition.json").read_text())
     kernel_file = Path(kernel_file).expanduser()
-    language = {".cpp": "cpp", ".py": "triton"}.get(kernel_file.suffix)
-    if language is None:
-        raise TaskError(f"{kernel_file}: a .cpp or .py kernel file is expected")
+    spec = exported_language(kernel_file)
+    language = spec.name
     settings = replace(settings or EvaluatorSettings(), device=device)
     with tempfile.TemporaryDirectory(prefix="flashinfer-export-") as scratch:
         every = _every_workload_task(task_path, Path(scratch))
@@ -93,10 +127,7 @@ def export_solution(task_path: str | Path, kernel_file: str | Path, out: str | P
     if not evaluation.ok:
         raise TaskError(f"{kernel_file}: not exported, the kernel is {evaluation.status.value}: "
                         f"{evaluation.message}")
-    if language not in ("cpp", "triton"):
-        raise TaskError(f"language {language!r}: solutions are written for cpp and triton")
     source, entry = self_contained_source(candidate), candidate.entry
-    suffix = {"cpp": "cpp", "triton": "py"}[language]
     name = f"{definition['name']}_kernelswarm_{language}_{candidate.id[:8]}"
     op_type = definition.get("op_type") or "unknown"
     out = Path(out).expanduser().resolve()
@@ -105,11 +136,9 @@ def export_solution(task_path: str | Path, kernel_file: str | Path, out: str | P
         "description": f"Found by kernelswarm ({candidate.origin.role}/{candidate.origin.move}). "
                        + ("The cpp entry point takes raw pointers, scalars and the var axes "
                           "(kernelswarm's calling contract); FlashInfer-Bench's cpp bindings "
-                          "need a wrapper." if language == "cpp" else ""),
-        "spec": {"language": language, "target_hardware": [hardware or _hardware(device)],
-                 "entry_point": f"kernel.{suffix}::{entry}", "destination_passing_style": True,
-                 "dependencies": ["torch", "triton"] if language == "triton" else []},
-        "sources": [{"path": f"kernel.{suffix}", "content": source}],
+                          "need a wrapper." if spec.arguments is Arguments.CTYPES else ""),
+        "spec": solution_spec(spec, entry, hardware or _hardware(device)),
+        "sources": [{"path": f"kernel{spec.suffix}", "content": source}],
     }
     solution_file = out / "solutions" / op_type / definition["name"] / f"{name}.json"
     solution_file.parent.mkdir(parents=True, exist_ok=True)

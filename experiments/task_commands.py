@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kernelswarm.search import Task, TaskError, load_task
+from kernelswarm.search import SPECS, Task, TaskError, load_task
 
+from .compiled_start import LANGUAGES as COMPILED_START_LANGUAGES
 from .compiler_messages import naming_the_users_file
 from .config import BUILTIN_TASKS, load_config
 from .flashinfer_commands import add_flashinfer_parsers, run_flashinfer_command
@@ -93,9 +94,11 @@ def add_tasks_parser(commands: argparse._SubParsersAction) -> None:
     start.add_argument("path", help="the task folder")
     start.add_argument("--from-compile", action="store_true", required=True,
                        help="generate the start from Inductor's code (the only source so far)")
-    start.add_argument("--language", choices=("cpp", "triton"), default="cpp",
-                       help="cpp: Inductor's C++ (CPU) code; triton: its Triton code for CUDA "
-                            "(needs a GPU here)")
+    start.add_argument("--language", choices=COMPILED_START_LANGUAGES, default="cpp",
+                       help="a language Inductor writes code in, generated on its device: "
+                            + ", ".join(f"{n} ({SPECS[n].inductor_device})"
+                                        for n in COMPILED_START_LANGUAGES)
+                            + " (a GPU's code needs a GPU here)")
     start.add_argument("--force", action="store_true",
                        help="replace a kernel that was not generated (kept as FILE.orig)")
     start.add_argument("--no-evaluate", dest="evaluate", action="store_false",

@@ -2,7 +2,9 @@
 
 A spec is a frozen description: the language's name, the file suffixes its sources carry, the
 tags of the fenced blocks a model answers in, the devices it runs on, how the task's launcher
-passes arguments, and how knobs reach the kernel. The task loader, the configuration schema,
+passes arguments, how knobs reach the kernel, whether a kernel compiles at its first call, how a
+dispatch kernel picks its route, where Inductor writes a start in it, and how it is exported to
+FlashInfer-Trace. The task loader, the configuration schema,
 the command line, the sinks and the LLM prompts all read it; ``kernelswarm.evaluators``
 implements the building and running of each language (one ``KernelLanguage`` class per spec).
 
@@ -39,6 +41,15 @@ class KnobStyle(enum.Enum):
     KEYWORDS = "keywords"  # keyword arguments of the entry point, passed on as tl.constexpr
 
 
+class Dispatch(enum.Enum):
+    """How a dispatch kernel (search/dispatch.py: one source, a knob setting per shape) picks
+    its route, if the language has one (agents/builtin/dispatch_source.py composes them)."""
+
+    ENTRY_POINT = "entry-point"  # the composed file's own C entry point picks by its sizes
+    LAUNCH = "launch"  # the evaluator picks from the launched shape, before the task's launcher
+    NONE = "none"  # no dispatch kernel is composed in this language
+
+
 class Arguments(enum.Enum):
     """What the task's launcher passes to the compiled entry point."""
 
@@ -55,9 +66,13 @@ class UnknownLanguage(ValueError):
     """A language name or file suffix no spec claims; the message lists those known."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LanguageSpec:
-    """One kernel language as the whole project sees it (see the module docstring)."""
+    """One kernel language as the whole project sees it (see the module docstring).
+
+    Every field but the last two is required, so a new language states each fact; a fact that
+    code elsewhere keys on a language's name belongs here as a field instead.
+    """
 
     name: str
     suffixes: tuple[str, ...]  # file suffixes of its sources, lower case; the first is canonical
@@ -67,6 +82,17 @@ class LanguageSpec:
     knobs: KnobStyle
     arguments: Arguments
     knob_guide: str  # how knobs and the build work, in a sentence or three, for people and prompts
+    # Device kinds on which a loaded kernel compiles at its first call, running a compiler
+    # process inside the sandbox (Triton's ptxas on a GPU; its CPU interpreter compiles nothing).
+    jit_devices: tuple[str, ...]
+    dispatch: Dispatch  # how a dispatch kernel in this language picks its route, if it has one
+    # The device kind on which torch.compile's Inductor writes code in this language, so that a
+    # starting kernel can be generated from it (evaluators/inductor_start.py); None: none.
+    inductor_device: str | None
+    # FlashInfer-Trace: the solution's ``spec.language`` and ``spec.dependencies`` when a kernel
+    # in this language is exported (experiments/flashinfer_export.py); None and (): not exported.
+    flashinfer_language: str | None
+    flashinfer_dependencies: tuple[str, ...]
     # False where a file's suffix alone must not pick this language (torch-ext sources are .cpp
     # files, and a .cpp file is the cpp language unless the user says otherwise).
     claims_suffixes: bool = True
@@ -90,6 +116,10 @@ class LanguageSpec:
     def runs_on(self, device: str) -> bool:
         """Whether the language runs on ``device`` ("cpu", "cuda" or "cuda:N")."""
         return device.split(":")[0] in self.devices
+
+    def compiles_at_first_call(self, device: str) -> bool:
+        """Whether a kernel loaded on ``device`` runs a compiler process at its first call."""
+        return device.split(":")[0] in self.jit_devices
 
     def check_kernel_entry(self, entry: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` naming the key when a task's ``KERNELS[name]`` entry lacks what
@@ -116,26 +146,33 @@ SPECS: Mapping[str, LanguageSpec] = MappingProxyType({spec.name: spec for spec i
     LanguageSpec(
         name="cpp", suffixes=(".cpp", ".cc", ".cxx"), fence_tags=("cpp", "c++", "cc", "cxx", "c"),
         devices=("cpu",), syntax=Syntax.CPP, knobs=KnobStyle.MACROS, arguments=Arguments.CTYPES,
+        jit_devices=(), dispatch=Dispatch.ENTRY_POINT, inductor_device="cpu",
+        flashinfer_language="cpp", flashinfer_dependencies=(),
         knob_guide=_MACRO_GUIDE + " The kernel is compiled by g++ -O3 into a shared library and "
         "called through ctypes on raw pointers; it runs on one CPU thread (no threads, no "
         "OpenMP)."),
     LanguageSpec(
         name="cuda", suffixes=(".cu",), fence_tags=("cuda", "cu", "cpp", "c++"),
         devices=("cuda",), syntax=Syntax.CPP, knobs=KnobStyle.MACROS,
-        arguments=Arguments.CUDA_LAUNCH,
+        arguments=Arguments.CUDA_LAUNCH, jit_devices=(), dispatch=Dispatch.LAUNCH,
+        inductor_device=None, flashinfer_language=None, flashinfer_dependencies=(),
         knob_guide=_MACRO_GUIDE + " The file is compiled by NVRTC: `extern \"C\" __global__` "
         "kernels, no host code, `long long` instead of int64_t. The task's launcher picks grid "
         "and block, and may read knob values."),
     LanguageSpec(
         name="torch-ext", suffixes=(".cpp",), fence_tags=("cpp", "c++", "cuda"),
         devices=("cpu", "cuda"), syntax=Syntax.CPP, knobs=KnobStyle.MACROS,
-        arguments=Arguments.TENSORS, claims_suffixes=False,
+        arguments=Arguments.TENSORS, jit_devices=(), dispatch=Dispatch.NONE,
+        inductor_device=None, flashinfer_language=None, flashinfer_dependencies=(),
+        claims_suffixes=False,
         compile_timeout_s=600.0,  # load_inline compiles the torch headers: about a minute
         knob_guide=_MACRO_GUIDE + " The file is a PyTorch C++/CUDA extension built with "
         "load_inline; the task's launcher calls the entry point with tensors."),
     LanguageSpec(
         name="triton", suffixes=(".py",), fence_tags=("python", "py"), devices=("cpu", "cuda"),
         syntax=Syntax.PYTHON, knobs=KnobStyle.KEYWORDS, arguments=Arguments.TENSORS,
+        jit_devices=("cuda",), dispatch=Dispatch.NONE, inductor_device="cuda",
+        flashinfer_language="triton", flashinfer_dependencies=("torch", "triton"),
         knob_guide="Knobs reach the entry point as keyword arguments on every call (declare "
         "each with a default, so the file also runs alone) and are passed to @triton.jit "
         "kernels as tl.constexpr parameters. The entry point is a plain Python function that "

@@ -21,6 +21,9 @@ from pathlib import Path
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.evaluators.settings import EvaluatorSettings
 from kernelswarm.experiments.config import BUILTIN_TASKS
+from kernelswarm.search.candidate import Candidate
+from kernelswarm.search.language_spec import language_spec
+from kernelswarm.search.measured import EvaluationCost
 from kernelswarm.search.task import load_task
 
 
@@ -33,9 +36,7 @@ def main(argv: list[str]) -> int:
     task_path = builtin if (builtin / "task.py").is_file() else Path(task_name)
     settings = EvaluatorSettings(device=device, profile_kernels=argv[4:] == ["profile"])
     start = load_task(task_path, device.split(":")[0]).starting_candidate(language)
-    comment = "#" if language == "triton" else "//"
-    candidates = [start.derive(source=f"{start.source}\n{comment} variant {i}\n")
-                  for i in range(count)]
+    candidates = variants(start, count)
     seconds: list[float] = []
     phases: list[dict[str, float]] = []
     with SandboxEvaluator(task_path, language, settings) as evaluator:
@@ -45,15 +46,12 @@ def main(argv: list[str]) -> int:
             began = time.perf_counter()
             evaluation = evaluator.evaluate(candidate)
             seconds.append(time.perf_counter() - began)
-            metrics = evaluation.metrics
-            phases.append({**(metrics.get("phase_s") or {}),
-                           **{f"request.{k}": v for k, v in
-                              (metrics.get("request_s") or {}).items()}})
+            cost = evaluation.cost or EvaluationCost()  # None: it failed to build
+            phases.append({**cost.phase_s,
+                           **{f"request.{k}": v for k, v in cost.request_s.items()}})
             print(json.dumps({"eval_s": round(seconds[-1], 3), "status": evaluation.status.value,
-                              "phase_s": metrics.get("phase_s"),
-                              "request_s": metrics.get("request_s"),
-                              "arena": metrics.get("arena"),
-                              "runner_started_as": metrics.get("runner_started_as")},
+                              "phase_s": dict(cost.phase_s), "request_s": dict(cost.request_s),
+                              "arena": cost.arena, "runner_started_as": cost.runner_started_as},
                              default=str), file=sys.stderr, flush=True)
     print(json.dumps({"task": task_name, "language": language, "device": device, "n": count,
                       "first_s": round(seconds[0], 3),
@@ -61,6 +59,13 @@ def main(argv: list[str]) -> int:
                       if count > 1 else None,
                       "phase_median_s": _median_phases(phases[1:])}))
     return 0
+
+
+def variants(start: Candidate, count: int) -> list[Candidate]:
+    """``count`` copies of ``start`` that differ only by a trailing comment in its language."""
+    comment = language_spec(start.language).syntax.comment
+    return [start.derive(source=f"{start.source}\n{comment} variant {i}\n")
+            for i in range(count)]
 
 
 def _median_phases(phases: list[dict[str, float]]) -> dict[str, float]:

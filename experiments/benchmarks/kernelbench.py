@@ -40,8 +40,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelswarm.experiments.kernelbench_template import TASK_PY
+from kernelswarm.search.language_spec import SPECS
+
 P_VALUES = (1.0, 1.5)
-SUFFIXES = {"cpp": ".cpp", "triton": ".py"}
+# The languages an imported KernelBench task launches: those its task.py defines a launcher for.
+LANGUAGES = tuple(name for name, spec in SPECS.items()
+                  if f"\ndef {spec.launcher}(" in TASK_PY.template)
 
 
 @dataclass(frozen=True)
@@ -74,11 +79,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", action="append", default=[], metavar="PREFIX",
                         help="problems whose file name starts with PREFIX, e.g. 19_ (repeatable)")
     parser.add_argument("--starts", type=Path,
-                        help="starting kernels: <problem>.cpp or <problem>.py")
+                        help="starting kernels: <problem><suffix>, the language's suffix "
+                             "(" + ", ".join(f"{SPECS[n].suffix} for {n}" for n in LANGUAGES)
+                             + ")")
     parser.add_argument("--compile-starts", action="store_true",
                         help="a problem without a kernel in --starts gets one generated from "
                              "torch.compile (kernelswarm tasks start --from-compile)")
-    parser.add_argument("--language", choices=tuple(SUFFIXES), default="triton")
+    parser.add_argument("--language", choices=LANGUAGES, default="triton")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--lineages", type=int, default=2)
     parser.add_argument("--minutes", type=float, default=5.0, help="wall time per lineage")
@@ -119,7 +126,7 @@ def _search(args: argparse.Namespace, task: Path, problem: str) -> ProblemResult
     from kernelswarm.experiments.runner import run as run_search
     from kernelswarm.search import StartingKernelFailed, TaskError
 
-    suffix = SUFFIXES[args.language]
+    suffix = SPECS[args.language].suffix
     start = args.starts / f"{problem}{suffix}" if args.starts else None
     if start is not None and start.is_file():
         shutil.copyfile(start, task / f"kernel{suffix}")

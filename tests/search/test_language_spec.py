@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
+
 import pytest
 
 from kernelswarm.search import (
     LANGUAGES,
     SPECS,
     KnobStyle,
+    LanguageSpec,
     Syntax,
     UnknownLanguage,
     language_spec,
     source_suffix,
     spec_for_suffix,
 )
+from kernelswarm.search.language_spec import Dispatch
 
 
 def test_the_four_languages_and_their_launchers():
@@ -72,3 +76,36 @@ def test_other_conventions_need_nothing_from_the_entry():
     SPECS["cpp"].check_kernel_entry({"argtypes": ["ptr", "i64", "f32"]})
     for name in ("cuda", "torch-ext", "triton"):
         SPECS[name].check_kernel_entry({})
+
+
+def test_each_fact_but_two_must_be_stated_for_a_new_language():
+    # A field added with a default would let a new language miss it silently.
+    optional = {f.name for f in fields(LanguageSpec) if f.default is not MISSING}
+    assert optional == {"claims_suffixes", "compile_timeout_s"}
+    stated = {f.name: getattr(SPECS["cpp"], f.name) for f in fields(LanguageSpec)
+              if f.name not in optional}
+    for name in stated:
+        with pytest.raises(TypeError, match=name):
+            LanguageSpec(**{k: v for k, v in stated.items() if k != name})
+
+
+@pytest.mark.parametrize("name", LANGUAGES)
+def test_the_facts_of_each_language_agree_with_each_other(name):
+    spec = SPECS[name]
+    assert set(spec.jit_devices) <= set(spec.devices)
+    assert spec.inductor_device is None or spec.inductor_device in spec.devices
+    # a dispatch kernel is copies of one source under other macro values, in C or C++
+    if spec.dispatch is not Dispatch.NONE:
+        assert spec.knobs is KnobStyle.MACROS and spec.syntax is Syntax.CPP
+    assert spec.flashinfer_language is not None or not spec.flashinfer_dependencies
+
+
+def test_the_facts_each_language_states_today():
+    facts = {n: (s.jit_devices, s.dispatch, s.inductor_device, s.flashinfer_language)
+             for n, s in SPECS.items()}
+    assert facts == {"cpp": ((), Dispatch.ENTRY_POINT, "cpu", "cpp"),
+                     "cuda": ((), Dispatch.LAUNCH, None, None),
+                     "torch-ext": ((), Dispatch.NONE, None, None),
+                     "triton": (("cuda",), Dispatch.NONE, "cuda", "triton")}
+    assert SPECS["triton"].compiles_at_first_call("cuda:1")
+    assert not SPECS["triton"].compiles_at_first_call("cpu")
