@@ -80,8 +80,10 @@ class LineageRunner:
         # returns (crashed or not), so a restart reads every step this lineage took.
         tracker = None
         try:
+            population = call(self._tracker.population)
             tracker = ActorTracker(self._tracker, owner=lineage.lineage, pipelined=True,
-                                   migration=call(self._tracker.migration))
+                                   migration=population.migration,
+                                   novelty=population.novelty > 0)
             driver = Driver(tracker, DispatchedEvaluator(self._compiler, self._lane),
                             stop=self._stop)
             reason = driver.run(lineage)

@@ -10,7 +10,8 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from kernelswarm.search import CompileResult, Evaluation, Evaluator
-from kernelswarm.search.archive import Member, Migration
+from kernelswarm.search import Migration, Rejection
+from kernelswarm.search.archive import Member
 from kernelswarm.search.candidate import Candidate
 
 from .pool import Lane
@@ -35,13 +36,16 @@ class ActorTracker:
     """
 
     def __init__(self, handle: ray.actor.ActorHandle, owner: int | None = None,
-                 migration: Migration | None = None, pipelined: bool = False) -> None:
+                 migration: Migration | None = None, pipelined: bool = False,
+                 novelty: bool = True) -> None:
         self._handle = handle
         self._owner = owner
         self._held: set[str] = set()
         # The tracker's migration settings, when known: steps that are not migration steps
         # get no migrants without asking (a round trip per candidate saved).
         self._migration = migration
+        # Whether the run rejects candidates too close to judged ones; off: no round trip.
+        self._novelty = novelty
         self._pipelined = pipelined
         self._in_flight: tuple[ray.ObjectRef, tuple[Any, ...]] | None = None
 
@@ -104,6 +108,11 @@ class ActorTracker:
         if self._migration is not None and not self._migration.due(step):
             return []
         return self._call(self._handle.migrants, lineage, step)
+
+    def novel(self, candidate: Candidate) -> Rejection | None:
+        if not self._novelty:
+            return None
+        return self._call(self._handle.novel, candidate)
 
 
 class DispatchedEvaluator(Evaluator):

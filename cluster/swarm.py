@@ -26,6 +26,7 @@ from kernelswarm.search import (
     Evaluator,
     LanguageScales,
     Migration,
+    Population,
     Record,
     Roles,
     RunInfo,
@@ -74,6 +75,9 @@ class SwarmSpec:
     tuner_journal: Path | None = None
     history: tuple[Record, ...] = ()  # a resumed run's records, replayed, never re-evaluated
     migration: Migration = field(default_factory=Migration)
+    # The search strategy and its settings (search/strategies/); ``elites`` and ``migration``
+    # above replace its own.
+    population: Population = field(default_factory=Population)
     max_repairs: int = 2
     max_workers: int | None = None  # a cap on the pool's workers this search holds at once
     # Every record of the run read back from its durable sink: what a restarted tracker
@@ -131,7 +135,7 @@ class Swarm:
     def __init__(self, spec: SwarmSpec, pool: EvalPool | None = None) -> None:
         self.spec = spec
         self.tracker = TrackerActor.remote(spec.run, spec.sinks, spec.elites, list(spec.history),
-                                           spec.migration, spec.replay)
+                                           spec.migration, spec.replay, spec.population)
         # A pool given is shared (a sweep's): this search is one cell of it and leaves it open.
         self._own_pool = pool is None
         self.pool = EvalPool(spec.workers, spec.worker_resources) if pool is None else pool

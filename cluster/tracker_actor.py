@@ -25,7 +25,9 @@ from kernelswarm.search import (
     Candidate,
     Evaluation,
     Migration,
+    Population,
     Record,
+    Rejection,
     RunInfo,
     RunSummary,
     Sink,
@@ -61,7 +63,8 @@ class TrackerActor:
 
     def __init__(self, run: RunInfo, sinks: list[Sink], elites: int,
                  history: list[Record] | None = None, migration: Migration | None = None,
-                 replay: Callable[[], Sequence[Record]] | None = None) -> None:
+                 replay: Callable[[], Sequence[Record]] | None = None,
+                 population: Population | None = None) -> None:
         restarted = _reconstructed()
         if restarted and replay is None:
             # Going on from ``history`` would give new records the seqs of lost ones, and a
@@ -74,7 +77,7 @@ class TrackerActor:
         # would otherwise delay every answer this process gives the lineages.
         sinks = [sink if sink.durable else ProcessSink(sink) for sink in sinks]
         self._tracker = Tracker(run, sinks, elites=elites, history=records,
-                                migration=migration)
+                                migration=migration, population=population)
         self._status = Counter()
         self._lineages: dict[int, dict[str, Any]] = {}
         self._keys: dict[tuple[int, int], Record] = {}
@@ -112,16 +115,13 @@ class TrackerActor:
         if not self._migrations.exists():
             return
         members = {r.candidate.id: (r.candidate, r.evaluation) for r in records}
-        archive = self._tracker.archive
         for line in self._migrations.read_text().splitlines():
             try:
                 entry = json.loads(line)
             except json.JSONDecodeError:  # a line torn by the crash: its call never returned
                 continue
             moved = [members[i] for i in entry["ids"] if i in members]
-            for candidate, evaluation in moved:
-                archive.island(entry["lineage"]).add(candidate, evaluation)
-                archive.migrations.append((candidate.lineage, entry["lineage"], candidate.id))
+            self._tracker.restore_migrants(entry["lineage"], moved)
             self._migrated[(entry["lineage"], entry["step"])] = moved
 
     def _note_restart(self, run: RunInfo, restarted: bool, replayed: int, resumed: int) -> int:
@@ -166,6 +166,14 @@ class TrackerActor:
     def migration(self) -> Migration:
         """How migrants move: a lineage's port asks only on the steps it names."""
         return self._tracker.migration
+
+    def population(self) -> Population:
+        """The run's strategy and settings: a lineage's port asks ``novel`` only when novelty
+        rejection is on."""
+        return self._tracker.population
+
+    def novel(self, candidate: Candidate) -> Rejection | None:
+        return self._tracker.novel(candidate)
 
     def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
         return self._tracker.lookup_binary(candidate_id, binary)
@@ -246,8 +254,9 @@ class TrackerActor:
         best = self._tracker.best()  # its speedup over the reference start (several languages)
         return {"records": len(self._tracker.records), "status": dict(self._status),
                 "lineages": dict(self._lineages),
-                "best": self._tracker.archive.measure(best) if best else 0.0,
+                "best": self._tracker.measure(best) if best else 0.0,
                 "diversity": self._tracker.diversity(),
+                "population": self._tracker.figures(),
                 "sink_errors": list(self._tracker.sink_errors),
                 "tracker_restarts": self._restarts}
 

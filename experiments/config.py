@@ -23,7 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from kernelswarm.search import LANGUAGES
+from kernelswarm.search import LANGUAGES, STRATEGIES
+from kernelswarm.search.strategies.map_elites import DEFAULT_DESCRIPTORS, DESCRIPTORS
 
 from .config_errors import describe
 
@@ -59,6 +60,20 @@ class TaskSection(_Section):
     language: LanguageName = "cpp"
 
 
+class MapElitesSection(_Section):
+    """``[search.map_elites]``: the behaviour descriptors naming a kernel's cell."""
+
+    descriptors: list[Literal[tuple(DESCRIPTORS)]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(DEFAULT_DESCRIPTORS), min_length=1)
+
+    @field_validator("descriptors")
+    @classmethod
+    def _each_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a descriptor more than once")
+        return value
+
+
 class SearchSection(_Section):
     lineages: int = Field(4, ge=1, le=1024)
     # Several kernel languages in one population: lineage i searches languages[i % n], each from
@@ -75,6 +90,12 @@ class SearchSection(_Section):
     migration_interval: int = Field(4, ge=1)  # a lineage receives migrants every N steps
     migration_count: int = Field(2, ge=1)
     migration_topology: Literal["ring", "all", "random"] = "ring"
+    # How the population keeps, selects and shares kernels (search/strategies/).
+    strategy: Literal[STRATEGIES] = "islands"  # type: ignore[valid-type]
+    island_size: int = Field(8, ge=1)  # kernels each lineage's island keeps (islands)
+    map_elites: MapElitesSection = Field(default_factory=MapElitesSection)
+    # Source similarity at or above which a coder's candidate is not judged; 0: off.
+    novelty: float = Field(0.0, ge=0.0, lt=1.0)
     max_repairs: int = Field(2, ge=0)  # fixes of a failed coder candidate before moving on
     tester: bool = True  # the agent's tester adds checks (size 1, odd sizes, large values)
     # After the search, the best kernels are judged again and the best median is reported (a

@@ -28,6 +28,7 @@ from kernelswarm.search import (
     Check,
     Evaluation,
     Migration,
+    Population,
     Record,
     Roles,
     RunInfo,
@@ -186,6 +187,7 @@ class PreparedRun:
             migration=Migration(search.migration_interval, search.migration_count,
                                 search.migration_topology, config.run.seed,
                                 config.languages if len(config.languages) > 1 else ()),
+            population=population_of(config),
             max_repairs=search.max_repairs, max_workers=max_workers,
             deadline=None if search.wall_time_s is None else self.started + search.wall_time_s,
             # a restarted tracker rebuilds itself from what the run folder holds
@@ -193,6 +195,16 @@ class PreparedRun:
 
     def users_file(self, evaluation: Evaluation) -> Evaluation:
         return naming_the_users_file(evaluation, self.task, self.start)
+
+
+def population_of(config: Config) -> Population:
+    """The search strategy and its settings as the configuration gives them (the strategy's own
+    settings are its ``[search.<strategy>]`` table, where it has one)."""
+    search = config.search
+    own = getattr(search, search.strategy, None)
+    return Population(strategy=search.strategy, elites=search.elites,
+                      island_size=search.island_size, novelty=search.novelty,
+                      options=own.model_dump() if own is not None else {})
 
 
 def _earlier_wall_s(run_dir: Path, history: list[Record]) -> float:

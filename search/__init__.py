@@ -1,6 +1,6 @@
 """Pure model and algorithms of kernelswarm: no Ray, no network, no GPU."""
 
-from .archive import TOPOLOGIES, Archive, Island, Migration, source_family
+from .archive import Archive, source_family
 from .archive_languages import LanguageScales, start_scale
 from .budget import Budget, Spent
 from .candidate import Candidate, Origin, candidate_id
@@ -23,6 +23,7 @@ from .language_spec import (
     spec_for_suffix,
 )
 from .lineage import Lineage, study_key
+from .population import TOPOLOGIES, Migration, Population
 from .roles import (
     ADOPT,
     BOUNDS,
@@ -49,6 +50,7 @@ from .roles import (
 )
 from .sink import Record, RunInfo, RunSummary, Sink
 from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
+from .strategies import STRATEGIES, Rejection, Strategy, make_strategy
 from .tracker import Tracker
 from .tuning import KnobStudy, KnobTuner, journal_storage
 from .withheld import Withheld
@@ -57,7 +59,7 @@ __all__ = [
     "ADOPT", "BOUNDS", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
     "STOP", "TOPOLOGIES", "TUNE", "Check", "Migration", "Spent", "Tester", "Usage",
     "source_family", "Analyst", "Archive", "Attempt", "Budget",
-    "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Facts", "Feedback", "Island",
+    "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Facts", "Feedback",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
     "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "study_key", "load_task",
@@ -65,5 +67,6 @@ __all__ = [
     "TrackerPort", "Via", "Withheld",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
     "language_spec", "source_suffix", "spec_for_suffix", "Confirmation", "Confirmed", "choose",
-    "median_evaluation", "LanguageScales", "start_scale",
+    "median_evaluation", "LanguageScales", "start_scale", "Population", "STRATEGIES", "Rejection",
+    "Strategy", "make_strategy",
 ]

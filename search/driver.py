@@ -4,7 +4,8 @@
 passes the in-process ``Tracker`` and ``Evaluator``; the Ray actors of ``kernelswarm.cluster``
 pass adapters that forward each call to an actor; ``kernelswarm tune`` judges its trials with it.
 
-- ``TrackerPort``: claims, recorded verdicts, migrants, records. ``search.Tracker`` is one.
+- ``TrackerPort``: claims, recorded verdicts, migrants, novelty, records. ``search.Tracker`` is
+  one.
 - ``Evaluator`` (``search.evaluator``): ``compile`` where the driver runs, ``evaluate`` wherever
   the workers are.
 - ``Clock``: monotonic time and sleep, so waiting for another lineage's claim is testable
@@ -24,6 +25,7 @@ from .candidate import Candidate
 from .evaluation import Evaluation
 from .evaluator import Evaluator
 from .lineage import Lineage
+from .strategies import Rejection
 
 # How long a lineage waits for another's verdict on the same kernel before evaluating it itself
 # (the other may have died); long enough for a compile plus a queued evaluation.
@@ -64,6 +66,10 @@ class TrackerPort(Protocol):
 
     def migrants(self, lineage: int, step: int) -> list[Member]:
         """Elites for ``lineage`` at ``step`` (none unless it is a migration step)."""
+        ...
+
+    def novel(self, candidate: Candidate) -> Rejection | None:
+        """Why ``candidate`` is not to be judged (too close to a judged kernel), or None."""
         ...
 
 
@@ -174,9 +180,14 @@ class Driver:
         migrants = self.tracker.migrants(lineage.lineage, lineage.step)
         if migrants:
             lineage.receive(migrants)
-        candidate = lineage.propose()
-        if candidate is None:
-            return False
+        while True:  # a candidate too close to a judged kernel is not judged; the next one is
+            candidate = lineage.propose()
+            if candidate is None:
+                return False
+            rejection = self.tracker.novel(candidate)
+            if rejection is None:
+                break
+            lineage.reject(candidate, rejection.message)
         judged = self.judge(candidate)
         try:
             lineage.observe(candidate, judged.evaluation, judged.worker_s)

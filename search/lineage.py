@@ -48,6 +48,8 @@ from .tuning import KnobTuner
 
 MAX_REPLANS = 8  # plans in a row that yield nothing new before the lineage gives up
 MEMORY_ROOF = 0.85  # a memory-bound kernel this close to the roofline moves on to compute
+MAX_REJECTIONS = 8  # candidates in a row not judged (novelty rejection) before it gives up
+NOT_NOVEL = "NOT_NOVEL"  # an attempt's status: not judged, too close to a judged kernel
 
 
 def study_key(candidate: Candidate) -> str:
@@ -102,6 +104,8 @@ class Lineage:
         self.migrants: tuple[tuple[Candidate, Evaluation], ...] = ()
         self._failed: tuple[Candidate, Evaluation, int] | None = None  # being repaired
         self._tried: set[str] = {start.id}
+        self.rejected = 0  # candidates not judged: too close to a judged kernel
+        self._rejected_in_row = 0
         self._pending: dict[str, _Pending] = {}
 
     @property
@@ -216,6 +220,22 @@ class Lineage:
             return None, _Pending(plan)
         return dataclasses.replace(child, lineage=self.lineage), _Pending(plan)
 
+    def reject(self, candidate: Candidate, reason: str) -> None:
+        """A candidate this lineage proposed will not be judged (novelty rejection): the
+        attempt is noted, and the lineage stops after ``MAX_REJECTIONS`` in a row."""
+        pending = self._pending.pop(candidate.id, None)
+        move = pending.plan.move if pending is not None else candidate.origin.move
+        self.rejected += 1
+        self._rejected_in_row += 1
+        self.history.append(Attempt(self.step, move, candidate.id, NOT_NOVEL, 0.0, reason))
+        if pending is not None and pending.study is not None:
+            self.tuner.tell(pending.study, pending.trial, None)
+        if self._failed is not None and pending is not None and pending.repair:
+            self._failed = None  # its repair was rejected: the planner takes over
+        if self._rejected_in_row >= MAX_REJECTIONS:
+            self.stop_reason = (f"no novel candidate in {MAX_REJECTIONS} proposals in a row "
+                                f"(novelty rejection)")
+
     def replay(self, candidate: Candidate, evaluation: Evaluation) -> None:
         """Re-apply a verdict recorded before a resume (the tuner's journal already holds it)."""
         self._tried.add(candidate.id)
@@ -233,6 +253,7 @@ class Lineage:
         pending = self._pending.pop(candidate.id, _Pending(Plan(candidate.origin.move or "external")))
         self.step += 1
         self.evaluated += 1
+        self._rejected_in_row = 0
         self.gpu_s += evaluation.eval_s if worker_s is None else worker_s
         if pending.study is not None:
             self.tuner.tell(pending.study, pending.trial, evaluation.speedup if evaluation.ok else None)

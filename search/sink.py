@@ -53,6 +53,8 @@ class RunSummary:
     diversity: float = 0.0
     migrations: int = 0  # kernels moved between islands
     reused: int = 0  # verdicts reused for an identical compiled binary
+    strategy: str = "islands"  # the search strategy (search/strategies/)
+    rejected: int = 0  # candidates not judged: too close to a judged kernel (novelty)
 
 
 class Sink(ABC):

@@ -9,10 +9,12 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .archive import Archive, Member, Migration
+from .archive import Archive, Member
 from .candidate import Candidate
 from .evaluation import Evaluation
+from .population import Migration, Population
 from .sink import Record, RunInfo, RunSummary, Sink
+from .strategies import Rejection, Strategy, make_strategy
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +36,25 @@ class Tracker:
     and MLflow), the summary (console, summary.json, MLflow) all read it. A resumed run's tracker
     starts from the recorded history: its wall time, counts and reused verdicts cover the whole
     run.
+
+    The population's rules are the ``strategy``'s (search/strategies/, chosen by
+    ``population.strategy``); ``elites`` and ``migration``, where given, replace those of
+    ``population``.
     """
 
-    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int = 8,
-                 history: Sequence[Record] = (), migration: Migration | None = None) -> None:
+    def __init__(self, run: RunInfo, sinks: list[Sink], elites: int | None = None,
+                 history: Sequence[Record] = (), migration: Migration | None = None,
+                 population: Population | None = None) -> None:
         self.run = run
-        self.archive = Archive(elites=elites)
-        self.migration = migration or Migration()
+        population = population or Population()
+        if elites is not None:
+            population = dataclasses.replace(population, elites=elites)
+        if migration is not None:
+            population = dataclasses.replace(population, migration=migration)
+        self.population = population
+        self.migration = population.migration
+        self.archive = Archive(elites=population.elites)
+        self.strategy: Strategy = make_strategy(population, self.archive)
         self.reused = 0
         self.records: list[Record] = []
         self._lineage_best: dict[int, tuple[Candidate, Evaluation]] = {}
@@ -60,7 +74,7 @@ class Tracker:
         self._writing = False
         self.durable_count = len(history)  # records with seq below this are in durable sinks
         for record in history:  # a resumed run: already in the sinks, so not written again
-            self.archive.add(record.candidate, record.evaluation)
+            self._keep(record.candidate, record.evaluation)
             self._note_lineage_best(record.lineage, record.candidate, record.evaluation)
             self.reused += bool(record.evaluation.metrics.get(REUSED_FROM))
             self.records.append(record)
@@ -136,11 +150,37 @@ class Tracker:
         if not self.migration.due(step):
             return []
         with self._lock:
-            return self.archive.migrate(lineage, self.migration, step)
+            return self.strategy.share(lineage, step)
+
+    def restore_migrants(self, lineage: int, members: list[Member]) -> None:
+        """Kernels handed to ``lineage`` before a restart, back on its side (see the Ray
+        tracker actor, which logs them)."""
+        with self._lock:
+            self.strategy.restored(lineage, members)
+
+    def novel(self, candidate: Candidate) -> Rejection | None:
+        """Why ``candidate`` is not to be judged (novelty rejection: too close to a judged
+        kernel; counted in the summary), or None: judge it."""
+        with self._lock:
+            return self.strategy.admit(candidate)
 
     def diversity(self) -> float:
         with self._lock:
-            return self.archive.diversity()
+            return self.strategy.diversity()
+
+    def measure(self, member: Member) -> float:
+        """A kernel's speedup over the reference starting kernel (comparable across languages)."""
+        return self.archive.measure(member)
+
+    def figures(self) -> dict[str, object]:
+        """The strategy's name and its own figures, novelty rejections included."""
+        with self._lock:
+            return {"strategy": self.strategy.name, **self.strategy.figures(),
+                    "rejected": len(self.strategy.novelty.rejected)}
+
+    def _keep(self, candidate: Candidate, evaluation: Evaluation) -> None:
+        self.archive.add(candidate, evaluation)
+        self.strategy.add(candidate, evaluation)
 
     def record(self, lineage: int, step: int, candidate: Candidate, evaluation: Evaluation) -> Record:
         """Store one evaluation; returns the record once durable sinks hold it."""
@@ -154,7 +194,7 @@ class Tracker:
         ``flush`` has run (``durable_count > record.seq``). ``record`` is the two together."""
         with self._lock:
             self._claimed.discard(candidate.id)
-            self.archive.add(candidate, evaluation)
+            self._keep(candidate, evaluation)
             lineage_best = self._note_lineage_best(lineage, candidate, evaluation)
             best = self.archive.best
             record = Record(
@@ -164,7 +204,7 @@ class Tracker:
                 # over the reference starting kernel: comparable across languages
                 global_best=self.archive.measure(best) if best else 0.0,
                 wall_s=time.monotonic() - self._started, timestamp=time.time(),
-                diversity=self.archive.diversity())
+                diversity=self.strategy.diversity())
             self.records.append(record)
             self._unwritten.append(record)
         return record
@@ -230,8 +270,9 @@ class Tracker:
         lineage_best = {i: best for i, best in self._lineage_best.items() if i >= 0}
         best = best if override_best else self.archive.best
         return RunSummary(stop_reason, len(self.records), best, lineage_best,
-                          time.monotonic() - self._started, self.archive.diversity(),
-                          len(self.archive.migrations), self.reused)
+                          time.monotonic() - self._started, self.strategy.diversity(),
+                          len(self.strategy.shared), self.reused, self.strategy.name,
+                          len(self.strategy.novelty.rejected))
 
     def locations(self) -> list[str]:
         """Where each sink's output can be found (as each sink describes it)."""

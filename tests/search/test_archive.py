@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.search import (
-    Archive,
     Candidate,
     Evaluation,
     Migration,
@@ -15,6 +14,8 @@ from kernelswarm.search import (
     Tracker,
     source_family,
 )
+
+from tests.search.islands_archive import IslandsArchive
 
 
 def _kernel(lineage: int, name: str, knob: int = 1) -> Candidate:
@@ -28,8 +29,8 @@ def _ok(candidate: Candidate, speedup: float, binary: str = "") -> Evaluation:
         resources={"binary": binary} if binary else {})
 
 
-def _filled(n_lineages: int = 3) -> Archive:
-    archive = Archive(elites=3, island_size=4)
+def _filled(n_lineages: int = 3) -> IslandsArchive:
+    archive = IslandsArchive(elites=3, island_size=4)
     for lineage in range(n_lineages):
         for i, speedup in enumerate((1.1, 1.5, 1.2)):
             k = _kernel(lineage, f"l{lineage}-k{i}")
@@ -55,7 +56,7 @@ def test_a_kernel_is_not_sent_twice_and_unseen_families_come_first():
     second = archive.migrate(0, migration, 2)
     assert first[0][0].id != second[0][0].id
     # a knob variant of a family lineage 0 already holds ranks after a new family
-    archive2 = Archive()
+    archive2 = IslandsArchive()
     own = _kernel(0, "shared")
     archive2.add(own, _ok(own, 1.0))
     twin = _kernel(1, "shared", knob=2)  # same source, other knob: same family
@@ -75,7 +76,7 @@ def test_random_topology_is_reproducible_with_the_seed():
 
 
 def test_the_global_best_survives_any_number_of_later_elites():
-    archive = Archive(elites=2)
+    archive = IslandsArchive(elites=2)
     best = _kernel(0, "best")
     archive.add(best, _ok(best, 9.0))
     for i in range(50):

@@ -7,12 +7,15 @@ from __future__ import annotations
 import random
 
 from kernelswarm.search import Candidate, Evaluation, ShapeResult, Status
-from kernelswarm.search.archive import Archive, Migration, source_family
+from kernelswarm.search import Migration
+from kernelswarm.search.archive import source_family
+
+from tests.search.islands_archive import IslandsArchive
 
 LINEAGES, FAMILIES, RECORDS = 6, 5, 600
 
 
-def _counted_afresh(archive: Archive) -> float:
+def _counted_afresh(archive: IslandsArchive) -> float:
     bests = [archive.lineage_best(i) for i in archive.islands if i >= 0]
     bests = [b for b in bests if b is not None]
     return len({source_family(c) for c, _ in bests}) / len(bests) if bests else 0.0
@@ -20,7 +23,7 @@ def _counted_afresh(archive: Archive) -> float:
 
 def test_diversity_kept_up_to_date_equals_diversity_counted_afresh():
     rng = random.Random(1)
-    archive = Archive(elites=4, island_size=3)
+    archive = IslandsArchive(elites=4, island_size=3)
     seen = set()
     for n in range(RECORDS):
         lineage = rng.randrange(-1, LINEAGES)  # -1: a starting kernel's record

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.search import (
-    Archive,
     Candidate,
     Confirmation,
     Confirmed,
@@ -20,6 +19,8 @@ from kernelswarm.search import (
 )
 
 SHAPES = ("n=1", "n=2")
+
+from tests.search.islands_archive import IslandsArchive
 
 
 def _kernel(language: str, lineage: int, name: str) -> Candidate:
@@ -38,10 +39,10 @@ def _timed(candidate: Candidate, times_us: tuple[float, ...], speedup: float = 1
         for s, t in zip(SHAPES, times_us, strict=True)))
 
 
-def _archive(**kwargs) -> Archive:
+def _archive(**kwargs) -> IslandsArchive:
     """cpp's starting kernel takes 10 µs a shape, triton's 40 µs: a triton kernel must be more
     than 4x faster than its own start to beat the cpp start."""
-    archive = Archive(**kwargs)
+    archive = IslandsArchive(**kwargs)
     for language, us in (("cpp", 10.0), ("triton", 40.0)):
         start = _start(language)
         archive.add(start, _timed(start, (us, us)))

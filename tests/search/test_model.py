@@ -7,7 +7,6 @@ import math
 import pytest
 
 from kernelswarm.search import (
-    Archive,
     Candidate,
     Evaluation,
     Origin,
@@ -18,6 +17,8 @@ from kernelswarm.search import (
     Status,
     Tracker,
 )
+
+from tests.search.islands_archive import IslandsArchive
 
 
 def _candidate(source: str = "int f;", lineage: int = 0, **knobs) -> Candidate:
@@ -66,7 +67,7 @@ def test_speedup_is_the_geometric_mean_and_zero_for_failures():
 
 
 def test_archive_deduplicates_and_never_loses_the_global_best():
-    archive = Archive(elites=2, island_size=2)
+    archive = IslandsArchive(elites=2, island_size=2)
     best = _candidate("best", lineage=0)
     archive.add(best, _ok(best, 5.0))
     for i in range(10):
