@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    from .report import ReportError, write_report  # imports matplotlib: only when asked
+    from .report.writer import ReportError, write_report  # imports matplotlib: only when asked
 
     try:
         report = write_report(args.folder)

@@ -217,7 +217,7 @@ def _report(console: Console, run_dir: Path, config: Config) -> None:
     """Write the run's report and log it to the MLflow parent run; a failure is printed, the
     run's results stand without it."""
     try:
-        from .report import log_report, write_report
+        from .report.writer import log_report, write_report
 
         report = write_report(run_dir)
         if config.tracking.mlflow:

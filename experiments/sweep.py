@@ -304,7 +304,7 @@ def _report(folder: Path, config: Config | None, console: Console) -> Path | Non
     """A run's or the sweep's report, logged to the cell's MLflow run; a failure is printed,
     the results stand without it."""
     try:
-        from .report import log_report, write_report
+        from .report.writer import log_report, write_report
 
         report = write_report(folder)
         if config is not None and config.tracking.mlflow:

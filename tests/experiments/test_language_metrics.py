@@ -3,7 +3,7 @@ store on SQLite), beside the overall best the tracker's sink logs."""
 
 from __future__ import annotations
 
-from kernelswarm.experiments.report import log_language_bests
+from kernelswarm.experiments.report.writer import log_language_bests
 from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
 
 

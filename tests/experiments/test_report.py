@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from kernelswarm.experiments.cli import main
-from kernelswarm.experiments.report import (
+from kernelswarm.experiments.report.writer import (
     ReportError,
     confirmation_lines,
     run_description,
@@ -34,8 +34,8 @@ def test_the_report_of_a_run_embeds_its_plots_and_names_the_best_kernel_and_ever
     best = outcome.result.summary.best[0]
     assert best.id in html
     assert "Diff against the starting kernel" in html and "+++ best kernel" in html
-    summary_baselines = outcome.result.start.metrics["baselines"]
-    for name in ["eager", "compile", *summary_baselines.get("skipped", {})]:
+    baselines = outcome.result.start.baselines
+    for name in ["eager", "compile", *baselines.skipped]:
         assert re.search(rf"<td>{re.escape(name)}</td>", html), name
     for plot in ("best_over_time", "shape_times", "roofline", "verdicts"):
         assert (outcome.run_dir / "report" / f"{plot}.svg").read_text().startswith("<svg")

@@ -14,7 +14,7 @@ from typing import Any
 
 from kernelswarm.evaluators.settings import default_cache_dir
 
-from .sinks import read_evaluations
+from ..sinks import read_evaluations
 
 # The verdicts a run can record, in the order the report lists them.
 VERDICTS = ("OK", "INCORRECT", "COMPILE_ERROR", "RUNTIME_ERROR", "TIMEOUT", "REJECTED")

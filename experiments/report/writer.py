@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import report_plots as plots
-from .report_data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
-from .views.speedups import baseline_label
+from ..views.speedups import baseline_label
+from . import plots
+from .data import VERDICTS, ReportError, RunData, is_run_folder, load_run, run_folders
 
 REPORT_FOLDER = "report"
 DESCRIPTION_TAG = "mlflow.note.content"  # what MLflow's UI shows as a run's description
@@ -290,8 +290,8 @@ def log_report(report: Report, run_dir: Path,
                ) -> str:
     """Log the report's files to the run's MLflow parent run (under ``report/``); returns the
     parent run's id, or "" when the run logged nothing to MLflow."""
-    from .sinks.mlflow_runs import find_parent_run
-    from .sinks.mlflow_store import absolute_uri, mlflow_client
+    from ..sinks.mlflow_runs import find_parent_run
+    from ..sinks.mlflow_store import absolute_uri, mlflow_client
 
     config = json.loads((run_dir / "config.json").read_text())
     tracking = config.get("tracking", {})

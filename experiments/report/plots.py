@@ -16,7 +16,7 @@ matplotlib.use("Agg")  # no display, no GUI toolkit: the report is written by a 
 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-from .report_data import VERDICTS, RunData  # noqa: E402
+from .data import VERDICTS, RunData  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
                      "axes.spines.right": False})
