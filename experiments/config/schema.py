@@ -26,15 +26,16 @@ from pydantic import (
 from kernelswarm.search import LANGUAGES, STRATEGIES
 from kernelswarm.search.strategies.map_elites import DEFAULT_DESCRIPTORS, DESCRIPTORS
 
-from .config_errors import describe
+from .errors import describe
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-QUICKSTART = Path(__file__).with_name("quickstart.toml")
-BUILTIN_TASKS = Path(__file__).with_name("tasks")
+# The ready configurations and the built-in tasks live in experiments/ itself.
+QUICKSTART = Path(__file__).parents[1] / "quickstart.toml"
+BUILTIN_TASKS = Path(__file__).parents[1] / "tasks"
 
 
 class ConfigError(ValueError):
