@@ -49,7 +49,7 @@ from kernelswarm.search import (
 
 from .compiler_messages import naming_the_file
 from .config import BUILTIN_TASKS, ConfigError
-from .run_folder import RunFolder, open_run_folder, run_folder_of
+from .run.folder import RunFolder, open_run_folder, run_folder_of
 from .sinks.sources import read_kernel_file
 from .views.speedups import baseline_names, compact_labels, speedup_text
 from .views.table_fit import fit

@@ -82,7 +82,7 @@ def _import(args: argparse.Namespace, console: Console) -> int:
 def _export(args: argparse.Namespace, console: Console) -> int:
     from .config import ConfigError
     from .flashinfer_export import export_solution
-    from .run_folder import open_run_folder
+    from .run.folder import open_run_folder
 
     settings = None
     if args.run:

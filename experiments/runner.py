@@ -23,12 +23,12 @@ from kernelswarm.search.dispatch import read_table
 
 from .config import Config
 from .llm_view import LLMWatch, one_line, spending_table
-from .run_log import LOG_NAME, stderr_to
-from .run_setup import PreparedRun, prepare_run, print_checks, worker_pool
+from .run.log import LOG_NAME, stderr_to
+from .run.prepare import PreparedRun, prepare_run, print_checks, worker_pool
 
 # Re-exported: other modules and tests import these from here.
-from .run_setup import evaluator_settings as evaluator_settings
-from .run_setup import search_budget as search_budget
+from .run.prepare import evaluator_settings as evaluator_settings
+from .run.prepare import search_budget as search_budget
 from .sinks.sources import self_contained_source, source_file_name
 from .views.language_summary import languages_document
 from .views.progress import closing_table, search_view

@@ -1,7 +1,7 @@
 """``kernelswarm sweep``: the cells of a sweep file searched together on one Ray cluster and one
 pool of evaluation workers.
 
-Each cell is a run (run_setup.py) whose folder lies in the sweep folder. Its ``Swarm`` opens a
+Each cell is a run (run/prepare.py) whose folder lies in the sweep folder. Its ``Swarm`` opens a
 cell on the shared ``EvalPool`` (cluster/pool.py), so the pool's workers judge candidates of
 every cell, taking turns between the cells with work (cluster/fair_share.py): no worker idles
 while a cell waits. A cell's search is driven by a thread of this process (its lineages and
@@ -43,8 +43,8 @@ from kernelswarm.search import StartingKernelFailed, TaskError
 
 from .config import Config, ConfigError, validate_config
 from .llm_view import one_line
-from .run_log import stderr_to
-from .run_setup import prepare_run, print_checks, worker_pool
+from .run.log import stderr_to
+from .run.prepare import prepare_run, print_checks, worker_pool
 from .runner import confirm_best, record_failed_start, write_outputs
 from .sweep_config import SweepCell, SweepSpec, cells_from_document
 from .sweep_results import (

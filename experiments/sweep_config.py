@@ -244,7 +244,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
             if config.search.languages:  # and a language it cannot start from, or run on
                 from kernelswarm.search import load_task
 
-                from .run_setup import check_languages
+                from .run.prepare import check_languages
 
                 check_languages(config, load_task(config.task_path(), config.evaluator.device))
         except ConfigError as exc:

@@ -49,8 +49,8 @@ from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
 from .compiler_messages import naming_in
 from .config import Config
-from .resume import restore_records
-from .run_log import LOG_NAME, stderr_to
+from .run.log import LOG_NAME, stderr_to
+from .run.resume import restore_records
 from .runner import evaluator_settings, write_best_kernel
 from .runner import worker_pool as evaluation_workers
 from .sinks import ParquetSink, TrialMLflowSink

@@ -109,14 +109,14 @@ CLUSTER_SCRIPT = textwrap.dedent("""
 DRIVER_SCRIPT = textwrap.dedent("""
     import importlib.util, sys
     import ray
-    from kernelswarm.experiments import run_setup
+    from kernelswarm.experiments.run import prepare
     from kernelswarm.experiments.cli import main
 
     spec = importlib.util.spec_from_file_location("counting_evaluator", sys.argv[1])
     counting = sys.modules["counting_evaluator"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(counting)
     ray.cloudpickle.register_pickle_by_value(counting)
-    run_setup.SandboxEvaluator = counting.CountingEvaluator
+    prepare.SandboxEvaluator = counting.CountingEvaluator
     sys.exit(main(sys.argv[2:]))
 """)
 

@@ -26,7 +26,7 @@ import ray
 from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import ActorTracker, Swarm, SwarmSpec, TrackerActor
 from kernelswarm.experiments.config import SearchSection
-from kernelswarm.experiments.resume import replay_records
+from kernelswarm.experiments.run.resume import replay_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, read_evaluations
 from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
 from kernelswarm.search import (
@@ -203,7 +203,7 @@ _NODE_SCRIPT = textwrap.dedent("""
 
     from kernelswarm.agents import builtin_roles
     from kernelswarm.cluster import Swarm, SwarmSpec
-    from kernelswarm.experiments.resume import replay_records
+    from kernelswarm.experiments.run.resume import replay_records
     from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
     from kernelswarm.search import Budget, Migration, RunInfo, load_task
     from tests.cluster.fault_support import counting_module, settings

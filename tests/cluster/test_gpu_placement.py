@@ -30,7 +30,7 @@ _SCRIPT = textwrap.dedent("""
     from kernelswarm.cluster.pool import EvalPool
     from kernelswarm.evaluators.environment import scrubbed_environment
     from kernelswarm.experiments.config import load_config
-    from kernelswarm.experiments.run_setup import worker_pool
+    from kernelswarm.experiments.run.prepare import worker_pool
 
     cluster = Cluster(initialize_head=True, connect=True,
                       head_node_args={"num_cpus": 4, "num_gpus": 4})

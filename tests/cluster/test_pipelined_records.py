@@ -13,7 +13,7 @@ import pytest
 import ray
 
 from kernelswarm.cluster import ActorTracker, TrackerActor
-from kernelswarm.experiments.resume import replay_records
+from kernelswarm.experiments.run.resume import replay_records
 from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
 from kernelswarm.search import (
     Evaluation,

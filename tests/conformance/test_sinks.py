@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.cluster.sink_actor import ProcessSink
-from kernelswarm.experiments.resume import restore_records
+from kernelswarm.experiments.run.resume import restore_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, TrialMLflowSink, read_evaluations
 from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
 from kernelswarm.search import (

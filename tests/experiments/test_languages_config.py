@@ -82,7 +82,7 @@ def test_an_llm_agents_lineages_are_told_their_own_language():
     from pathlib import Path
 
     from kernelswarm.agents.llm import LLMRoleFactory
-    from kernelswarm.experiments.run_setup import roles_for
+    from kernelswarm.experiments.run.prepare import roles_for
 
     factory = LLMRoleFactory(settings=None, task_path=Path("task"), language="cuda",
                              lineage_of_seed={0: 0, 1: 1})

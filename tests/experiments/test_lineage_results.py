@@ -95,7 +95,7 @@ def test_a_resumed_run_summary_covers_the_whole_run(tmp_path):
     wall_before = history[-1].wall_s
     tracker.close("stopped")
 
-    from kernelswarm.experiments.resume import restore_records
+    from kernelswarm.experiments.run.resume import restore_records
     from kernelswarm.search import Task
 
     class _Task:  # restore_records needs the task's kernel entry and spec only
@@ -130,7 +130,7 @@ def test_a_run_written_before_the_baseline_columns_still_reads(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kernelswarm.experiments.resume import restore_records
+    from kernelswarm.experiments.run.resume import restore_records
     from kernelswarm.experiments.sinks.parquet import SCHEMA, evaluation_rows
     from kernelswarm.search import Record
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.run_setup import evaluator_settings
+from kernelswarm.experiments.run.prepare import evaluator_settings
 
 LLM = ['agent.kind="llm"', 'agent.llm.model="m"', 'agent.llm.base_url="http://127.0.0.1:9/v1"']
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kernelswarm.experiments.cli import main
-from kernelswarm.experiments.resume import ResumeError, restore_records
+from kernelswarm.experiments.run.resume import ResumeError, restore_records
 from kernelswarm.experiments.sinks import ParquetSink
 from kernelswarm.search import Evaluation, Origin, RunInfo, ShapeResult, Status, Tracker, load_task
 from tests.conftest import SILU_TASK

@@ -38,12 +38,12 @@ from kernelswarm.search import (
     load_task,
 )
 
-from .compiler_messages import naming_the_users_file
-from .config import Config, ConfigError
-from .llm_agent import StartUp, ask_tester, configured_roles
-from .llm_view import LLMWatch
+from ..compiler_messages import naming_the_users_file
+from ..config import Config, ConfigError
+from ..llm_agent import StartUp, ask_tester, configured_roles
+from ..llm_view import LLMWatch
+from ..sinks import MLflowSink, ParquetSink
 from .resume import replay_records, restore_records
-from .sinks import MLflowSink, ParquetSink
 
 CHECKS_FILE = "checks.json"  # the tester's extra checks, as EvaluatorSettings.extra_checks holds
 

@@ -17,8 +17,8 @@ from typing import Any
 from kernelswarm.evaluators import EvaluatorSettings
 from kernelswarm.evaluators.timing_protocol import TIMING_FILE, TimingSettings
 
-from .config import Config, ConfigError, load_run_config
-from .sinks import read_evaluations
+from ..config import Config, ConfigError, load_run_config
+from ..sinks import read_evaluations
 
 KERNEL_FOLDERS = ("best", "candidates")
 
@@ -127,7 +127,7 @@ def run_folder_of(file: Path) -> Path | None:
 
 def open_run_folder(path: Path) -> RunFolder:
     """The run folder at ``path`` with its settings; ``ConfigError`` naming what is missing."""
-    from .run_setup import CHECKS_FILE, evaluator_settings
+    from .prepare import CHECKS_FILE, evaluator_settings
 
     path = Path(path).expanduser().resolve()
     config = load_run_config(path)

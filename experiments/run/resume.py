@@ -25,10 +25,10 @@ from kernelswarm.search import (
     source_suffix,
 )
 
-from .config import ConfigError
-from .sinks import read_evaluations
-from .sinks.parquet import CANDIDATES, EVALUATIONS
-from .sinks.sources import read_kernel_file
+from ..config import ConfigError
+from ..sinks import read_evaluations
+from ..sinks.parquet import CANDIDATES, EVALUATIONS
+from ..sinks.sources import read_kernel_file
 
 _SHAPE_COLUMNS = [f for f in ShapeResult.__dataclass_fields__ if f != "shape"]
 _TEXT_COLUMNS = {"best_baseline"}
