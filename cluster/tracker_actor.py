@@ -11,6 +11,7 @@ callers when it died are claimed again by the callers (``ports.ActorTracker``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -39,6 +40,7 @@ from .sink_actor import ProcessSink
 TRACKER_RESTARTS = 20  # restarts of one run's tracker before Ray gives up on it
 RESTARTS_LOG = "tracker_restarts.jsonl"  # one line per restart, in the run folder
 MIGRATIONS_LOG = "migrations.jsonl"  # one line per batch of migrants handed out, synced
+REJECTIONS_LOG = "rejections.jsonl"  # one line per candidate novelty rejection kept from judging
 CLAIMS_LOG = "claims.log"  # "claim <id> <owner>" and "release <id>" lines, in call order
 
 
@@ -88,6 +90,8 @@ class TrackerActor:
         self._migrations = run.run_dir / MIGRATIONS_LOG
         self._migrated: dict[tuple[int, int], list[tuple[Candidate, Evaluation]]] = {}
         self._replay_migrations(records)
+        self._rejections = run.run_dir / REJECTIONS_LOG
+        self._replay_rejections()
         self._claims = self._open_claims(run, restarted)
         self._restarts = self._note_restart(run, restarted, len(records), len(resumed))
 
@@ -173,7 +177,24 @@ class TrackerActor:
         return self._tracker.population
 
     def novel(self, candidate: Candidate) -> Rejection | None:
-        return self._tracker.novel(candidate)
+        """``Tracker.novel``; a rejection is logged in the run folder (what was not judged and
+        why), so a restarted or resumed tracker counts it still."""
+        rejection = self._tracker.novel(candidate)
+        if rejection is not None:
+            with self._rejections.open("a") as out:
+                out.write(json.dumps(dataclasses.asdict(rejection)) + "\n")
+        return rejection
+
+    def _replay_rejections(self) -> None:
+        if not self._rejections.exists():
+            return
+        rejections = []
+        for line in self._rejections.read_text().splitlines():
+            try:
+                rejections.append(Rejection(**json.loads(line)))
+            except (json.JSONDecodeError, TypeError):  # a line torn by a crash
+                continue
+        self._tracker.restore_rejections(rejections)
 
     def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
         return self._tracker.lookup_binary(candidate_id, binary)

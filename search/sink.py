@@ -55,6 +55,9 @@ class RunSummary:
     reused: int = 0  # verdicts reused for an identical compiled binary
     strategy: str = "islands"  # the search strategy (search/strategies/)
     rejected: int = 0  # candidates not judged: too close to a judged kernel (novelty)
+    # The strategy's own figures at the end (Tracker.figures: kept kernels, their families,
+    # cells, migrations, ...), by name.
+    population: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Sink(ABC):

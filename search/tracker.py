@@ -8,8 +8,9 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from .archive import Archive, Member
+from .archive import Archive, Member, source_family
 from .candidate import Candidate
 from .evaluation import Evaluation
 from .population import Migration, Population
@@ -164,6 +165,11 @@ class Tracker:
         with self._lock:
             return self.strategy.admit(candidate)
 
+    def restore_rejections(self, rejections: Sequence[Rejection]) -> None:
+        """Rejections made before a restart or a resume (the Ray tracker actor logs them)."""
+        with self._lock:
+            self.strategy.novelty.rejected.extend(rejections)
+
     def diversity(self) -> float:
         with self._lock:
             return self.strategy.diversity()
@@ -172,11 +178,14 @@ class Tracker:
         """A kernel's speedup over the reference starting kernel (comparable across languages)."""
         return self.archive.measure(member)
 
-    def figures(self) -> dict[str, object]:
-        """The strategy's name and its own figures, novelty rejections included."""
+    def figures(self) -> dict[str, Any]:
+        """The strategy's name and figures: the kernels it keeps and how many source families
+        they are, novelty rejections, and the strategy's own (cells, migrations, ...)."""
         with self._lock:
-            return {"strategy": self.strategy.name, **self.strategy.figures(),
-                    "rejected": len(self.strategy.novelty.rejected)}
+            kept = self.strategy.kept()
+            return {"strategy": self.strategy.name, "kept": len(kept),
+                    "kept_families": len({source_family(c) for c, _ in kept}),
+                    "rejected": len(self.strategy.novelty.rejected), **self.strategy.figures()}
 
     def _keep(self, candidate: Candidate, evaluation: Evaluation) -> None:
         self.archive.add(candidate, evaluation)
@@ -272,7 +281,7 @@ class Tracker:
         return RunSummary(stop_reason, len(self.records), best, lineage_best,
                           time.monotonic() - self._started, self.strategy.diversity(),
                           len(self.strategy.shared), self.reused, self.strategy.name,
-                          len(self.strategy.novelty.rejected))
+                          len(self.strategy.novelty.rejected), self.figures())
 
     def locations(self) -> list[str]:
         """Where each sink's output can be found (as each sink describes it)."""
