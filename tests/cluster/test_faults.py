@@ -25,7 +25,7 @@ import ray
 
 from kernelswarm.agents import builtin_roles
 from kernelswarm.cluster import ActorTracker, Swarm, SwarmSpec, TrackerActor
-from kernelswarm.experiments.config import SearchSection
+from kernelswarm.experiments.config.schema import SearchSection
 from kernelswarm.experiments.run.resume import replay_records
 from kernelswarm.experiments.sinks import MLflowSink, ParquetSink, read_evaluations
 from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
