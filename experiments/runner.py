@@ -21,8 +21,8 @@ from kernelswarm.search import (
 )
 from kernelswarm.search.dispatch import read_table
 
+from .agent.llm_view import LLMWatch, one_line, spending_table
 from .config import Config
-from .llm_view import LLMWatch, one_line, spending_table
 from .run.log import LOG_NAME, stderr_to
 from .run.prepare import PreparedRun, prepare_run, print_checks, worker_pool
 

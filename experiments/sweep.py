@@ -41,8 +41,8 @@ from rich.markup import escape
 from kernelswarm.cluster import EvalPool, Swarm, connect, disconnect
 from kernelswarm.search import StartingKernelFailed, TaskError
 
+from .agent.llm_view import one_line
 from .config import Config, ConfigError, validate_config
-from .llm_view import one_line
 from .run.log import stderr_to
 from .run.prepare import prepare_run, print_checks, worker_pool
 from .runner import confirm_best, record_failed_start, write_outputs

@@ -38,10 +38,10 @@ from kernelswarm.search import (
     load_task,
 )
 
+from ..agent.llm_view import LLMWatch
+from ..agent.roles import StartUp, ask_tester, configured_roles
 from ..compiler_messages import naming_the_users_file
 from ..config import Config, ConfigError
-from ..llm_agent import StartUp, ask_tester, configured_roles
-from ..llm_view import LLMWatch
 from ..sinks import MLflowSink, ParquetSink
 from .resume import replay_records, restore_records
 

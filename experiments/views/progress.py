@@ -15,7 +15,7 @@ from rich.text import Text
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
 
-from ..llm_view import one_line, spending_line
+from ..agent.llm_view import one_line, spending_line
 from .language_summary import language_lines
 from .speedups import (
     baseline_label,
@@ -32,7 +32,7 @@ def _status_line(stats: dict[str, Any], elapsed: float) -> str:
     busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
     line = (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
             f"best {stats.get('best', 0.0):.3f}x  workers busy {busy:.0%}")
-    llm = stats.get("llm") or {}  # the LLM roles' spending and waits (experiments/llm_view.py)
+    llm = stats.get("llm") or {}  # the LLM roles' spending and waits (experiments/agent/llm_view.py)
     waits = "; ".join(f"lineage {n} {text}" for n, text in sorted(llm.get("waiting", {}).items())
                       if n >= 0)
     return line + (f"  {waits}" if waits else "") + (f"\n{spending_line(llm)}" if llm else "")

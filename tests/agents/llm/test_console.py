@@ -23,9 +23,9 @@ from kernelswarm.agents.llm import (
 )
 from kernelswarm.cluster.lineage_runner import LineageResult
 from kernelswarm.cluster.swarm import SwarmResult
+from kernelswarm.experiments.agent.llm_view import LLMWatch, spending_table
+from kernelswarm.experiments.agent.roles import ask_tester
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.llm_agent import ask_tester
-from kernelswarm.experiments.llm_view import LLMWatch, spending_table
 from kernelswarm.experiments.runner import RunOutcome
 from kernelswarm.experiments.views.progress import _status_line, closing_table, progress_table
 from kernelswarm.search import RunSummary, Usage

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernelswarm.experiments.agent.roles import configured_roles, llm_settings
 from kernelswarm.experiments.config import ConfigError, load_config
-from kernelswarm.experiments.llm_agent import configured_roles, llm_settings
 from tests.agents.llm.conftest import KEY_ENV
 
 LLM = ["agent.kind=llm", f'agent.llm={{model="small", api_key_env="{KEY_ENV}"}}']

@@ -26,8 +26,8 @@ from kernelswarm.agents.llm import (
 from kernelswarm.agents.llm.client import read_api_key
 from kernelswarm.search import Check, Roles, Task, Usage, Withheld, load_task
 
-from .config import Config, ConfigError
-from .sinks.llm_trace import TRACE_FOLDER
+from ..config import Config, ConfigError
+from ..sinks.llm_trace import TRACE_FOLDER
 
 
 def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
