@@ -32,6 +32,11 @@ def _status_line(stats: dict[str, Any], elapsed: float) -> str:
     busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
     line = (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
             f"best {stats.get('best', 0.0):.3f}x  workers busy {busy:.0%}")
+    population = stats.get("population") or {}  # the strategy's figures (search/strategies/)
+    if population.get("cells"):
+        line += f"  cells {population['cells']}"
+    if population.get("rejected"):
+        line += f"  not novel {population['rejected']}"
     llm = stats.get("llm") or {}  # the LLM roles' spending and waits (experiments/agent/llm_view.py)
     waits = "; ".join(f"lineage {n} {text}" for n, text in sorted(llm.get("waiting", {}).items())
                       if n >= 0)

@@ -12,7 +12,9 @@ from rich.console import Console
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path, ray_session):
     """(outcome, console text, MLflow URI) of a two-lineage silu_and_mul search through real Ray,
-    g++, the sandbox, Parquet and SQLite MLflow, printed to an 80-column plain (non-tty) log."""
+    g++, the sandbox, Parquet and SQLite MLflow, printed to an 80-column plain (non-tty) log.
+    It searches with MAP-Elites and novelty rejection on (the other runs of the suite use the
+    default islands), so the configuration's strategy keys are exercised end to end."""
     from kernelswarm.experiments.config import load_config
     from kernelswarm.experiments.runner import run
 
@@ -21,6 +23,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path, ray
     config = load_config(None, [
         f'run.out_dir="{folder / "runs"}"', "run.name=small",
         "search.lineages=2", "search.candidates_per_lineage=3", "search.wall_time_s=600",
+        'search.strategy="map_elites"', "search.novelty=0.95",
         f'tracking.mlflow_uri="{uri}"', f'evaluator.cache_dir="{compile_cache}"',
         "timing.budget_s=0.05", "timing.min_repeats=5", "timing.max_repeats=30"])
     console = Console(file=io.StringIO(), width=80)  # a file: not a terminal, like a CI log
