@@ -37,10 +37,10 @@ def run_sweep_command(args: argparse.Namespace, console: Console) -> int:
                           "sweep.json; drop SWEEP.toml and --set")
     if not args.resume and not args.sweep_file:
         raise ConfigError("sweep needs SWEEP.toml, or --resume SWEEP_DIR")
-    from .sweep_config import load_sweep
+    from .sweep.sweep_file import load_sweep
 
     spec = None if args.resume else load_sweep(args.sweep_file, args.overrides)
-    from .sweep import sweep  # imports Ray and MLflow: a bad sweep file is refused before
+    from .sweep.runner import sweep  # imports Ray and MLflow: a bad sweep file is refused before
 
     outcome = sweep(spec, console, resume=Path(args.resume) if args.resume else None,
                     address=args.address)

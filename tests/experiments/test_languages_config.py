@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.experiments.config import ConfigError, load_config, load_run_config
-from kernelswarm.experiments.sweep_config import load_sweep
+from kernelswarm.experiments.sweep.sweep_file import load_sweep
 
 
 def test_lineages_take_the_languages_in_turn_the_first_is_the_reference():

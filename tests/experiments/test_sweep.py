@@ -212,7 +212,7 @@ def test_an_invalid_axis_is_refused_by_name_before_anything_starts(tmp_path, cap
 
 def test_the_ready_gpu_sweep_expands_to_two_tasks_by_two_lineage_counts():
     from kernelswarm.experiments.config import QUICKSTART
-    from kernelswarm.experiments.sweep_config import load_sweep
+    from kernelswarm.experiments.sweep.sweep_file import load_sweep
 
     spec = load_sweep(QUICKSTART.with_name("sweep_gpu.toml"))
     assert [(c.config.task.name, c.config.search.lineages) for c in spec.cells] == [

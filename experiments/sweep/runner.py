@@ -12,7 +12,7 @@ Sweep folder::
     sweep.json           the cells with their whole configurations, the MLflow run's id
     <NN-cell>/           one run folder per cell (summary.json, evaluations/, best/, report/,
                          console.log: what `kernelswarm run` would have printed)
-    cells.parquet        one row per cell (sweep_results.py)
+    cells.parquet        one row per cell (results.py)
     sweep.log            Ray's and MLflow's output
     report/              the sweep's report (a cell table and a plot)
 
@@ -41,22 +41,22 @@ from rich.markup import escape
 from kernelswarm.cluster import EvalPool, Swarm, connect, disconnect
 from kernelswarm.search import StartingKernelFailed, TaskError
 
-from .agent.llm_view import one_line
-from .config import Config, ConfigError, validate_config
-from .run.log import stderr_to
-from .run.prepare import prepare_run, print_checks, worker_pool
-from .runner import confirm_best, record_failed_start, write_outputs
-from .sweep_config import SweepCell, SweepSpec, cells_from_document
-from .sweep_results import (
+from ..agent.llm_view import one_line
+from ..config import Config, ConfigError, validate_config
+from ..run.log import stderr_to
+from ..run.prepare import prepare_run, print_checks, worker_pool
+from ..runner import confirm_best, record_failed_start, write_outputs
+from ..views.progress import LiveView
+from ..views.progress import closing_table as run_closing_table
+from ..views.sweep_view import sweep_line, sweep_table
+from .results import (
     cell_row,
     close_sweep_run,
     closing_table,
     open_sweep_run,
     write_cell_table,
 )
-from .views.progress import LiveView
-from .views.progress import closing_table as run_closing_table
-from .views.sweep_view import sweep_line, sweep_table
+from .sweep_file import SweepCell, SweepSpec, cells_from_document
 
 SWEEP_FILE = "sweep.json"
 SWEEP_LOG = "sweep.log"
@@ -304,7 +304,7 @@ def _report(folder: Path, config: Config | None, console: Console) -> Path | Non
     """A run's or the sweep's report, logged to the cell's MLflow run; a failure is printed,
     the results stand without it."""
     try:
-        from .report.writer import log_report, write_report
+        from ..report.writer import log_report, write_report
 
         report = write_report(folder)
         if config is not None and config.tracking.mlflow:

@@ -48,10 +48,10 @@ import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
-from .sinks import read_evaluations
-from .sweep_config import SweepCell
-from .views.speedups import speedup_text
-from .views.table_fit import fit
+from ..sinks import read_evaluations
+from ..views.speedups import speedup_text
+from ..views.table_fit import fit
+from .sweep_file import SweepCell
 
 CELL_TABLE = "cells.parquet"
 
@@ -166,8 +166,8 @@ def open_sweep_run(tracking_uri: str, experiment: str, name: str, params: Mappin
     """The sweep's MLflow run (created, or ``run_id`` set running again on a resume)."""
     from mlflow.entities import Param
 
-    from .sinks.mlflow_sink import MLflowSink
-    from .sinks.mlflow_store import mlflow_client, param_key, param_value
+    from ..sinks.mlflow_sink import MLflowSink
+    from ..sinks.mlflow_store import mlflow_client, param_key, param_value
 
     sink = MLflowSink(tracking_uri, experiment)
     client = mlflow_client(sink.tracking_uri)
@@ -188,7 +188,7 @@ def close_sweep_run(tracking_uri: str, run_id: str, rows: Sequence[Mapping[str, 
     artifacts, and the run's end."""
     from mlflow.entities import Metric
 
-    from .sinks.mlflow_store import absolute_uri, mlflow_client, param_key
+    from ..sinks.mlflow_store import absolute_uri, mlflow_client, param_key
 
     client = mlflow_client(absolute_uri(tracking_uri))
     millis = int(time.time() * 1000)

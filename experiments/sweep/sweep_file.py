@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import QUICKSTART, Config, ConfigError, apply_overrides, validate_config
+from ..config import QUICKSTART, Config, ConfigError, apply_overrides, validate_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -244,7 +244,7 @@ def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpe
             if config.search.languages:  # and a language it cannot start from, or run on
                 from kernelswarm.search import load_task
 
-                from .run.prepare import check_languages
+                from ..run.prepare import check_languages
 
                 check_languages(config, load_task(config.task_path(), config.evaluator.device))
         except ConfigError as exc:
