@@ -47,18 +47,18 @@ from kernelswarm.search import (
 )
 from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
-from .compiler_messages import naming_in
-from .config import Config
-from .run.log import LOG_NAME, stderr_to
-from .run.resume import restore_records
-from .runner import evaluator_settings, write_best_kernel
-from .runner import worker_pool as evaluation_workers
-from .sinks import ParquetSink, TrialMLflowSink
-from .sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
-from .tune_study import TuneError, open_study
-from .views.progress import LiveView
-from .views.speedups import finite, kernel_figures
-from .views.tune_view import best_table, study_view, trial_outcome
+from ..compiler_messages import naming_in
+from ..config import Config
+from ..run.log import LOG_NAME, stderr_to
+from ..run.resume import restore_records
+from ..runner import evaluator_settings, write_best_kernel
+from ..runner import worker_pool as evaluation_workers
+from ..sinks import ParquetSink, TrialMLflowSink
+from ..sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
+from ..views.progress import LiveView
+from ..views.speedups import finite, kernel_figures
+from ..views.tune_view import best_table, study_view, trial_outcome
+from .study import TuneError, open_study
 
 TUNE_FILE = "tune.json"
 JOURNAL = "optuna.journal"

@@ -8,7 +8,7 @@ from typing import Any
 
 from kernelswarm.search.tuning import KnobStudy, StudyMismatch
 
-from .config import ConfigError
+from ..config import ConfigError
 
 
 class TuneError(ConfigError):
