@@ -9,8 +9,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError
 
-from kernelswarm.search import CompileResult, Evaluation, Evaluator
-from kernelswarm.search import Migration, Rejection
+from kernelswarm.search import CompileResult, Evaluation, Evaluator, Migration, Rejection
 from kernelswarm.search.archive import Member
 from kernelswarm.search.candidate import Candidate
 

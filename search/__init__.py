@@ -49,8 +49,8 @@ from .roles import (
     Usage,
 )
 from .sink import Record, RunInfo, RunSummary, Sink
-from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .strategies import STRATEGIES, Rejection, Strategy, make_strategy
+from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .tracker import Tracker
 from .tuning import KnobStudy, KnobTuner, journal_storage
 from .withheld import Withheld

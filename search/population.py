@@ -60,7 +60,8 @@ class Population:
     - ``island_size``: kernels an island keeps (islands);
     - ``migration``: when lineages are handed kernels, and how many;
     - ``novelty``: source similarity at or above which a coder's candidate is not judged
-      (search/strategies/novelty.py); 0 turns novelty rejection off;
+      (search/strategies/novelty.py); 1.0 rejects only copies that differ in comments and
+      layout; 0 turns novelty rejection off;
     - ``options``: the strategy's own settings, by name.
     """
 
@@ -74,6 +75,6 @@ class Population:
     def __post_init__(self) -> None:
         if self.elites < 1 or self.island_size < 1:
             raise ValueError("Population.elites and Population.island_size must be >= 1")
-        if not 0.0 <= self.novelty < 1.0:
-            raise ValueError(f"Population.novelty is a similarity in [0, 1) (0: off), got "
+        if not 0.0 <= self.novelty <= 1.0:
+            raise ValueError(f"Population.novelty is a similarity in [0, 1] (0: off), got "
                              f"{self.novelty}")

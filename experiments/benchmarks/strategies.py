@@ -34,8 +34,8 @@ from typing import Any
 VARIANTS = {
     "islands": ['search.strategy="islands"'],
     "map_elites": ['search.strategy="map_elites"'],
-    "islands+novelty": ['search.strategy="islands"', "search.novelty=0.95"],
-    "map_elites+novelty": ['search.strategy="map_elites"', "search.novelty=0.95"],
+    "islands+novelty=1": ['search.strategy="islands"', "search.novelty=1.0"],
+    "islands+novelty=0.95": ['search.strategy="islands"', "search.novelty=0.95"],
 }
 
 
@@ -80,9 +80,10 @@ def one_run(variant: str, seed: int, args: argparse.Namespace) -> dict[str, Any]
     from kernelswarm.experiments.config import load_config
     from kernelswarm.experiments.runner import run as run_search
 
+    name = variant.replace("+", "-").replace("=", "")
     overrides = [f"run.seed={seed}", f"run.out_dir={json.dumps(str(args.out))}",
-                 f'run.name="{variant.replace("+", "-")}-s{seed}"', "tracking.mlflow=false",
-                 *VARIANTS[variant], *args.set]
+                 f'run.name="{name}-s{seed}"', "tracking.mlflow=false", *VARIANTS[variant],
+                 *args.set]
     config = load_config(None, overrides)
     began = time.time()
     outcome = run_search(config, Console(stderr=True, quiet=True))

@@ -95,8 +95,9 @@ class SearchSection(_Section):
     strategy: Literal[STRATEGIES] = "islands"  # type: ignore[valid-type]
     island_size: int = Field(8, ge=1)  # kernels each lineage's island keeps (islands)
     map_elites: MapElitesSection = Field(default_factory=MapElitesSection)
-    # Source similarity at or above which a coder's candidate is not judged; 0: off.
-    novelty: float = Field(0.0, ge=0.0, lt=1.0)
+    # Source similarity at or above which a coder's candidate is not judged; 1.0: only copies
+    # that differ in comments and layout; 0: off.
+    novelty: float = Field(0.0, ge=0.0, le=1.0)
     max_repairs: int = Field(2, ge=0)  # fixes of a failed coder candidate before moving on
     tester: bool = True  # the agent's tester adds checks (size 1, odd sizes, large values)
     # After the search, the best kernels are judged again and the best median is reported (a

@@ -57,6 +57,7 @@ class Strategy(ABC):
 
     def restore(self, lineage: int, members: list[Member]) -> None:
         """Kernels handed to ``lineage`` before a restart: hold them as ``select`` did."""
+        del lineage, members  # a strategy that remembers nothing of them needs nothing back
 
     def figures(self) -> dict[str, Any]:
         """The strategy's own figures for progress views and summaries (name -> number)."""

@@ -9,6 +9,12 @@ touches. Two candidates are *too close* when their similarity is at least the th
 are of one language and their knob values are equal (candidates that differ only in knob values
 are the tuner's to tell apart, not this check's).
 
+A threshold of 1.0 rejects only copies: the same token stream with other comments or layout
+(a model that answers with the kernel it was shown, reworded). Below 1.0 it also rejects small
+edits, and in a kernel a small edit can be the whole gain: on the quickstart's C++ kernel (about
+130-180 tokens) a one-line rewrite of the built-in agent (``__restrict__``, an unrolled loop, a
+fast ``expf``) scores 0.93-0.98 against its parent. docs/search.md has the measurement.
+
 Only the coder's new kernels are screened: a repair is meant to stay close to the kernel it
 fixes, a tuning trial is the tuner's choice, a starting kernel or an adopted one is judged
 anyway. ``Novelty.check`` costs one comparison per judged kernel of the language; a few hundred

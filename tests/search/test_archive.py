@@ -14,7 +14,6 @@ from kernelswarm.search import (
     Tracker,
     source_family,
 )
-
 from tests.search.islands_archive import IslandsArchive
 
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import random
 
-from kernelswarm.search import Candidate, Evaluation, ShapeResult, Status
-from kernelswarm.search import Migration
+from kernelswarm.search import Candidate, Evaluation, Migration, ShapeResult, Status
 from kernelswarm.search.archive import source_family
-
 from tests.search.islands_archive import IslandsArchive
 
 LINEAGES, FAMILIES, RECORDS = 6, 5, 600

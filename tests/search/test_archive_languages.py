@@ -17,10 +17,9 @@ from kernelswarm.search import (
     Status,
     choose,
 )
+from tests.search.islands_archive import IslandsArchive
 
 SHAPES = ("n=1", "n=2")
-
-from tests.search.islands_archive import IslandsArchive
 
 
 def _kernel(language: str, lineage: int, name: str) -> Candidate:

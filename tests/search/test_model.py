@@ -17,7 +17,6 @@ from kernelswarm.search import (
     Status,
     Tracker,
 )
-
 from tests.search.islands_archive import IslandsArchive
 
 
