@@ -13,13 +13,13 @@ against these figures: ideal time = max(bytes / copy bandwidth, flops / peak flo
 
 from __future__ import annotations
 
-import math
 import platform
 import re
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..search.measured import MachineFigures  # the figures are a field of Evaluation
 
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
 GPU_COPY_BYTES = 1 << 30
@@ -60,25 +60,6 @@ def last_level_cache_bytes(root: Path = _CACHE_SYSFS) -> int:
         if level > best_level or (level == best_level and size > best_size):
             best_level, best_size = level, size
     return best_size or FALLBACK_LLC_BYTES
-
-
-@dataclass(frozen=True)
-class MachineFigures:
-    """The machine's measured limits, as reported in ``Evaluation.metrics``."""
-
-    device: str
-    llc_bytes: int
-    copy_bandwidth_gbs: float  # bytes read + written per second, / 1e9
-    peak_gflops: float  # float32 matmul on one CPU thread; bf16 matmul on a GPU
-    matmul: str = "float32, one thread"
-    timer_overhead_us: float = math.nan  # GPU: an empty events sample with its synchronize
-    gpu: dict[str, Any] = field(default_factory=dict)  # NVML: clocks, power limit, driver
-
-    def ideal_seconds(self, moved_bytes: float, flops: float) -> float:
-        return max(moved_bytes / (self.copy_bandwidth_gbs * 1e9), flops / (self.peak_gflops * 1e9))
-
-    def as_metrics(self) -> dict[str, float | int | str]:
-        return asdict(self)
 
 
 def _best_seconds(fn, repeats: int) -> float:

@@ -44,9 +44,9 @@ class EvaluatorSettings:
       many calls (launch overhead and the device-wide synchronize amortised over ~4 ms); slower
       ones are timed call by call with CUDA events and an L2 flush before each call. The
       synchronize's host round trip, which every events sample carries, was 13-22 us on a
-      virtualised H100 (``Evaluation.metrics["timer_overhead_us"]``), hence the high default.
+      virtualised H100 (``Evaluation.machine.timer_overhead_us``), hence the high default.
     - ``profile_kernels``: after timing, one call per tuning shape under ``torch.profiler``
-      (kernel names and device times in ``Evaluation.metrics["profile"]``).
+      (kernel names and device times in ``Evaluation.profile.launches``).
     - ``ncu``: also run Nsight Compute on the largest tuning shape (DRAM/SM throughput, occupancy,
       L2 hit rate, top stall reasons), in a child process limited to ``ncu_timeout_s`` that counts
       against ``run_timeout_s``: raise that too when turning it on.

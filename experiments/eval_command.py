@@ -157,13 +157,9 @@ def roofline_bounds(task: Task, evaluation: Evaluation, flushed: bool) -> dict[s
     """Per shape, the limit its roofline fraction is taken against ("memory", "compute", or
     "cache": none, see evaluators/judge/figures.py); empty without the machine's figures."""
     from kernelswarm.evaluators.judge.figures import roofline_bound
-    from kernelswarm.evaluators.machine import MachineFigures
 
-    m = evaluation.metrics
-    try:
-        machine = MachineFigures(str(m["device"]), int(m["llc_bytes"]),
-                                 float(m["copy_bandwidth_gbs"]), float(m["peak_gflops"]))
-    except (KeyError, TypeError, ValueError):
+    machine = evaluation.machine
+    if machine is None:
         return {}
     return {shape.label: roofline_bound(*task.roofline(shape), machine, flushed)
             for shape in task.tuning_shapes}

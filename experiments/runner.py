@@ -80,14 +80,14 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
     if summary.best is not None:
         best_path = write_best_kernel(run_dir, summary.best[0])
     lineage_best = dict(summary.lineage_best)  # the tracker's: the one per-lineage source
-    start_metrics = result.start.metrics if result.start is not None else {}
+    start = result.start
     doc = {
         "stop_reason": summary.stop_reason, "records": summary.records,
         "wall_s": summary.wall_s if wall_s is None else wall_s,
         "search_wall_s": summary.wall_s,  # the tracker's clock, as MLflow logs it
         "timing": {**timing.as_dict(), "regime": timing.regime},
-        "baselines": start_metrics.get("baselines", {"error": start_metrics.get(
-            "baselines_error", "not measured")}),
+        "baselines": start.baselines.as_dict() if start is not None and start.baselines
+        else {"error": "not measured"},
         "best": None if summary.best is None else {
             "candidate_id": summary.best[0].id, "language": summary.best[0].language,
             "lineage": summary.best[0].lineage,  # the lineage that proposed it
@@ -115,7 +115,7 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         "sink_errors": result.sink_errors, "utilisation": result.utilisation,
         "diversity": summary.diversity, "migrations": summary.migrations,
         "reused_verdicts": summary.reused,
-        "extra_checks_dropped": dict(start_metrics.get("extra_checks_dropped", {})),
+        "extra_checks_dropped": dict(start.dropped_checks) if start is not None else {},
         "llm": llm,  # tokens and dollars per role, lineage and in all (null without LLM roles)
     }
     tmp = run_dir / "summary.json.tmp"
@@ -285,16 +285,17 @@ def confirm_best(swarm: Swarm, console: Console, top: int,
 
 def _print_locations(console: Console, outcome: RunOutcome) -> None:
     result = outcome.result
-    dropped = result.start.metrics.get("extra_checks_dropped", {}) if result.start else {}
+    start = result.start
+    dropped = start.dropped_checks if start is not None else {}
     for label, why in dropped.items():
         console.print(f"[yellow]extra check {escape(label)} dropped:[/] {escape(why)}",
                       highlight=False)
-    baselines = result.start.metrics.get("baselines", {}) if result.start else {}
-    for name, why in baselines.get("skipped", {}).items():
+    baselines = start.baselines if start is not None else None
+    for name, why in (baselines.skipped if baselines is not None else {}).items():
         console.print(f"baseline {name} skipped: {why}", highlight=False, markup=False)
-    if result.start is not None and result.start.metrics.get("baselines_error"):
-        console.print(f"[red]baselines not measured:[/] "
-                      f"{escape(result.start.metrics['baselines_error'])}", highlight=False)
+    if baselines is not None and baselines.error:
+        console.print(f"[red]baselines not measured:[/] {escape(baselines.error)}",
+                      highlight=False)
     for lineage in sorted(result.lineages, key=lambda r: r.lineage):
         if lineage.stop_reason and not lineage.error:
             console.print(f"lineage {lineage.lineage} stopped: {one_line(lineage.stop_reason)}",

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .measured import BaselineSource, EvaluationCost, KernelResources, MachineFigures, Profile
+
 
 class Status(str, enum.Enum):
     """Outcome of an evaluation; only ``OK`` carries timings."""
@@ -85,7 +87,18 @@ def speedup_ci(base: tuple[float, float, int], mine: tuple[float, float, int]) -
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The verdict on one candidate: a status, a message a person can act on, and per-shape data."""
+    """The verdict on one candidate: a status, a message a person can act on, and per-shape data.
+
+    Anything a program decides on is a typed field (search/measured.py), filled by the evaluator
+    where it was measured and empty otherwise: ``binary`` (the built binary's content hash:
+    candidates with the same one share a verdict), ``kernel_resources`` (registers, spills, per
+    kernel), ``machine`` (the roofline's figures), ``baselines`` (where the baselines came from),
+    ``dropped_checks`` (extra checks the starting kernel fails, label -> why), ``profile``
+    (torch.profiler launches, Nsight Compute counters), ``cost`` (where the evaluation's time
+    went) and ``reused_from`` (set by the tracker: the candidate whose verdict this is).
+    ``resources`` and ``metrics`` are free-form detail for display and logs (launch geometry,
+    timing settings and details, isolation levels, ...): read by no program by key.
+    """
 
     candidate_id: str
     status: Status
@@ -96,6 +109,14 @@ class Evaluation:
     device: str = ""
     resources: Mapping[str, Any] = field(default_factory=dict)
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    binary: str = ""
+    kernel_resources: tuple[KernelResources, ...] = ()
+    machine: MachineFigures | None = None
+    baselines: BaselineSource | None = None
+    dropped_checks: Mapping[str, str] = field(default_factory=dict)
+    profile: Profile | None = None
+    cost: EvaluationCost | None = None
+    reused_from: str = ""
 
     @property
     def ok(self) -> bool:

@@ -64,14 +64,9 @@ def _timing_facts(evaluation: Evaluation) -> dict[str, Any]:
 
 
 def _resource_facts(evaluation: Evaluation) -> dict[str, Any]:
-    kernels = evaluation.resources.get("kernels") if evaluation.resources else None
-    if not isinstance(kernels, dict) or not kernels:
-        return {}
-    entries = [k for k in kernels.values() if isinstance(k, dict)]
-    registers = [k["registers"] for k in entries if isinstance(k.get("registers"), int)]
-    spills = [k.get("spill_store_bytes", 0) + k.get("spill_load_bytes", 0) for k in entries
-              if isinstance(k.get("spill_store_bytes", 0), int)
-              and isinstance(k.get("spill_load_bytes", 0), int)]
+    kernels = evaluation.kernel_resources
+    registers = [k.registers for k in kernels if k.registers is not None]
+    spills = [k.spill_bytes for k in kernels if k.spill_bytes is not None]
     facts: dict[str, Any] = {}
     if registers:
         facts["registers"] = max(registers)

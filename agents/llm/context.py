@@ -10,10 +10,11 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from kernelswarm.search import SPECS, Attempt, Candidate, Evaluation, Feedback, LineageView, Task
+from kernelswarm.search.measured import NCU_COUNTERS, KernelResources, Profile
 
 ELITE_SOURCE_CHARS = 4000
 LOG_CHARS = 3000
@@ -96,24 +97,49 @@ def profile_section(evaluation: Evaluation | None) -> str:
                      f"| {_fmt(s.roofline_fraction)} |")
     if evaluation.resources:
         lines.append(f"Resources: {json.dumps(dict(evaluation.resources), default=str)}")
-    profiled = {k: evaluation.metrics[k] for k in ("ncu", "profile") if k in evaluation.metrics}
-    if profiled:
-        lines.append("Profiler metrics: "
-                     + _cut(json.dumps(profiled, default=str), METRICS_CHARS))
+    lines += [_kernel_resources_line(k) for k in evaluation.kernel_resources]
+    if evaluation.profile is not None:
+        lines.append(_cut(_profile_text(evaluation.profile), METRICS_CHARS))
+    return "\n".join(lines)
+
+
+def _kernel_resources_line(k: KernelResources) -> str:
+    figures = [f"{_fmt(v)} {what}" for v, what in (
+        (k.registers, "registers per thread"), (k.spill_bytes, "bytes spilled"),
+        (k.static_shared_bytes, "bytes of static shared memory"),
+        (k.local_bytes_per_thread, "bytes of local memory per thread")) if v is not None]
+    return f"Kernel `{k.kernel}`: {', '.join(figures) or 'no resources reported'}."
+
+
+def _profile_text(profile: Profile) -> str:
+    """The kernels each shape launched (torch.profiler) and Nsight Compute's counters."""
+    lines = []
+    for shape, launched in profile.launches.items():
+        kernels = "; ".join(f"`{k.kernel}` x{k.calls} {_fmt(k.device_us)} us" for k in launched)
+        lines.append(f"Launched on {shape}: {kernels or 'no kernel'}.")
+    if profile.ncu_error:
+        lines.append(f"Nsight Compute failed: {profile.ncu_error}")
+    for k in profile.ncu:
+        counters = ", ".join(f"{name} {_fmt(getattr(k, name))}" for name in NCU_COUNTERS
+                             if getattr(k, name) is not None)
+        stalls = ", ".join(f"{reason} {_fmt(cycles)}" for reason, cycles in k.top_stalls)
+        lines.append(f"Nsight Compute on {profile.ncu_shape}, `{k.kernel}`: {counters}"
+                     + (f"; top stalls (cycles per issue): {stalls}" if stalls else "") + ".")
     return "\n".join(lines)
 
 
 def machine_section(evaluations: Iterable[Evaluation | None]) -> str:
     """The device the kernels are timed on, from the figures an evaluation carries."""
     for evaluation in evaluations:
-        metrics: Mapping[str, Any] = evaluation.metrics if evaluation is not None else {}
-        if "copy_bandwidth_gbs" in metrics:
-            return (f"Device: {metrics.get('device', evaluation.device)}; last-level cache "
-                    f"(L2 on a GPU) {int(metrics.get('llc_bytes', 0)) / 2**20:.1f} MiB; copy "
-                    f"bandwidth {_fmt(metrics['copy_bandwidth_gbs'])} GB/s; peak "
-                    f"{_fmt(metrics.get('peak_gflops', math.nan))} GFLOP/s "
-                    f"({metrics.get('matmul', 'matmul')}).")
-        if evaluation is not None and evaluation.device:
+        if evaluation is None:
+            continue
+        m = evaluation.machine
+        if m is not None:
+            return (f"Device: {m.device or evaluation.device}; last-level cache (L2 on a GPU) "
+                    f"{m.llc_bytes / 2**20:.1f} MiB; copy bandwidth "
+                    f"{_fmt(m.copy_bandwidth_gbs)} GB/s; peak {_fmt(m.peak_gflops)} GFLOP/s "
+                    f"({m.matmul or 'matmul'}).")
+        if evaluation.device:
             return f"Device: {evaluation.device}."
     return "Device: not known yet."
 

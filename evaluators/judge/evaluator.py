@@ -31,6 +31,7 @@ import torch
 from ...search.candidate import Candidate
 from ...search.evaluation import Evaluation, ShapeResult, Status
 from ...search.evaluator import CompileResult, Evaluator
+from ...search.measured import EvaluationCost, Profile, kernel_resources
 from ...search.task import load_task
 from ..compile_cache import Build, CompileCache
 from ..device_arena import arena_refusal
@@ -161,16 +162,17 @@ class SandboxEvaluator(Evaluator):
         began = time.perf_counter()
         runner = spares.take()
         phases["runner_wait"] = time.perf_counter() - began
+        # "binary" also stays in resources until search/archive.py reads Evaluation.binary
         common = {"compile_s": build.result.seconds,
                   "resources": {"artifact_bytes": build.artifact.stat().st_size,
                                 "binary": build.result.binary},
-                  "metrics": {**self._metrics(calibration), "phase_s": phases,
-                              "runner_start_s": runner.ready_s,
-                              "runner_started_as": runner.started_as}}
+                  "metrics": self._metrics(calibration), "kernel_resources": (),
+                  "profile": None}
         trial = Trial(runner, self.settings.run_timeout_s)
-        common["metrics"]["request_s"] = trial.request_s
-        common["metrics"]["arena"] = (runner.arena.kind if not arena_refusal(self.settings.device)
-                                      else f"host ({arena_refusal(self.settings.device)})")
+        refusal = arena_refusal(self.settings.device)
+        cost = {"phase_s": phases, "request_s": trial.request_s, "runner_start_s": runner.ready_s,
+                "runner_started_as": runner.started_as,
+                "arena": runner.arena.kind if not refusal else f"host ({refusal})"}
         try:
             status, message, shapes = self._run(candidate, build, spec, trial, calibration,
                                                 references, spares, phases, common)
@@ -182,7 +184,12 @@ class SandboxEvaluator(Evaluator):
             message += f"\nthe runner could not be stopped: {runner.unkillable}"
         return Evaluation(candidate_id=candidate.id, status=status, message=message,
                           shapes=shapes, compile_s=common["compile_s"], device=self._device,
-                          resources=common["resources"], metrics=common["metrics"])
+                          resources=common["resources"], metrics=common["metrics"],
+                          binary=build.result.binary or "", machine=calibration.machine,
+                          baselines=calibration.baselines.source(),
+                          dropped_checks=dict(calibration.dropped_checks),
+                          kernel_resources=common["kernel_resources"],
+                          profile=common["profile"], cost=EvaluationCost(**cost))
 
     def _run(self, candidate: Candidate, build: Build, spec: dict[str, Any], trial: Trial,
              calibration: Calibration, references: References, spares: Spares,
@@ -288,7 +295,8 @@ class SandboxEvaluator(Evaluator):
         reply = trial.ask({"type": "resources"}, "resources")
         trial.call_problem(reply, "while reading the kernel's resources", "")
         resources = field(reply, "resources", dict)
-        common["resources"].update({str(k): v for k, v in resources.items()})
+        common["kernel_resources"] = kernel_resources(resources.get("kernels"))
+        common["resources"].update({str(k): v for k, v in resources.items() if k != "kernels"})
         if not s.device.startswith("cuda"):
             return
         if self.language.host_code or s.profile_kernels:
@@ -303,9 +311,12 @@ class SandboxEvaluator(Evaluator):
                 if finding:
                     raise CandidateFault(Status.REJECTED, finding)
             if s.profile_kernels:
-                common["metrics"]["profile"] = kernels
+                common["profile"] = Profile.parse(launches=kernels)
         if s.ncu:
-            common["metrics"]["ncu"] = self._ncu(target, resources)
+            ncu = Profile.parse(ncu=self._ncu(target, resources))
+            common["profile"] = ncu if common["profile"] is None else \
+                replace(common["profile"], ncu_shape=ncu.ncu_shape, ncu=ncu.ncu,
+                        ncu_error=ncu.ncu_error)
 
     def _ncu(self, target: dict[str, Any], resources: dict[str, Any]) -> dict[str, Any]:
         """Nsight Compute on the largest tuning shape: ``ncu`` started from here on a child
@@ -324,7 +335,7 @@ class SandboxEvaluator(Evaluator):
 
     def _metrics(self, calibration: Calibration) -> dict[str, Any]:
         s = self.settings
-        return {**asdict(calibration.machine), "flush_bytes": calibration.flush_bytes,
+        return {"flush_bytes": calibration.flush_bytes,
                 "calibration": "read from the cache" if calibration.cached else "measured",
                 "flush_cache": s.flush_cache, "warmup": s.warmup, "min_repeats": s.min_repeats,
                 "max_repeats": s.max_repeats, "target_rel_se": s.target_rel_se,
@@ -332,8 +343,7 @@ class SandboxEvaluator(Evaluator):
                 "check_heldout": s.check_heldout, "torch_threads": 1,
                 "extra_checks": [dict(c["shape"]) | {"scale": c["scale"]}
                                  for c in s.extra_checks],
-                "extra_checks_dropped": dict(calibration.dropped_checks),
-                "roofline_margin": ROOFLINE_MARGIN, **calibration.baselines.metrics()}
+                "roofline_margin": ROOFLINE_MARGIN}
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...search.evaluation import ShapeResult, Status, speedup_ci
+from ...search.measured import BaselineSource
 from ...search.task import Shape, Task
 from ..baselines import (
     COMPILE,
@@ -45,14 +46,14 @@ class Baselines:
     table: BaselineTable | None = None
     error: str = ""
 
-    def metrics(self) -> dict[str, Any]:
-        """What an evaluation's metrics say of the baselines: where and what was measured, what
-        was skipped and why (or why there are none)."""
+    def source(self) -> BaselineSource:
+        """Where the baselines came from, for ``Evaluation.baselines``: the table's device, key,
+        what was skipped and why (or why there are none)."""
         if self.table is None:
-            return {"baselines_error": self.error}
+            return BaselineSource(error=self.error)
         t = self.table
-        return {"baselines": {"device": t.device, "key": t.key, "cached": t.cached,
-                              "skipped": dict(t.skipped), "versions": dict(t.versions)}}
+        return BaselineSource(device=t.device, key=t.key, cached=t.cached,
+                              skipped=dict(t.skipped), versions=dict(t.versions))
 
 
 @dataclass(frozen=True)

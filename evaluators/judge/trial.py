@@ -81,7 +81,7 @@ class Trial:
         self.where = "before the first shape"
         self.shape = ""
         # seconds waited on the runner, per request ("call", "time.batch", ...): with the
-        # phases, where an evaluation's time went (Evaluation.metrics["request_s"])
+        # phases, where an evaluation's time went (Evaluation.cost.request_s)
         self.request_s: dict[str, float] = {}
 
     def at(self, where: str, shape: str = "") -> None:

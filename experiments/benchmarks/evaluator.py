@@ -28,6 +28,7 @@ from typing import Any
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import Candidate, Evaluation, Status
+from kernelswarm.search.stored_form import stored_detail
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
 COMPILE_TARGET_S = 0.5
@@ -134,7 +135,7 @@ def bench_ncu(task: Path, settings: EvaluatorSettings) -> dict[str, Any]:
         candidate = variants(evaluator.start_candidate, 1, "ncu")[0]
         evaluation = evaluator.evaluate(candidate)
     return {"status": evaluation.status.value, "eval_s": evaluation.eval_s,
-            "ncu": evaluation.metrics.get("ncu")}
+            "ncu": evaluation.profile.stored_ncu() if evaluation.profile else None}
 
 
 def _row(name: str, value: str, target: str = "", ok: bool | None = None) -> str:
@@ -195,12 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     results["compile"] = bench_compile(task, settings, args.compiles)
     stream = bench_stream(task, settings, args.variants, "stream")
     start: Evaluation = stream.pop("start")
-    machine = start.metrics
-    results.update(device=start.device, machine_bandwidth_gbs=machine["copy_bandwidth_gbs"],
-                   machine_tflops=machine["peak_gflops"] / 1e3,
-                   timer_overhead_us=machine["timer_overhead_us"], gpu=machine.get("gpu"),
-                   start_timing=machine.get("timing"), start_resources=dict(start.resources),
-                   start_profile=machine.get("profile"), stream=stream)
+    machine = start.machine
+    assert machine is not None, "the starting kernel was judged: the machine was measured"
+    resources, _ = stored_detail(start)
+    results.update(device=start.device, machine_bandwidth_gbs=machine.copy_bandwidth_gbs,
+                   machine_tflops=machine.peak_gflops / 1e3,
+                   timer_overhead_us=machine.timer_overhead_us, gpu=machine.gpu,
+                   start_timing=start.metrics.get("timing"), start_resources=resources,
+                   start_profile=start.profile.stored_launches() if start.profile else None,
+                   stream=stream)
     results["start_shapes"] = {s.shape: {"time_us": s.time_us, "iqr_us": s.time_spread_us,
                                          "samples": s.samples, "eager_us": s.eager_time_us,
                                          "roofline": s.roofline_fraction} for s in start.shapes}

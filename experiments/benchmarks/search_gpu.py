@@ -35,6 +35,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kernelswarm.search.measured import EvaluationCost
+
 LARGE_US = 10.0
 COMPILE_TOLERANCE = 0.97  # "no shape more than 3% slower than torch.compile"
 
@@ -154,10 +156,10 @@ def _median_phases(records: list[dict[str, Any]]) -> dict[str, float]:
     seconds over the records that reached it."""
     seen: dict[str, list[float]] = {"compile": [float(r["compile_s"] or 0) for r in records]}
     for r in records:
-        metrics = json.loads(r["metrics"] or "{}")
-        for prefix, key in (("", "phase_s"), ("request.", "request_s")):
-            for name, value in (metrics.get(key) or {}).items():
-                seen.setdefault(prefix + name, []).append(float(value))
+        cost = EvaluationCost.parse(json.loads(r["metrics"] or "{}"))  # the stored form
+        for prefix, figures in (("", cost.phase_s), ("request.", cost.request_s)):
+            for name, value in figures.items():
+                seen.setdefault(prefix + name, []).append(value)
     return {name: round(sorted(v)[len(v) // 2], 3) for name, v in seen.items() if v}
 
 

@@ -24,6 +24,7 @@ from kernelswarm.search import (
     load_task,
     source_suffix,
 )
+from kernelswarm.search.stored_form import typed_detail
 
 from ..config import ConfigError
 from ..sinks import read_evaluations
@@ -96,8 +97,8 @@ def restore_records(run_dir: Path, task: Task) -> list[Record]:
         evaluation = Evaluation(candidate.id, Status(first["status"]), first["message"],
                                 shapes=shapes, compile_s=first["compile_s"],
                                 eval_s=first["eval_s"], device=first["device"],
-                                resources=_json_object(first.get("resources")),
-                                metrics=_json_object(first.get("metrics")))
+                                **typed_detail(_json_object(first.get("resources")),
+                                               _json_object(first.get("metrics"))))
         records.append(Record(seq=seq, lineage=int(first["lineage"]), step=int(first["step"]),
                               candidate=candidate, evaluation=evaluation,
                               lineage_best=first["lineage_best"], global_best=first["global_best"],

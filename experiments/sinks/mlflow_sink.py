@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink, Usage
+from kernelswarm.search.stored_form import stored_detail
 
 from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
 from .mlflow_layout import SteadyMetrics, parent_run_name, previewable, run_tags, shape_table
@@ -103,8 +104,9 @@ def profile_metrics(evaluation: Evaluation) -> dict[str, float]:
             for key, item in value.items():
                 walk(f"{prefix}.{key}", item, depth + 1)
 
-    walk("resource", dict(evaluation.resources), 0)
-    walk("profile", dict(evaluation.metrics), 0)
+    resources, metrics = stored_detail(evaluation)  # the names these metrics always had
+    walk("resource", resources, 0)
+    walk("profile", metrics, 0)
     clean = {_METRIC_KEY.sub("_", k)[:250]: v for k, v in out.items() if math.isfinite(v)}
     return dict(list(clean.items())[:MAX_PROFILE_METRICS])
 

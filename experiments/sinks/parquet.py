@@ -75,6 +75,9 @@ speedup_vs_*_ci            float64            half-width of the speedup's 95% co
 =========================  =================  ===============================================
 
 Files written before a column existed read it as null (``read_evaluations`` fills it).
+``resources`` and ``metrics`` hold ``Evaluation``'s free-form maps with its typed fields (machine,
+baselines, kernel resources, profile, cost, ...) under the keys they had before they were fields
+(kernelswarm.search.measured: ``stored_detail`` writes them, ``typed_detail`` reads them back).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from kernelswarm.search import Record, RunInfo, RunSummary, ShapeResult, Sink
+from kernelswarm.search.stored_form import stored_detail
 
 from .sources import self_contained_source, source_file_name
 
@@ -161,6 +165,7 @@ SCHEMA = pa.schema(_RECORD_FIELDS + _SHAPE_FIELDS)
 def evaluation_rows(run_id: str, record: Record) -> list[dict[str, Any]]:
     """The rows one record contributes: one per shape, or one with an empty shape if none."""
     candidate, evaluation = record.candidate, record.evaluation
+    resources, metrics = stored_detail(evaluation)  # typed fields under their old keys
     common: dict[str, Any] = {
         "run_id": run_id,
         "seq": record.seq,
@@ -188,8 +193,8 @@ def evaluation_rows(run_id: str, record: Record) -> list[dict[str, Any]]:
         "wall_s": record.wall_s,
         "timestamp": record.timestamp,
         "diversity": record.diversity,
-        "resources": json.dumps(dict(evaluation.resources), sort_keys=True, default=str),
-        "metrics": json.dumps(dict(evaluation.metrics), sort_keys=True, default=str),
+        "resources": json.dumps(resources, sort_keys=True, default=str),
+        "metrics": json.dumps(metrics, sort_keys=True, default=str),
     }
     if not evaluation.shapes:
         return [{**common, "shape": ""}]  # per-shape columns left null: nothing was measured

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from kernelswarm.agents import RuleAnalyst
 from kernelswarm.agents.builtin.analyst import MESSAGE_CHARS
@@ -75,3 +76,22 @@ def test_shapes_behind_torch_compile_are_named_only_where_it_was_measured():
     feedback = RuleAnalyst().analyse(KERNEL, unmeasured)
     assert feedback.facts.behind_compile == ()
     assert "torch.compile" not in feedback.summary
+
+
+def test_registers_and_spills_come_from_the_kernel_resources_of_a_stored_record():
+    # a record written before kernel resources were a field reads into them, and the planner's
+    # facts follow
+    from kernelswarm.search.measured import KernelResources
+    from kernelswarm.search.stored_form import typed_detail
+    from tests.search.old_records import OLD_METRICS, OLD_RESOURCES
+
+    stored = Evaluation(KERNEL.id, Status.OK, "", shapes=(_timed("tokens=1", 2.0, 1.0, 0.5),),
+                        **typed_detail(OLD_RESOURCES, OLD_METRICS))
+    facts = RuleAnalyst().analyse(KERNEL, stored).facts
+    assert facts.registers == 32 and facts.spill_bytes == 12
+    two = Evaluation(KERNEL.id, Status.OK, "", shapes=stored.shapes, kernel_resources=(
+        KernelResources("a", registers=64), KernelResources("b", registers=40, spill_store_bytes=16)))
+    facts = RuleAnalyst().analyse(KERNEL, two).facts
+    assert facts.registers == 64 and facts.spill_bytes == 16
+    unreported = RuleAnalyst().analyse(KERNEL, replace(two, kernel_resources=())).facts
+    assert unreported.registers is None and unreported.spill_bytes is None

@@ -69,7 +69,7 @@ class _Replay(Evaluator):
         assert known is not None, f"the replayed search proposed a new candidate {candidate.id}"
         return CompileResult(candidate.id, ok=known.status is not Status.COMPILE_ERROR,
                              seconds=0.0, log=known.message,
-                             binary=str(known.resources.get("binary", "")))
+                             binary=known.binary)
 
     def evaluate(self, candidate):
         return REPLAY[candidate.id]

@@ -56,6 +56,6 @@ def test_a_check_the_starting_kernel_cannot_pass_is_dropped_and_said_so(compile_
         ev.close()
     assert evaluation.status is Status.OK, evaluation.message
     assert "1 extra checks" in evaluation.message
-    dropped = evaluation.metrics["extra_checks_dropped"]
+    dropped = evaluation.dropped_checks
     assert list(dropped) == ["d=-5,dtype=float32,tokens=2"]
     assert "the task cannot run it" in dropped["d=-5,dtype=float32,tokens=2"]

@@ -153,7 +153,7 @@ def test_a_forked_runner_gets_the_same_isolation_and_no_socket(evaluator, start)
     evaluation = evaluator.evaluate(start)
     assert evaluation.status is Status.OK, evaluation.message
     assert isinstance(evaluator._spares.spare.process, TemplateChild)
-    assert evaluation.metrics["runner_started_as"] == "forked from the runner template"
+    assert evaluation.cost.runner_started_as == "forked from the runner template"
     assert evaluation.metrics["isolation_sockets_closed"] == "0"  # the template's is not there
     if {"pid", "net", "ipc", "mount"} <= set(launcher().namespaces):
         assert evaluation.metrics["isolation_namespaces"].startswith("pid,net,ipc,mount")

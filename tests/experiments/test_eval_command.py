@@ -112,14 +112,15 @@ def test_the_roofline_is_stated_against_the_bound_of_the_shapes_regime(tmp_path)
     from kernelswarm.experiments.eval_command import evaluation_table, roofline_bounds
     from kernelswarm.experiments.task_commands import scaffold_task
     from kernelswarm.search import Evaluation, ShapeResult, Status, load_task
+    from kernelswarm.search.measured import MachineFigures
 
     task = load_task(scaffold_task("my_op", tmp_path), "cpu")
     moved = [task.roofline(s)[0] for s in task.tuning_shapes]
-    machine = {"device": "cpu", "copy_bandwidth_gbs": 10.0, "peak_gflops": 50.0,
-               "llc_bytes": int(sorted(moved)[1])}  # the two smaller shapes fit in the cache
+    machine = MachineFigures(device="cpu", copy_bandwidth_gbs=10.0, peak_gflops=50.0,
+                             llc_bytes=int(sorted(moved)[1]))  # the two smaller shapes fit
     shapes = tuple(ShapeResult(s.label, correct=True, time_us=1.0, roofline_fraction=1.447)
                    for s in task.tuning_shapes)
-    evaluation = Evaluation("c", Status.OK, "ok", shapes=shapes, metrics=machine)
+    evaluation = Evaluation("c", Status.OK, "ok", shapes=shapes, machine=machine)
     cold = roofline_bounds(task, evaluation, flushed=True)
     warm = roofline_bounds(task, evaluation, flushed=False)
     assert set(cold.values()) == {"memory"}  # an elementwise op: bandwidth bound

@@ -60,3 +60,32 @@ def test_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["run", "--resume", str(tmp_path)]) == 2
     assert "not a kernelswarm run folder" in capsys.readouterr().out
     assert main(["run", "quick.toml", "--resume", str(tmp_path)]) == 2
+
+def test_typed_figures_and_a_record_written_the_old_way_come_back(tmp_path):
+    # ``old`` carries its figures in resources/metrics as runs before the typed fields wrote
+    # them; ``new`` in the fields: both are stored alike and read back into the fields
+    from dataclasses import replace
+
+    from kernelswarm.search.stored_form import typed_detail
+    from tests.search.old_records import OLD_METRICS, OLD_RESOURCES
+
+    task = load_task(SILU_TASK)
+    start = task.starting_candidate("cpp")
+    shape = ShapeResult("d=8,dtype=float32,tokens=1", correct=True, time_us=2.0)
+    old = Evaluation(start.id, Status.OK, "start", shapes=(shape,), resources=OLD_RESOURCES,
+                     metrics=OLD_METRICS)
+    tuned = start.derive(source=start.source + "\n// tuned\n", lineage=0,
+                         origin=Origin(role="coder"))
+    new = Evaluation(tuned.id, Status.OK, "fine", shapes=(shape,),
+                     **typed_detail(OLD_RESOURCES, OLD_METRICS))
+    assert new.machine is not None and "copy_bandwidth_gbs" not in new.metrics
+    tracker = Tracker(RunInfo("r", "t", tmp_path, "silu_and_mul", "cpp", 1), [ParquetSink()])
+    tracker.record(-1, 0, start, old)
+    tracker.record(0, 1, tuned, new)
+    tracker.close("stopped")
+    restored = [replace(r.evaluation, shapes=()) for r in restore_records(tmp_path, task)]
+    new = replace(new, shapes=())  # NaN figures: compared by the tests above
+    assert restored[0] == replace(new, candidate_id=start.id, message="start")
+    assert restored[1] == new
+    assert restored[1].profile.ncu[0].dram_throughput_pct == 81.0
+    assert restored[1].kernel_resources[0].registers == 32

@@ -41,6 +41,7 @@ from kernelswarm.search import (
     Status,
     Tracker,
 )
+from kernelswarm.search.stored_form import stored_detail
 
 SHAPES = ("d=4096,n=64", "d=4096,n=1024")
 LONG_NOTE = "x" * 7000  # longer than MLflow accepts for a param value
@@ -216,7 +217,7 @@ def test_parquet_holds_one_row_per_shape_equal_to_what_was_recorded(sqlite_logge
                   "lineage_best": r.lineage_best, "global_best": r.global_best,
                   "compile_s": e.compile_s, "eval_s": e.eval_s, "device": "cpu",
                   "wall_s": r.wall_s, "timestamp": r.timestamp, "diversity": r.diversity,
-                  "resources": dict(e.resources), "metrics": dict(e.metrics)}
+                  **dict(zip(("resources", "metrics"), stored_detail(e), strict=True))}
         for s in sorted(e.shapes, key=lambda s: s.shape):
             expected.append({**common, **asdict(s)})
         if not e.shapes:  # nothing was measured: an empty shape, and no per-shape figures

@@ -26,14 +26,14 @@ def test_the_starting_kernel_is_ok_timed_profiled_and_near_one(cuda_evaluator, c
                                              for s in evaluation.shapes]
     assert evaluation.device.startswith("cuda: ")
     # tensors stayed on the device, exchanged with a runner forked from the template
-    assert evaluation.metrics["arena"] == "device"
-    assert evaluation.metrics["runner_started_as"] == "forked from the runner template"
-    kernels = evaluation.resources["kernels"]
-    assert kernels["silu_and_mul_bf16"]["registers"] > 0
-    assert kernels["silu_and_mul_bf16"]["spill_store_bytes"] == 0
+    assert evaluation.cost.arena == "device"
+    assert evaluation.cost.runner_started_as == "forked from the runner template"
+    kernels = {k.kernel: k for k in evaluation.kernel_resources}
+    assert kernels["silu_and_mul_bf16"].registers > 0
+    assert kernels["silu_and_mul_bf16"].spill_store_bytes == 0
     assert {tuple(launch["block"]) for launch in evaluation.resources["launches"]} == {(256, 1, 1)}
-    profile = evaluation.metrics["profile"]
-    assert any(row["kernel"] == "silu_and_mul_bf16" for rows in profile.values() for row in rows)
+    launches = evaluation.profile.launches
+    assert any(k.kernel == "silu_and_mul_bf16" for rows in launches.values() for k in rows)
     assert {t["mode"] for t in evaluation.metrics["timing"].values()} <= {"graph", "events"}
 
 

@@ -1,0 +1,81 @@
+"""An evaluation's stored form: its typed figures (search/measured.py) under the keys of the
+``resources`` and ``metrics`` maps they had before they were fields.
+
+``stored_detail`` writes it (the Parquet columns ``resources``/``metrics``, MLflow's
+``resource.*``/``profile.*`` metrics) and ``typed_detail`` reads it back, so the files of runs
+written before the fields existed read the same as new ones, and older versions read new files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, fields
+from typing import Any
+
+from .evaluation import Evaluation
+from .measured import (
+    BaselineSource,
+    EvaluationCost,
+    MachineFigures,
+    Profile,
+    kernel_resources,
+    strings,
+)
+
+_MACHINE_KEYS = tuple(f.name for f in fields(MachineFigures))
+_COST_KEYS = tuple(f.name for f in fields(EvaluationCost))
+# Read into fields and also left in the free-form maps: search/archive.py and search/tracker.py
+# read these keys until they switch to ``Evaluation.binary`` / ``Evaluation.reused_from``.
+_ALSO_FREE_FORM = {"binary", "reused_from"}
+_TYPED_RESOURCES = {"binary", "kernels"}
+_TYPED_METRICS = {*_MACHINE_KEYS, *_COST_KEYS, "baselines", "baselines_error",
+                  "extra_checks_dropped", "profile", "ncu", "reused_from"}
+
+
+def stored_detail(evaluation: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(resources, metrics)`` as stored: the free-form maps with each typed field under the
+    key it had before it was a field."""
+    e = evaluation
+    resources = dict(e.resources)
+    if e.binary:
+        resources["binary"] = e.binary
+    if e.kernel_resources:
+        resources["kernels"] = {k.kernel: k.as_dict() for k in e.kernel_resources}
+    metrics = dict(e.metrics)
+    if e.machine is not None:
+        metrics.update(e.machine.as_metrics())
+    if e.baselines is not None:
+        metrics.update({"baselines_error": e.baselines.error} if e.baselines.error
+                       else {"baselines": e.baselines.as_dict()})
+    if e.dropped_checks:
+        metrics["extra_checks_dropped"] = dict(e.dropped_checks)
+    if e.profile is not None:
+        if e.profile.launches:
+            metrics["profile"] = e.profile.stored_launches()
+        if e.profile.ncu_shape or e.profile.ncu or e.profile.ncu_error:
+            metrics["ncu"] = e.profile.stored_ncu()
+    if e.cost is not None:
+        metrics.update({k: (dict(v) if isinstance(v, Mapping) else v)
+                        for k, v in asdict(e.cost).items()})
+    if e.reused_from:
+        metrics["reused_from"] = e.reused_from
+    return resources, metrics
+
+
+def typed_detail(resources: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``Evaluation``'s keyword arguments from the stored ``(resources, metrics)`` of any
+    version: the typed fields parsed from their keys, the rest left free-form."""
+    return {
+        "binary": str(resources.get("binary") or ""),
+        "kernel_resources": kernel_resources(resources.get("kernels")),
+        "machine": MachineFigures.parse(metrics),
+        "baselines": BaselineSource.parse(metrics.get("baselines"), metrics.get("baselines_error")),
+        "dropped_checks": strings(metrics.get("extra_checks_dropped")),
+        "profile": Profile.parse(metrics.get("profile"), metrics.get("ncu")),
+        "cost": EvaluationCost.parse(metrics) if any(k in metrics for k in _COST_KEYS) else None,
+        "reused_from": str(metrics.get("reused_from") or ""),
+        "resources": {k: v for k, v in resources.items()
+                      if k not in _TYPED_RESOURCES or k in _ALSO_FREE_FORM},
+        "metrics": {k: v for k, v in metrics.items()
+                    if k not in _TYPED_METRICS or k in _ALSO_FREE_FORM},
+    }
