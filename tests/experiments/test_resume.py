@@ -61,6 +61,7 @@ def test_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert "not a kernelswarm run folder" in capsys.readouterr().out
     assert main(["run", "quick.toml", "--resume", str(tmp_path)]) == 2
 
+
 def test_typed_figures_and_a_record_written_the_old_way_come_back(tmp_path):
     # ``old`` carries its figures in resources/metrics as runs before the typed fields wrote
     # them; ``new`` in the fields: both are stored alike and read back into the fields
