@@ -36,6 +36,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 # The ready configurations and the built-in tasks live in experiments/ itself.
 QUICKSTART = Path(__file__).parents[1] / "quickstart.toml"
 BUILTIN_TASKS = Path(__file__).parents[1] / "tasks"
+TUNE_DEFAULTS = Path(__file__).parents[1] / "tune.toml"  # kernelswarm tune without --config
 
 
 class ConfigError(ValueError):

@@ -110,7 +110,7 @@ DRIVER_SCRIPT = textwrap.dedent("""
     import importlib.util, sys
     import ray
     from kernelswarm.experiments.run import prepare
-    from kernelswarm.experiments.cli import main
+    from kernelswarm.experiments.commands.cli import main
 
     spec = importlib.util.spec_from_file_location("counting_evaluator", sys.argv[1])
     counting = sys.modules["counting_evaluator"] = importlib.util.module_from_spec(spec)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 _SCRIPT = textwrap.dedent("""
     import json, sys
     from ray.cluster_utils import Cluster
-    from kernelswarm.experiments.cli import main
+    from kernelswarm.experiments.commands.cli import main
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)

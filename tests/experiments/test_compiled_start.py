@@ -11,7 +11,7 @@ import pytest
 
 from kernelswarm.evaluators import CACHE_ENV, EvaluatorSettings, SandboxEvaluator
 from kernelswarm.evaluators.inductor_start import generate_start
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.compiled_start import start_from_compile
 from kernelswarm.experiments.kernelbench import import_problem
 from kernelswarm.search import Status, TaskError, load_task

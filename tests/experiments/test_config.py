@@ -79,8 +79,8 @@ def test_unknown_task_lists_the_builtin_ones(tmp_path):
 def test_cli_reports_a_bad_config_and_exits_2(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[search]\nlineagez = 3\n")
-    proc = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "run", str(bad)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.commands.cli", "run",
+                           str(bad)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2
     assert f"{bad}: invalid configuration" in proc.stdout
     assert "search.lineagez: unknown key" in proc.stdout

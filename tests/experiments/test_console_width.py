@@ -94,7 +94,7 @@ def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_c
 def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
         silu_task_copy, monkeypatch):
     import kernelswarm.experiments.runner as runner
-    from kernelswarm.experiments.cli import main
+    from kernelswarm.experiments.commands.cli import main
 
     seen = {}
 

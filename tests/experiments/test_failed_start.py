@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.task_commands import scaffold_task
 
 pytestmark = pytest.mark.slow

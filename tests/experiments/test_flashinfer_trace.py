@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.flashinfer_export import export_solution
 from kernelswarm.experiments.flashinfer_trace import import_definition
 from kernelswarm.experiments.task_commands import check_task

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.kernelbench import import_problem, problem_shapes, read_problem
 from kernelswarm.search import Status, TaskError
 

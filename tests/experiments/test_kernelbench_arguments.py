@@ -142,7 +142,7 @@ def test_size_expressions_are_read_and_follow_what_they_are_computed_from(tmp_pa
 
 
 def test_large_sizes_are_shrunk_for_the_cpu_and_kept_for_the_gpu(tmp_path, capsys):
-    from kernelswarm.experiments.cli import main
+    from kernelswarm.experiments.commands.cli import main
 
     dest = tmp_path / "matmul"
     assert main(["tasks", "import-kernelbench", str(_write(tmp_path, "mm", MATMUL)),

@@ -131,7 +131,7 @@ def test_a_sweep_submitted_as_a_ray_job_runs_on_the_head_it_was_submitted_to(
             assert time.monotonic() < deadline, f"no dashboard at {url}"
             time.sleep(1)
         # The entrypoint, as a user writes it: the sweep file by path on the head.
-        entrypoint = [sys.executable, "-m", "kernelswarm.experiments.cli", "sweep",
+        entrypoint = [sys.executable, "-m", "kernelswarm.experiments.commands.cli", "sweep",
                       str(tmp_path / "grid.toml")]
         submit_env = {**env, "PATH": f"{os.path.dirname(sys.executable)}:{env.get('PATH', '')}"}
         # The job server answers before the head's agent that runs jobs has registered; until

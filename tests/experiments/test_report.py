@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.report.writer import (
     ReportError,
     confirmation_lines,

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 def _eval(args: list[str], cache, cwd) -> dict:
     env = {**os.environ, "KERNELSWARM_CACHE": str(cache)}
-    done = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "eval", *args,
-                           "--json"], cwd=cwd, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "kernelswarm.experiments.commands.cli", "eval",
+                           *args, "--json"], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)

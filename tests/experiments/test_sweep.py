@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.sinks import read_evaluations
 
 SWEEP = """
@@ -49,7 +49,7 @@ _SCRIPT = textwrap.dedent("""
     import json, shutil, sys
     from pathlib import Path
     from ray.cluster_utils import Cluster
-    from kernelswarm.experiments.cli import main
+    from kernelswarm.experiments.commands.cli import main
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
     out, sweep_file = Path(sys.argv[1]), sys.argv[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.config import BUILTIN_TASKS
 from kernelswarm.experiments.task_commands import check_task, list_tasks, scaffold_task
 from kernelswarm.search import TaskError, load_task

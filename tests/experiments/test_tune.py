@@ -14,7 +14,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.sinks import read_evaluations
 from kernelswarm.experiments.sinks.sources import read_kernel_file
 from kernelswarm.search import journal_storage
@@ -102,7 +102,7 @@ _TWO_NODES = textwrap.dedent("""
     import json, sys
     import ray
     from ray.cluster_utils import Cluster
-    from kernelswarm.experiments.cli import main
+    from kernelswarm.experiments.commands.cli import main
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)

@@ -13,7 +13,7 @@ import pytest
 
 from kernelswarm.agents.llm import LoopbackServer, Reply, always
 from kernelswarm.cluster import Swarm
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from tests.agents.llm import answers
 from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL, PRICE
 

@@ -13,11 +13,11 @@ from rich.markup import escape
 
 from kernelswarm.search import StartingKernelFailed, TaskError
 
-from .config import ConfigError, load_config, load_run_config
-from .eval_command import add_eval_parser, run_eval_command
-from .sweep_command import add_sweep_parser, run_sweep_command
-from .task_commands import add_tasks_parser, run_tasks_command
-from .tune_command import add_tune_parser, run_tune_command
+from ..config import ConfigError, load_config, load_run_config
+from ..eval_command import add_eval_parser, run_eval_command
+from ..task_commands import add_tasks_parser, run_tasks_command
+from .sweep import add_sweep_parser, run_sweep_command
+from .tune import add_tune_parser, run_tune_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    from .report.writer import ReportError, write_report  # imports matplotlib: only when asked
+    from ..report.writer import ReportError, write_report  # imports matplotlib: only when asked
 
     try:
         report = write_report(args.folder)
@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                           "(use --set to change settings)")
     resume = Path(args.resume) if args.resume else None
     config = load_run_config(resume, overrides) if resume else load_config(args.config, overrides)
-    from .runner import run  # imports Ray and MLflow; keep --help and config errors fast
+    from ..runner import run  # imports Ray and MLflow; keep --help and config errors fast
 
     outcome = run(config, console, resume=resume)
     if outcome.failure is not None:  # the reason is the last line a user or a script sees

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .config import ConfigError
+from ..config import ConfigError
 
 
 def add_sweep_parser(commands: argparse._SubParsersAction) -> None:
@@ -37,10 +37,10 @@ def run_sweep_command(args: argparse.Namespace, console: Console) -> int:
                           "sweep.json; drop SWEEP.toml and --set")
     if not args.resume and not args.sweep_file:
         raise ConfigError("sweep needs SWEEP.toml, or --resume SWEEP_DIR")
-    from .sweep.sweep_file import load_sweep
+    from ..sweep.sweep_file import load_sweep
 
     spec = None if args.resume else load_sweep(args.sweep_file, args.overrides)
-    from .sweep.runner import sweep  # imports Ray and MLflow: a bad sweep file is refused before
+    from ..sweep.runner import sweep  # imports Ray and MLflow: a bad sweep file is refused before
 
     outcome = sweep(spec, console, resume=Path(args.resume) if args.resume else None,
                     address=args.address)
