@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..search.language_spec import SPECS
 from ..search.task import Shape, Task
 from .inductor_code import (
     ArgKind,
@@ -34,7 +35,6 @@ from .inductor_code import (
     parse_output_code,
 )
 
-LANGUAGE_DEVICES = {"cpp": "cpu", "triton": "cuda"}
 _ARRAY_TYPES = {ctypes.c_int64: "int64_t", ctypes.c_int32: "int32_t",
                 ctypes.c_double: "double", ctypes.c_float: "float"}
 
@@ -106,7 +106,7 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str) -> tupl
         return compile_fx(graph, example_inputs)
 
     # scalar C++ without OpenMP: vector code needs ATen's headers, threads need OpenMP
-    patch = {"cpp.simdlen": 0, "cpp.threads": 1} if language == "cpp" else {}
+    patch = {"cpp.simdlen": 0, "cpp.threads": 1} if inductor_device(language) == "cpu" else {}
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=inductor, fullgraph=True, dynamic=False)
     try:
@@ -133,7 +133,7 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeC
     """One shape's compiled graph and launcher call (see the module docstring)."""
     import torch
 
-    device = LANGUAGE_DEVICES[language]
+    device = inductor_device(language)
     label = Shape.of(shape).label
     inputs = tuple(task.module.make_inputs(dict(shape), 0, device))
     outputs = tuple(task.module.make_outputs(dict(shape), device))
@@ -166,21 +166,54 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeC
     return ShapeCode(label, parsed, tuple(graph_inputs), arguments, dtypes, described, sizes)
 
 
+def inductor_device(language: str) -> str:
+    """The device kind Inductor writes ``language``'s code for (``LanguageSpec.inductor_device``);
+    ``GenerationError`` names the languages a start can be generated in."""
+    spec = SPECS.get(language)
+    if spec is None or spec.inductor_device is None:
+        raise GenerationError(f"language {language!r}: a start can be generated in "
+                              f"{', '.join(_GENERATORS)}")
+    return spec.inductor_device
+
+
+def _cpp_start(task: Task, entry: str, captured: list[ShapeCode]
+               ) -> tuple[str, Mapping[str, tuple[Any, ...]]]:
+    from .inductor_cpp import cpp_start
+
+    argtypes = list(task.kernel("cpp").spec.get("argtypes", ()))
+    return cpp_start(entry, argtypes, captured), {}
+
+
+def _triton_start(task: Task, entry: str, captured: list[ShapeCode]
+                  ) -> tuple[str, Mapping[str, tuple[Any, ...]]]:
+    from .inductor_triton import triton_start
+
+    return triton_start(entry, captured)
+
+
+# One writer per language Inductor writes code in; SPECS says which those are.
+_GENERATORS: dict[str, Callable[[Task, str, list[ShapeCode]],
+                                tuple[str, Mapping[str, tuple[Any, ...]]]]] = {
+    "cpp": _cpp_start, "triton": _triton_start}
+if set(_GENERATORS) != {n for n, s in SPECS.items() if s.inductor_device is not None}:
+    raise AssertionError(f"starts are written in {sorted(_GENERATORS)}, but SPECS says Inductor "
+                      f"writes code in {[n for n, s in SPECS.items() if s.inductor_device]}: "
+                      f"a LanguageSpec.inductor_device without a writer here, or the reverse")
+
+
 def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]],
                    optional: Sequence[Mapping[str, Any]] = ()) -> GeneratedStart:
     """The starting kernel in ``language`` with a version for each of ``shapes`` and of the
     ``optional`` shapes on which the task's own code runs (others are listed in ``skipped``,
     with the error); ``GenerationError`` says why there can be none."""
-    if language not in LANGUAGE_DEVICES:
-        raise GenerationError(f"language {language!r}: a start can be generated in "
-                              f"{', '.join(LANGUAGE_DEVICES)}")
-    if language == "triton":
+    if inductor_device(language) == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            raise GenerationError("a triton start comes from Inductor's CUDA code, which "
-                                  "torch.compile writes only where a GPU is present (none "
-                                  "here); generate it on a GPU machine, or use --language cpp")
+            raise GenerationError(f"a {language} start comes from Inductor's CUDA code, which "
+                                  f"torch.compile writes only where a GPU is present (none "
+                                  f"here); generate it on a GPU machine, or use --language "
+                                  f"cpp")
     entry = task.kernel(language).entry if language in task.kernels else "forward"
     captured = [capture_shape(task, language, shape) for shape in shapes]
     skipped = []
@@ -192,14 +225,6 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
         except Exception as exc:  # the task's make_inputs or reference fails on it
             reason = (str(exc).splitlines() or [""])[0][:160]
             skipped.append(f"{Shape.of(shape).label} ({type(exc).__name__}: {reason})")
-    if language == "cpp":
-        from .inductor_cpp import cpp_start
-
-        argtypes = list(task.kernel("cpp").spec.get("argtypes", ()))
-        source, knobs = cpp_start(entry, argtypes, captured), {}
-    else:
-        from .inductor_triton import triton_start
-
-        source, knobs = triton_start(entry, captured)
+    source, knobs = _GENERATORS[language](task, entry, captured)
     return GeneratedStart(language, source, entry, tuple(s.label for s in captured), knobs,
                           tuple(skipped))

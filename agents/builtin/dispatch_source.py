@@ -9,12 +9,13 @@ The composed file (search/dispatch.py has the table and the rule that picks a ro
   every ``extern "C"`` function renamed ``<name>__route<i>``, ``#undef`` of the knobs and of
   every macro the source defines (so the next copy's ``#ifndef`` defaults see a clean slate),
   ``}``. The source's own ``#ifndef KNOB`` defaults are skipped, since the knob is defined;
-- cpp: the entry point itself, with the source's signature, choosing the route from its size
-  parameters (those named like the task's integer dimensions) by the table's rule, written in
-  C, and calling that route's copy. The library's callers see one function.
-- cuda: no host code: the route's kernels are ``<kernel>__route<i>`` and the evaluator picks the
-  route from the launched shape before the task's launcher runs (``fn.kernel`` and ``fn.knobs``
-  then answer for that route).
+- where the entry point picks the route (``Dispatch.ENTRY_POINT``, cpp): the entry point
+  itself, with the source's signature, choosing the route from its size parameters (those
+  named like the task's integer dimensions) by the table's rule, written in C, and calling that
+  route's copy. The library's callers see one function.
+- where the launch picks it (``Dispatch.LAUNCH``, cuda): no host code: the route's kernels are
+  ``<kernel>__route<i>`` and the evaluator picks the route from the launched shape before the
+  task's launcher runs (``fn.kernel`` and ``fn.knobs`` then answer for that route).
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernelswarm.search.dispatch import DispatchTable, route_symbol
+from kernelswarm.search.language_spec import SPECS, Dispatch
 
 from .clike import extern_c_functions, mask
 from .cuda_source import device_functions
 
-LANGUAGES = ("cpp", "cuda")  # macro languages whose dispatch this module composes
+# The languages whose dispatch kernels this module composes (``LanguageSpec.dispatch``).
+LANGUAGES = tuple(name for name, spec in SPECS.items() if spec.dispatch is not Dispatch.NONE)
 
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$")
 _OPENS = re.compile(r"^[ \t]*#[ \t]*if(def|ndef)?\b")
@@ -70,10 +73,10 @@ def _rename(source: str, names: Sequence[str], index: int) -> str:
 
 
 def _c_linkage_names(source: str, language: str) -> list[str]:
-    """The functions with C linkage, which every route must rename (cuda: ``extern "C"``
-    kernels, read past ``__launch_bounds__``)."""
+    """The functions with C linkage, which every route must rename (a language whose routes are
+    launched, cuda: its ``extern "C"`` kernels, read past ``__launch_bounds__``)."""
     names = {f.name for f in extern_c_functions(source)} - _ATTRIBUTES
-    if language == "cuda":
+    if SPECS[language].dispatch is Dispatch.LAUNCH:
         names |= {f.name for f in device_functions(source) if re.search(r"\bextern\b", f.head)}
     return sorted(names)
 
@@ -155,7 +158,8 @@ def compose(source: str, language: str, entry: str,
         return None
     table = DispatchTable.build(entry, [(dict(s), dict(k)) for s, k in routes])
     params: list[tuple[str, str]] | None = None
-    if language == "cpp":
+    own_entry = SPECS[language].dispatch is Dispatch.ENTRY_POINT  # C picks the route (cpp)
+    if own_entry:
         params = _signature(source, entry)
         if params is None:
             return None
@@ -172,7 +176,7 @@ def compose(source: str, language: str, entry: str,
              "// with the knob values chosen on one tuning shape; a call takes the route of the",
              "// nearest tuning shape in log2 of its sizes.",
              *(f"// {line}" for line in table.describe().split("\n"))]
-    if language == "cpp" and not any("<cmath>" in line for line in includes):
+    if own_entry and not any("<cmath>" in line for line in includes):
         includes.append("#include <cmath>")
     lines += includes
     for i, route in enumerate(table.routes):

@@ -126,8 +126,10 @@ class Session:
 
     @property
     def needs_compiler(self) -> bool:
-        """Triton on a GPU compiles at a kernel's first call (ptxas is a process)."""
-        return self.on_gpu and self.language is not None and self.language.name == "triton"
+        """Whether the kernel runs a compiler process at its first call on this device (Triton's
+        ptxas on a GPU): ``LanguageSpec.jit_devices``."""
+        return (self.language is not None
+                and self.language.language_spec.compiles_at_first_call(self.device))
 
     def _warm_start(self) -> None:
         for shape in self.task.tuning_shapes:
