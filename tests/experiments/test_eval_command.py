@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from tests.conftest import ROOT, SILU_TASK
 
 KERNELS = ROOT / "tests" / "evaluators" / "kernels"
@@ -18,8 +18,8 @@ KERNELS = ROOT / "tests" / "evaluators" / "kernels"
 
 def _eval(args: list[str], cache: Path, cwd: Path, **env_vars: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KERNELSWARM_CACHE": str(cache), **env_vars}
-    return subprocess.run([sys.executable, "-m", "kernelswarm.experiments.cli", "eval", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "kernelswarm.experiments.commands.cli", "eval",
+                           *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_the_starting_kernel_is_ok_and_its_table_printed(compile_cache, tmp_path):

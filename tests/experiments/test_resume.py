@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernelswarm.experiments.cli import main
+from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.run.resume import ResumeError, restore_records
 from kernelswarm.experiments.sinks import ParquetSink
 from kernelswarm.search import Evaluation, Origin, RunInfo, ShapeResult, Status, Tracker, load_task
