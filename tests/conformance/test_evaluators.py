@@ -7,10 +7,10 @@ the benchmarks' stand-ins that judge nothing by design (``SimulatedEvaluator``,
 The contract (search/evaluator.py, and what search/driver.py relies on): a kernel that builds
 gets a ``CompileResult`` with a binary hash, the same for the same source and cached; a broken
 source is a COMPILE_ERROR with the compiler's message and costs the driver no worker time;
-``evaluate`` of a correct kernel is OK under the candidate's own id, with shapes and speedups; a
-wrong kernel is INCORRECT; ``close`` after use is safe, twice. The task is the cheapest real one:
-silu_and_mul's cpp kernel on the CPU. Each implementation is made once for the module; its
-sandbox (the costly part) starts on its first evaluation.
+``evaluate`` of a correct kernel is OK under the candidate's own id, with shapes, speedups and
+the binary's hash; a wrong kernel is INCORRECT; ``close`` after use is safe, twice. The task is
+the cheapest real one: silu_and_mul's cpp kernel on the CPU. Each implementation is made once
+for the module; its sandbox (the costly part) starts on its first evaluation.
 
 An evaluator joins by adding a ``Case`` to ``CASES``; ``test_every_evaluator_has_a_case`` fails
 until it does.
@@ -229,6 +229,8 @@ def test_a_correct_kernel_is_ok_with_shapes_and_speedups_under_its_own_id(subjec
     if not subject.case.judges:
         tuning = load_task(SILU_TASK).tuning_shapes
         assert [s.shape for s in evaluation.shapes] == [shape.label for shape in tuning]
+        # the hash a tracker re-issues the verdict under for an identical build
+        assert evaluation.binary == subject.evaluator.compile(subject.start).binary
 
 
 @each_evaluator
