@@ -19,7 +19,7 @@ from kernelswarm.search import LANGUAGES, load_task
 from kernelswarm.search.tuning import kernel_fingerprint
 
 from ..config import TUNE_DEFAULTS, Config, load_config, load_run_config
-from ..eval_command import EvalUsageError, default_device, infer_language
+from ..evaluation.kernel_file import EvalUsageError, default_device, infer_language
 from ..tune.study import TuneError
 
 

@@ -88,7 +88,7 @@ def test_a_best_kernel_that_is_no_lineages_best_names_its_lineage():
 @pytest.mark.parametrize("baseline, heading", [("eager", "vs eager"),
                                                ("compile", "vs best baseline")])
 def test_a_figure_over_eager_alone_is_headed_vs_eager(baseline, heading):
-    from kernelswarm.experiments.eval_command import verdict_text
+    from kernelswarm.experiments.views.evaluation_view import verdict_text
 
     start = Candidate.create(language="cpp", source="start", entry="f")
     best = Candidate.create(language="cpp", source="a", entry="f", lineage=0)

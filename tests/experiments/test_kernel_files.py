@@ -9,7 +9,7 @@ import hashlib
 from kernelswarm.evaluators import EvaluatorSettings
 from kernelswarm.evaluators.compile_cache import CompileCache
 from kernelswarm.evaluators.languages import get_language
-from kernelswarm.experiments.eval_command import file_candidate
+from kernelswarm.experiments.evaluation.kernel_file import file_candidate
 from kernelswarm.experiments.sinks.sources import read_kernel_file, self_contained_source
 from kernelswarm.search import Candidate, Origin, load_task
 from tests.conftest import SILU_TASK
