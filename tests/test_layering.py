@@ -127,6 +127,36 @@ def test_layer_imports_point_down_only(layer):
     assert not problems, "\n".join(problems)
 
 
+# Inside experiments/, the commands are on top: a module of experiments/commands/ parses its
+# arguments, calls the library below it and prints. No other module of experiments/ imports a
+# command, so what two commands share lives below both (experiments/evaluation/ for eval, tune
+# and export-flashinfer).
+COMMANDS = "kernelswarm.experiments.commands"
+
+
+def command_imports(path: Path, text: str | None = None) -> list[str]:
+    """Imports of a command module by ``path`` (or ``text`` as that file), a module of
+    experiments/ outside experiments/commands/."""
+    name = ".".join(_module_name(path))
+    if name == COMMANDS or name.startswith(COMMANDS + "."):
+        return []
+    return [f"{path.relative_to(ROOT)}:{line}: imports {module}, a command; move what it "
+            f"needs below experiments/commands/"
+            for line, module in imported_modules(path, text)
+            if module == COMMANDS or module.startswith(COMMANDS + ".")]
+
+
+def test_no_library_module_of_experiments_imports_a_command():
+    problems = [p for path in _files("experiments") for p in command_imports(path)]
+    assert not problems, "\n".join(problems)
+    probe = ROOT / "experiments" / "run" / "probe.py"  # the check must be able to fail
+    assert command_imports(probe, "from ..commands.eval import run_eval_command\n") == [
+        "experiments/run/probe.py:1: imports kernelswarm.experiments.commands.eval, a command; "
+        "move what it needs below experiments/commands/"]
+    assert command_imports(ROOT / "experiments" / "commands" / "probe.py",
+                           "from .eval import add_eval_parser\n") == []
+
+
 def _module_graph(layer: str) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in _files(layer):
