@@ -1,7 +1,7 @@
 """The archive: every verdict of the run, the reference starting kernels and the global elites.
 
 What every search strategy shares (search/strategies/): each evaluated candidate is kept once
-(by id, and by compiled binary where the evaluator reports one in ``resources["binary"]``); the
+(by id, and by compiled binary where the evaluator reports one in ``Evaluation.binary``); the
 global elites hold the best kernels of the whole run and never drop the global best. Which kernels
 a population keeps beyond that, and which a lineage is handed, is the strategy's.
 
@@ -58,9 +58,8 @@ class Archive:
 
     def add(self, candidate: Candidate, evaluation: Evaluation) -> None:
         self.evaluations.setdefault(candidate.id, evaluation)
-        binary = evaluation.resources.get("binary") if evaluation.resources else None
-        if isinstance(binary, str) and binary:
-            self.binaries.setdefault(binary, candidate.id)
+        if evaluation.binary:
+            self.binaries.setdefault(evaluation.binary, candidate.id)
         if candidate.lineage < 0 and candidate.origin.role == "seed" and evaluation.ok \
                 and candidate.language not in self.starts:
             self.starts[candidate.language] = (candidate, evaluation)

@@ -51,4 +51,6 @@ class Evaluator(ABC):
     def evaluate(self, candidate: Candidate) -> Evaluation: ...
 
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Release processes and files; the evaluator is unusable afterwards."""
+        """Release processes and files; safe to call twice. The evaluator is not to be used
+        afterwards: what it does then is the implementation's (the sandboxed judge starts a
+        new runner), not a contract."""

@@ -24,9 +24,6 @@ from .measured import (
 
 _MACHINE_KEYS = tuple(f.name for f in fields(MachineFigures))
 _COST_KEYS = tuple(f.name for f in fields(EvaluationCost))
-# Read into fields and also left in the free-form maps: search/archive.py and search/tracker.py
-# read these keys until they switch to ``Evaluation.binary`` / ``Evaluation.reused_from``.
-_ALSO_FREE_FORM = {"binary", "reused_from"}
 _TYPED_RESOURCES = {"binary", "kernels"}
 _TYPED_METRICS = {*_MACHINE_KEYS, *_COST_KEYS, "baselines", "baselines_error",
                   "extra_checks_dropped", "profile", "ncu", "reused_from"}
@@ -75,7 +72,7 @@ def typed_detail(resources: Mapping[str, Any], metrics: Mapping[str, Any]) -> di
         "cost": EvaluationCost.parse(metrics) if any(k in metrics for k in _COST_KEYS) else None,
         "reused_from": str(metrics.get("reused_from") or ""),
         "resources": {k: v for k, v in resources.items()
-                      if k not in _TYPED_RESOURCES or k in _ALSO_FREE_FORM},
+                      if k not in _TYPED_RESOURCES},
         "metrics": {k: v for k, v in metrics.items()
-                    if k not in _TYPED_METRICS or k in _ALSO_FREE_FORM},
+                    if k not in _TYPED_METRICS},
     }

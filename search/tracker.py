@@ -20,7 +20,6 @@ from .strategies import Rejection, Strategy, make_strategy
 log = logging.getLogger(__name__)
 
 
-REUSED_FROM = "reused_from"  # Evaluation.metrics key: the candidate whose verdict was reused
 BACKGROUND_BATCH = 500  # records a background sink is given at most at once
 
 
@@ -77,7 +76,7 @@ class Tracker:
         for record in history:  # a resumed run: already in the sinks, so not written again
             self._keep(record.candidate, record.evaluation)
             self._note_lineage_best(record.lineage, record.candidate, record.evaluation)
-            self.reused += bool(record.evaluation.metrics.get(REUSED_FROM))
+            self.reused += bool(record.evaluation.reused_from)
             self.records.append(record)
         for sink in sinks:
             sink.open(run)
@@ -132,7 +131,8 @@ class Tracker:
 
     def lookup_binary(self, candidate_id: str, binary: str) -> Evaluation | None:
         """The verdict of an earlier candidate that compiled to the same ``binary``, re-issued
-        for ``candidate_id`` (no worker time), or None. A found verdict releases the claim."""
+        for ``candidate_id`` (no worker time), or None. The caller's claim stays until it
+        records that verdict (the driver does at once), so nobody evaluates it meanwhile."""
         with self._lock:
             found = self.archive.seen_binary(binary) if binary else None
             if found is None or found[0] == candidate_id:
@@ -141,7 +141,7 @@ class Tracker:
         first, evaluation = found
         return dataclasses.replace(
             evaluation, candidate_id=candidate_id, eval_s=0.0,
-            metrics={**evaluation.metrics, REUSED_FROM: first},
+            reused_from=first,
             message=f"same compiled binary as {first}, whose verdict this is: "
                     f"{evaluation.message}")
 

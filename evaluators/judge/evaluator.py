@@ -162,10 +162,8 @@ class SandboxEvaluator(Evaluator):
         began = time.perf_counter()
         runner = spares.take()
         phases["runner_wait"] = time.perf_counter() - began
-        # "binary" also stays in resources until search/archive.py reads Evaluation.binary
         common = {"compile_s": build.result.seconds,
-                  "resources": {"artifact_bytes": build.artifact.stat().st_size,
-                                "binary": build.result.binary},
+                  "resources": {"artifact_bytes": build.artifact.stat().st_size},
                   "metrics": self._metrics(calibration), "kernel_resources": (),
                   "profile": None}
         trial = Trial(runner, self.settings.run_timeout_s)

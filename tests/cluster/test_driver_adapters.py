@@ -65,7 +65,7 @@ class Scored(Evaluator):
         speedup = 1.7 if "ks_fast_expf" in candidate.source else 1.0
         speedup *= 1.0 + min(candidate.knob_values.get("KS_UNROLL", 1), 4) / 100
         return Evaluation(candidate.id, Status.OK, eval_s=0.01,
-                          resources={"binary": self._binary(candidate)}, shapes=(
+                          binary=self._binary(candidate), shapes=(
             ShapeResult("n=1", correct=True, time_us=10.0 / speedup, speedup_vs_start=speedup,
                         roofline_fraction=0.1 * speedup),))
 

@@ -25,7 +25,7 @@ def _kernel(lineage: int, name: str, knob: int = 1) -> Candidate:
 def _ok(candidate: Candidate, speedup: float, binary: str = "") -> Evaluation:
     return Evaluation(candidate.id, Status.OK, shapes=(
         ShapeResult("n=1", correct=True, time_us=1.0, speedup_vs_start=speedup),),
-        resources={"binary": binary} if binary else {})
+        binary=binary)
 
 
 def _filled(n_lineages: int = 3) -> IslandsArchive:

@@ -83,7 +83,7 @@ class Judge(Evaluator):
             raise RuntimeError("the sandbox could not start")
         speedup = 1.5 ** candidate.source.count("// fast")
         return Evaluation(candidate.id, Status.OK, eval_s=self.eval_s,
-                          resources={"binary": self.binary(candidate)}, shapes=(
+                          binary=self.binary(candidate), shapes=(
             ShapeResult("n=1", correct=True, time_us=10 / speedup, speedup_vs_start=speedup),))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 
 from kernelswarm.search.evaluation import Evaluation, Status
 from kernelswarm.search.measured import (
@@ -45,11 +44,10 @@ def test_an_old_record_reads_into_the_fields():
     assert e.cost == EvaluationCost({"runner_wait": 0.01, "correctness": 0.5, "timing": 2.0},
                                     {"load": 0.1, "time": 1.9}, 1.25,
                                     "forked from the runner template", "device")
-    # what stays free-form: display detail, and the two keys search/archive.py and
-    # search/tracker.py still read by name
-    assert set(e.resources) == {"artifact_bytes", "binary", "arch", "nvrtc", "launches"}
+    # what stays free-form: display detail only
+    assert set(e.resources) == {"artifact_bytes", "arch", "nvrtc", "launches"}
     assert set(e.metrics) == {"flush_bytes", "calibration", "flush_cache", "warmup",
-                              "isolation", "timing_rel_se", "reused_from"}
+                              "isolation", "timing_rel_se"}
 
 
 def test_the_stored_form_is_what_older_versions_wrote():
@@ -69,9 +67,7 @@ def test_every_field_survives_a_round_trip():
         profile=Profile({"n=1": (KernelTime("k", 2, 1.5),)}, "n=1",
                         (NcuKernel("k", time_us=1.4, top_stalls=(("wait", 1.0),)),)),
         cost=EvaluationCost({"timing": 1.0}, {"time": 0.9}, 2.0, "spawned", "host"))
-    # until search/archive.py and search/tracker.py read the fields, their keys stay as well
-    assert _read(*stored_detail(e)) == replace(e, resources={"binary": "h"},
-                                               metrics={"reused_from": "b"})
+    assert _read(*stored_detail(e)) == e
     assert _read({}, {}) == Evaluation("c", Status.OK)
 
 
