@@ -9,6 +9,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+# A kernel's source may name its structure on a line with this marker and a name (``//
+# kernelswarm structure: warp_rows``): the built-in agent's cuda structures do, and MAP-Elites
+# reads it as a descriptor (search/strategies/map_elites.py).
+STRUCTURE_MARKER = "kernelswarm structure:"
+
 
 def candidate_id(language: str, source: str, knobs: Mapping[str, Any]) -> str:
     """Content hash of (language, source, knob values): equal ids compile to the same kernel."""

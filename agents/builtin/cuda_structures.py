@@ -29,12 +29,11 @@ from types import MappingProxyType
 from typing import Any
 
 from kernelswarm.search import MEMORY
+from kernelswarm.search.candidate import STRUCTURE_MARKER as MARKER
 
 from .clike import mask
 from .cuda_source import device_functions
 from .transformation import KnobSpace, Transformation
-
-MARKER = "kernelswarm structure:"
 
 _COMMON = r"""#include <cuda_bf16.h>
 #include <cuda_fp16.h>

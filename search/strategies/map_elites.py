@@ -29,11 +29,10 @@ import re
 from typing import Any
 
 from ..archive import Member
-from ..candidate import Candidate
+from ..candidate import STRUCTURE_MARKER, Candidate
 from ..evaluation import Evaluation
 from .base import Strategy
 
-STRUCTURE_MARKER = "kernelswarm structure:"
 _STRUCTURE = re.compile(re.escape(STRUCTURE_MARKER) + r"\s*([A-Za-z0-9_\-]+)")
 
 
