@@ -27,10 +27,10 @@ from rich.table import Table
 from kernelswarm.search import SPECS, Task, TaskError, load_task
 
 from .compiled_start import LANGUAGES as COMPILED_START_LANGUAGES
-from .compiler_messages import naming_the_users_file
 from .config import BUILTIN_TASKS, load_config
 from .flashinfer_commands import add_flashinfer_parsers, run_flashinfer_command
 from .kernelbench import Shrink
+from .run.compiler_messages import naming_the_users_file
 from .task_template import KERNEL_CPP, TASK_PY
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                           "(use --set to change settings)")
     resume = Path(args.resume) if args.resume else None
     config = load_run_config(resume, overrides) if resume else load_config(args.config, overrides)
-    from ..runner import run  # imports Ray and MLflow; keep --help and config errors fast
+    from ..run.runner import run  # imports Ray and MLflow; keep --help and config errors fast
 
     outcome = run(config, console, resume=resume)
     if outcome.failure is not None:  # the reason is the last line a user or a script sees

@@ -12,7 +12,7 @@ from kernelswarm.agents.builtin import RuleTester
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import Evaluation, Origin, Task, language_spec, load_task
 
-from ..compiler_messages import naming_the_file
+from ..run.compiler_messages import naming_the_file
 from ..run.folder import RunFolder
 from .kernel_file import EvalUsageError, file_candidate
 

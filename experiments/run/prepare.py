@@ -40,9 +40,9 @@ from kernelswarm.search import (
 
 from ..agent.llm_view import LLMWatch
 from ..agent.roles import StartUp, ask_tester, configured_roles
-from ..compiler_messages import naming_the_users_file
 from ..config import Config, ConfigError
 from ..sinks import MLflowSink, ParquetSink
+from .compiler_messages import naming_the_users_file
 from .resume import replay_records, restore_records
 
 CHECKS_FILE = "checks.json"  # the tester's extra checks, as EvaluatorSettings.extra_checks holds

@@ -47,12 +47,12 @@ from kernelswarm.search import (
 )
 from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
-from ..compiler_messages import naming_in
 from ..config import Config
+from ..run.compiler_messages import naming_in
 from ..run.log import LOG_NAME, stderr_to
 from ..run.resume import restore_records
-from ..runner import evaluator_settings, write_best_kernel
-from ..runner import worker_pool as evaluation_workers
+from ..run.runner import evaluator_settings, write_best_kernel
+from ..run.runner import worker_pool as evaluation_workers
 from ..sinks import ParquetSink, TrialMLflowSink
 from ..sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
 from ..views.progress import LiveView

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelswarm.experiments.commands.cli import main
-from kernelswarm.experiments.compiler_messages import naming_the_file
+from kernelswarm.experiments.run.compiler_messages import naming_the_file
 from kernelswarm.experiments.task_commands import scaffold_task
 from kernelswarm.search import Evaluation, Status
 

@@ -79,7 +79,7 @@ def test_the_live_view_labels_each_lineage_with_its_language_when_a_run_has_seve
 
 
 def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_copy):
-    from kernelswarm.experiments.compiler_messages import naming_the_users_file
+    from kernelswarm.experiments.run.compiler_messages import naming_the_users_file
     from kernelswarm.search import Evaluation, Status, load_task
 
     task = load_task(silu_task_copy, "cpu")
@@ -93,7 +93,7 @@ def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_c
 
 def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
         silu_task_copy, monkeypatch):
-    import kernelswarm.experiments.runner as runner
+    import kernelswarm.experiments.run.runner as runner
     from kernelswarm.experiments.commands.cli import main
 
     seen = {}

@@ -12,7 +12,7 @@ import pytest
 from kernelswarm.cluster.lineage_runner import LineageResult
 from kernelswarm.cluster.swarm import SwarmResult
 from kernelswarm.evaluators.timing_protocol import TimingSettings
-from kernelswarm.experiments.runner import write_outputs
+from kernelswarm.experiments.run.runner import write_outputs
 from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
 from kernelswarm.search import (
     Candidate,

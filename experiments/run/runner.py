@@ -21,18 +21,18 @@ from kernelswarm.search import (
 )
 from kernelswarm.search.dispatch import read_table
 
-from .agent.llm_view import LLMWatch, one_line, spending_table
-from .config import Config
-from .run.log import LOG_NAME, stderr_to
-from .run.prepare import PreparedRun, prepare_run, print_checks, worker_pool
+from ..agent.llm_view import LLMWatch, one_line, spending_table
+from ..config import Config
+from ..sinks.sources import self_contained_source, source_file_name
+from ..views.language_summary import languages_document
+from ..views.progress import closing_table, search_view
+from ..views.speedups import finite, kernel_figures
+from .log import LOG_NAME, stderr_to
+from .prepare import PreparedRun, prepare_run, print_checks, worker_pool
 
 # Re-exported: other modules and tests import these from here.
-from .run.prepare import evaluator_settings as evaluator_settings
-from .run.prepare import search_budget as search_budget
-from .sinks.sources import self_contained_source, source_file_name
-from .views.language_summary import languages_document
-from .views.progress import closing_table, search_view
-from .views.speedups import finite, kernel_figures
+from .prepare import evaluator_settings as evaluator_settings
+from .prepare import search_budget as search_budget
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
     """Mark the run's MLflow runs FAILED, saying why (the sinks closed them as finished)."""
     if not config.tracking.mlflow:
         return
-    from .sinks.mlflow_runs import mark_failed
+    from ..sinks.mlflow_runs import mark_failed
 
     if not keep_folder:
         reason += " (its run folder was removed: nothing was searched)"
@@ -217,7 +217,7 @@ def _report(console: Console, run_dir: Path, config: Config) -> None:
     """Write the run's report and log it to the MLflow parent run; a failure is printed, the
     run's results stand without it."""
     try:
-        from .report.writer import log_report, write_report
+        from ..report.writer import log_report, write_report
 
         report = write_report(run_dir)
         if config.tracking.mlflow:
