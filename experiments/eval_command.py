@@ -30,7 +30,6 @@ from .evaluation.judge_file import judge_file, repeats_for, roofline_bounds
 from .evaluation.kernel_file import (
     EvalUsageError,
     default_device,
-    file_candidate,  # noqa: F401 (flashinfer_export's, until it moves)
     infer_language,
     resolve_task,
 )

@@ -3,8 +3,8 @@
     kernelswarm tasks import-flashinfer DEFINITION.json WORKLOADS.jsonl DIR
     kernelswarm tasks export-flashinfer TASK (KERNEL | --run RUN_DIR) OUT
 
-See experiments/flashinfer_trace.py (the task a definition becomes) and
-experiments/flashinfer_export.py (the solution and traces written back).
+See experiments/flashinfer/trace.py (the task a definition becomes) and
+experiments/flashinfer/export.py (the solution and traces written back).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rich.console import Console
 
 from kernelswarm.search import TaskError
 
-from .flashinfer_trace import TOLERANCE
+from .flashinfer.trace import TOLERANCE
 
 
 def add_flashinfer_parsers(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +58,7 @@ def run_flashinfer_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _import(args: argparse.Namespace, console: Console) -> int:
-    from .flashinfer_trace import import_definition
+    from .flashinfer.trace import import_definition
 
     axes = {}
     for item in args.cpu_axis:
@@ -81,7 +81,7 @@ def _import(args: argparse.Namespace, console: Console) -> int:
 
 def _export(args: argparse.Namespace, console: Console) -> int:
     from .config import ConfigError
-    from .flashinfer_export import export_solution
+    from .flashinfer.export import export_solution
     from .run.folder import open_run_folder
 
     settings = None

@@ -26,12 +26,12 @@ from rich.table import Table
 
 from kernelswarm.search import SPECS, Task, TaskError, load_task
 
-from .compiled_start import LANGUAGES as COMPILED_START_LANGUAGES
+from .authoring.compiled_start import LANGUAGES as COMPILED_START_LANGUAGES
+from .authoring.task_template import KERNEL_CPP, TASK_PY
 from .config import BUILTIN_TASKS, load_config
 from .flashinfer_commands import add_flashinfer_parsers, run_flashinfer_command
-from .kernelbench import Shrink
+from .kernelbench.problem import Shrink
 from .run.compiler_messages import naming_the_users_file
-from .task_template import KERNEL_CPP, TASK_PY
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 DEVICES = ("cpu", "cuda")
@@ -117,7 +117,7 @@ def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
     if args.tasks_command == "import-kernelbench":
         return _import_kernelbench(args, console)
     if args.tasks_command == "start":
-        from .compiled_start import print_start, start_from_compile
+        from .authoring.compiled_start import print_start, start_from_compile
 
         result = start_from_compile(args.path, args.language, force=args.force,
                                     evaluate=args.evaluate)
@@ -278,7 +278,7 @@ def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool
 
 
 def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
-    from .kernelbench import SHRINK, import_problem
+    from .kernelbench.problem import SHRINK, import_problem
 
     shrink = SHRINK if args.shrink else None
     if args.level is not None:
@@ -320,7 +320,7 @@ def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
 
 
 def _import_level(args: argparse.Namespace, shrink: Shrink | None, console: Console) -> int:
-    from .kernelbench_level import ImportStatus, import_level, level_table
+    from .kernelbench.level import ImportStatus, import_level, level_table
 
     if args.cpp or args.size:
         raise TaskError("--cpp and --size name one problem's kernel and sizes; with --level, "

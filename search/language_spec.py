@@ -90,7 +90,7 @@ class LanguageSpec:
     # starting kernel can be generated from it (evaluators/inductor_start.py); None: none.
     inductor_device: str | None
     # FlashInfer-Trace: the solution's ``spec.language`` and ``spec.dependencies`` when a kernel
-    # in this language is exported (experiments/flashinfer_export.py); None and (): not exported.
+    # in this language is exported (experiments/flashinfer/export.py); None and (): not exported.
     flashinfer_language: str | None
     flashinfer_dependencies: tuple[str, ...]
     # False where a file's suffix alone must not pick this language (torch-ext sources are .cpp

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.experiments.kernelbench_template import TASK_PY
+from kernelswarm.experiments.kernelbench.template import TASK_PY
 from kernelswarm.search.language_spec import SPECS
 
 P_VALUES = (1.0, 1.5)
@@ -102,7 +102,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _subset(args: argparse.Namespace) -> list[str]:
     """The problem file names of the subset, in KernelBench's numbering."""
-    from kernelswarm.experiments.kernelbench_level import level_files
+    from kernelswarm.experiments.kernelbench.level import level_files
 
     files = [p.name for p in level_files(args.kernelbench, args.level)]
     if args.only:
@@ -132,7 +132,7 @@ def _search(args: argparse.Namespace, task: Path, problem: str) -> ProblemResult
         shutil.copyfile(start, task / f"kernel{suffix}")
         origin = "given"
     elif args.compile_starts:
-        from kernelswarm.experiments.compiled_start import start_from_compile
+        from kernelswarm.experiments.authoring.compiled_start import start_from_compile
 
         try:  # judged by the search itself, as a given start is
             start_from_compile(task, args.language, force=True, evaluate=False)
@@ -209,7 +209,7 @@ def _versions(device: str) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Import, search and summarise the subset; the report."""
-    from kernelswarm.experiments.kernelbench_level import ImportStatus, import_level
+    from kernelswarm.experiments.kernelbench.level import ImportStatus, import_level
 
     began = time.time()
     files = _subset(args)

@@ -21,7 +21,7 @@ from kernelswarm.evaluators.baselines import (
     with_baselines,
 )
 from kernelswarm.evaluators.timing_protocol import TimingSettings
-from kernelswarm.experiments.task_template import KERNEL_CPP, TASK_PY
+from kernelswarm.experiments.authoring.task_template import KERNEL_CPP, TASK_PY
 from kernelswarm.search import ShapeResult
 
 # Libraries a task may name: one missing, one that runs only on a GPU, one that answers wrongly,

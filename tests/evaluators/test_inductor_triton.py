@@ -144,7 +144,7 @@ def test_without_a_gpu_a_triton_start_says_why(silu_task_copy: Path) -> None:
 @pytest.mark.gpu
 def test_triton_start_from_torch_compile_on_the_gpu(silu_task_copy: Path,
                                                     compile_cache: Path) -> None:
-    from kernelswarm.experiments.compiled_start import start_from_compile
+    from kernelswarm.experiments.authoring.compiled_start import start_from_compile
 
     settings = EvaluatorSettings(device="cuda", cache_dir=compile_cache, timing_budget_s=0.05,
                                  min_repeats=3)

@@ -11,9 +11,9 @@ import pytest
 
 from kernelswarm.evaluators import CACHE_ENV, EvaluatorSettings, SandboxEvaluator
 from kernelswarm.evaluators.inductor_start import generate_start
+from kernelswarm.experiments.authoring.compiled_start import start_from_compile
 from kernelswarm.experiments.commands.cli import main
-from kernelswarm.experiments.compiled_start import start_from_compile
-from kernelswarm.experiments.kernelbench import import_problem
+from kernelswarm.experiments.kernelbench.problem import import_problem
 from kernelswarm.search import Status, TaskError, load_task
 
 pytestmark = pytest.mark.slow  # torch.compile of every shape: a few seconds each
@@ -227,7 +227,7 @@ def test_a_generated_kernel_that_fails_is_set_aside_and_the_task_kept(
 
 
 def test_a_kernelbench_task_reads_a_generated_triton_starts_knobs(tmp_path: Path) -> None:
-    from kernelswarm.experiments.compiled_start import _declare_knobs
+    from kernelswarm.experiments.authoring.compiled_start import _declare_knobs
 
     problem = tmp_path / "7_scaled_relu_sum.py"
     problem.write_text(_PROBLEM)

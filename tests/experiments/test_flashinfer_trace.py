@@ -12,8 +12,8 @@ import torch
 
 from kernelswarm.evaluators import EvaluatorSettings
 from kernelswarm.experiments.commands.cli import main
-from kernelswarm.experiments.flashinfer_export import export_solution
-from kernelswarm.experiments.flashinfer_trace import import_definition
+from kernelswarm.experiments.flashinfer.export import export_solution
+from kernelswarm.experiments.flashinfer.trace import import_definition
 from kernelswarm.experiments.task_commands import check_task
 from kernelswarm.search import TaskError, load_task
 

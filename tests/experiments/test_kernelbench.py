@@ -11,7 +11,7 @@ import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.experiments.commands.cli import main
-from kernelswarm.experiments.kernelbench import import_problem, problem_shapes, read_problem
+from kernelswarm.experiments.kernelbench.problem import import_problem, problem_shapes, read_problem
 from kernelswarm.search import Status, TaskError
 
 # Problem files in KernelBench's format (a Model, get_inputs, get_init_inputs, size constants).

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.experiments.kernelbench import import_problem, problem_shapes, read_problem
+from kernelswarm.experiments.kernelbench.problem import import_problem, problem_shapes, read_problem
 from kernelswarm.experiments.task_commands import check_task
 from kernelswarm.search import Status, TaskError, load_task
 from tests.experiments.test_kernelbench import LINEAR

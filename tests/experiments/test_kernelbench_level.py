@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelswarm.experiments.commands.cli import main
-from kernelswarm.experiments.kernelbench_level import ImportStatus, import_level
+from kernelswarm.experiments.kernelbench.level import ImportStatus, import_level
 from kernelswarm.search import load_task
 
 RELU = '''

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from kernelswarm.search import TaskError
 
-from .kernelbench import SHRINK, Shrink, import_problem
+from .problem import SHRINK, Shrink, import_problem
 
 
 class ImportStatus(enum.Enum):

@@ -9,7 +9,7 @@ module reads both directly (no flashinfer package) and writes a task folder:
     DIR/definition.json   the definition, unchanged
     DIR/workloads.jsonl   its workloads (safetensors paths made absolute)
     DIR/reference.py      the definition's reference code, whose ``run`` is the task's reference
-    DIR/task.py           the task (experiments/flashinfer_template.py)
+    DIR/task.py           the task (experiments/flashinfer/template.py)
     DIR/kernel.cpp        the starting cpp kernel (given, or a stub with the signature)
 
 Shapes: one per workload, ``{<var axis>: value, "workload": uuid, "dtype": ...}``. On cuda the
@@ -30,7 +30,7 @@ from typing import Any
 
 from kernelswarm.search import Task, TaskError, load_task
 
-from .flashinfer_template import STUB_CPP, TASK_PY
+from .template import STUB_CPP, TASK_PY
 
 DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1",
           "int64", "int32", "int16", "int8", "bool")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from kernelswarm.search import Shape, Task, TaskError, load_task
 
-from .kernelbench_template import STUB_CPP, TASK_PY
+from .template import STUB_CPP, TASK_PY
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 KERNELBENCH_TOLERANCE = 1e-2  # KernelBench's atol and rtol

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from string import Template
 
-from .kernelbench_signature import SIGNATURE_PY
+from .signature import SIGNATURE_PY
 
 TASK_PY = Template('''\
 """KernelBench problem $name, imported from $origin.

@@ -40,8 +40,8 @@ from kernelswarm.search import (
     spec_for_suffix,
 )
 
-from .eval_command import file_candidate
-from .sinks.sources import self_contained_source
+from ..evaluation.kernel_file import file_candidate
+from ..sinks.sources import self_contained_source
 
 _HELDOUT_LINE = re.compile(r"^HELDOUT_UUIDS = .*$", re.M)
 _CPU_HELDOUT_LINE = re.compile(r"^CPU_HELDOUT = .*$", re.M)
