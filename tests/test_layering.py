@@ -157,6 +157,23 @@ def test_no_library_module_of_experiments_imports_a_command():
                            "from .eval import add_eval_parser\n") == []
 
 
+def test_every_module_of_experiments_lives_in_a_subpackage_the_page_names():
+    """The root of experiments/ holds no module (a module there is the drawer coming back), and
+    docs/architecture.md names each subpackage with what it holds."""
+    experiments = ROOT / "experiments"
+    loose = sorted(p.name for p in experiments.glob("*.py") if p.name != "__init__.py")
+    assert not loose, (f"modules in the root of experiments/: {loose}; move each into the "
+                       f"subpackage of its concern (docs/architecture.md, Inside experiments/)")
+    subpackages = {p.name for p in experiments.iterdir() if (p / "__init__.py").is_file()}
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("### Inside experiments/", 1)[1].split("\n#", 1)[0]
+    named = {name for row in re.findall(r"^\| ([^|]+)\|", section, re.M)
+             for name in re.findall(r"`(\w+)/`", row)}
+    assert subpackages | {"tasks"} == named, (
+        f"docs/architecture.md's table of experiments/ names {sorted(named)}; the subpackages "
+        f"are {sorted(subpackages)} (and tasks/)")
+
+
 def _module_graph(layer: str) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in _files(layer):

@@ -15,9 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-
 from kernelswarm.agents.builtin import RuleTester
 from kernelswarm.search import SPECS, LanguageSpec, Shape, Status, Task, TaskError, load_task
 
@@ -188,26 +185,3 @@ def _judge(task: Task, language: str, device: str, settings: Any) -> tuple[Statu
     return evaluation.status, evaluation.message
 
 
-def print_start(result: StartResult, console: Console) -> int:
-    """Print what ``start_from_compile`` made; the exit status (1 when the kernel failed)."""
-    console.print(f"wrote {result.path}: a {result.language} start from torch.compile with a "
-                  f"version for each of {len(result.shapes)} shapes: {', '.join(result.shapes)}",
-                  highlight=False, markup=False)
-    if result.backup is not None:
-        console.print(f"the previous kernel is in {result.backup}", highlight=False,
-                      markup=False)
-    if result.knobs:
-        console.print("knobs: " + ", ".join(f"{k} {list(v)}" for k, v in result.knobs),
-                      highlight=False, markup=False)
-    if result.knobs_note:
-        console.print(result.knobs_note, highlight=False, markup=False)
-    for skipped in result.skipped:
-        console.print(f"no version for the tester's check shape {skipped}", highlight=False,
-                      markup=False)
-    if result.status is None:
-        console.print(result.message, highlight=False, markup=False)
-        return 0
-    colour = "green" if result.status is Status.OK else "red"
-    console.print(f"judged: [{colour}]{result.status.value}[/] {escape(result.message)}",
-                  highlight=False)
-    return 0 if result.status is Status.OK else 1

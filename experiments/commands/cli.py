@@ -14,9 +14,9 @@ from rich.markup import escape
 from kernelswarm.search import StartingKernelFailed, TaskError
 
 from ..config import ConfigError, load_config, load_run_config
-from ..eval_command import add_eval_parser, run_eval_command
-from ..task_commands import add_tasks_parser, run_tasks_command
+from .eval import add_eval_parser, run_eval_command
 from .sweep import add_sweep_parser, run_sweep_command
+from .tasks import add_tasks_parser, run_tasks_command
 from .tune import add_tune_parser, run_tune_command
 
 

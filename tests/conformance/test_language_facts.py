@@ -31,8 +31,8 @@ from kernelswarm.evaluators.runner.session import Session
 from kernelswarm.evaluators.settings import EvaluatorSettings
 from kernelswarm.experiments.authoring import compiled_start
 from kernelswarm.experiments.benchmarks import eval_cost, kernelbench
+from kernelswarm.experiments.commands.tasks import add_tasks_parser
 from kernelswarm.experiments.flashinfer import export as flashinfer_export
-from kernelswarm.experiments.task_commands import add_tasks_parser
 from kernelswarm.search import SPECS, TaskError, UnknownLanguage, load_task
 from kernelswarm.search.language_spec import Dispatch
 from tests.conftest import SILU_TASK
@@ -128,7 +128,7 @@ def test_a_kernel_file_is_exported_in_the_languages_the_spec_names(name):
     assert written["entry_point"] == f"kernel{spec.suffix}::run"
 
 
-# -- evaluators/inductor_start.py, experiments/authoring/compiled_start.py, task_commands.py -
+# -- evaluators/inductor_start.py, experiments/authoring/compiled_start.py, commands/tasks.py
 
 @pytest.mark.parametrize("name", [*NAMES, "rust"])
 def test_a_start_is_generated_on_the_device_inductor_writes_the_language_for(name):

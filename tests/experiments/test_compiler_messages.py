@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelswarm.experiments.authoring.task_folders import scaffold_task
 from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.run.compiler_messages import naming_the_file
-from kernelswarm.experiments.task_commands import scaffold_task
 from kernelswarm.search import Evaluation, Status
 
 BROKEN = "out[i] = alpha * x[i] + y[i] + undefined_z[i];"

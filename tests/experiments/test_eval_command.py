@@ -109,8 +109,8 @@ def test_the_roofline_is_stated_against_the_bound_of_the_shapes_regime(tmp_path)
 
     from rich.console import Console
 
+    from kernelswarm.experiments.authoring.task_folders import scaffold_task
     from kernelswarm.experiments.evaluation.judge_file import roofline_bounds
-    from kernelswarm.experiments.task_commands import scaffold_task
     from kernelswarm.experiments.views.evaluation_view import evaluation_table
     from kernelswarm.search import Evaluation, ShapeResult, Status, load_task
     from kernelswarm.search.measured import MachineFigures

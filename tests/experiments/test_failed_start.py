@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kernelswarm.experiments.authoring.task_folders import scaffold_task
 from kernelswarm.experiments.commands.cli import main
-from kernelswarm.experiments.task_commands import scaffold_task
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings
+from kernelswarm.experiments.authoring.task_folders import check_task
 from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.flashinfer.export import export_solution
 from kernelswarm.experiments.flashinfer.trace import import_definition
-from kernelswarm.experiments.task_commands import check_task
 from kernelswarm.search import TaskError, load_task
 
 REFERENCE = """import torch

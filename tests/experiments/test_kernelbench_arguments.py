@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.experiments.authoring.task_folders import check_task
 from kernelswarm.experiments.kernelbench.problem import import_problem, problem_shapes, read_problem
-from kernelswarm.experiments.task_commands import check_task
 from kernelswarm.search import Status, TaskError, load_task
 from tests.experiments.test_kernelbench import LINEAR
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kernelswarm.experiments.authoring.task_folders import check_task, list_tasks, scaffold_task
 from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.config import BUILTIN_TASKS
-from kernelswarm.experiments.task_commands import check_task, list_tasks, scaffold_task
 from kernelswarm.search import TaskError, load_task
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kernelswarm.experiments.eval_command import add_eval_parser, run_eval_command
+from kernelswarm.experiments.commands.eval import add_eval_parser, run_eval_command
 from kernelswarm.search import load_task
 from tests.conftest import ROOT
 

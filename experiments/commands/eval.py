@@ -25,17 +25,17 @@ from rich.markup import escape
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import LANGUAGES, SUFFIX_LANGUAGES, TaskError, median_evaluation
 
-from .config import ConfigError
-from .evaluation.judge_file import judge_file, repeats_for, roofline_bounds
-from .evaluation.kernel_file import (
+from ..config import ConfigError
+from ..evaluation.judge_file import judge_file, repeats_for, roofline_bounds
+from ..evaluation.kernel_file import (
     EvalUsageError,
     default_device,
     infer_language,
     resolve_task,
 )
-from .run.folder import RunFolder, open_run_folder, run_folder_of
-from .views.evaluation_view import evaluation_document, evaluation_table, verdict_text
-from .views.speedups import finite
+from ..run.folder import RunFolder, open_run_folder, run_folder_of
+from ..views.evaluation_view import evaluation_document, evaluation_table, verdict_text
+from ..views.speedups import finite
 
 
 def add_eval_parser(commands: argparse._SubParsersAction) -> None:

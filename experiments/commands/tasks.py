@@ -15,26 +15,27 @@ A broken task raises ``TaskError`` naming the part that is wrong; the CLI prints
 from __future__ import annotations
 
 import argparse
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kernelswarm.search import SPECS, Task, TaskError, load_task
+from kernelswarm.search import SPECS, Status, TaskError
 
-from .authoring.compiled_start import LANGUAGES as COMPILED_START_LANGUAGES
-from .authoring.task_template import KERNEL_CPP, TASK_PY
-from .config import BUILTIN_TASKS, load_config
-from .flashinfer_commands import add_flashinfer_parsers, run_flashinfer_command
-from .kernelbench.problem import Shrink
-from .run.compiler_messages import naming_the_users_file
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-DEVICES = ("cpu", "cuda")
+from ..authoring.compiled_start import LANGUAGES as COMPILED_START_LANGUAGES
+from ..authoring.compiled_start import StartResult
+from ..authoring.task_folders import (
+    DEVICES,
+    check_task,
+    evaluate_starting_kernels,
+    list_tasks,
+    scaffold_task,
+    shape_counts,
+)
+from ..config import BUILTIN_TASKS, load_config
+from ..kernelbench.problem import Shrink
+from .flashinfer import add_flashinfer_parsers, run_flashinfer_command
 
 
 def add_tasks_parser(commands: argparse._SubParsersAction) -> None:
@@ -117,53 +118,15 @@ def run_tasks_command(args: argparse.Namespace, console: Console) -> int:
     if args.tasks_command == "import-kernelbench":
         return _import_kernelbench(args, console)
     if args.tasks_command == "start":
-        from .authoring.compiled_start import print_start, start_from_compile
+        from ..authoring.compiled_start import start_from_compile
 
         result = start_from_compile(args.path, args.language, force=args.force,
                                     evaluate=args.evaluate)
-        return print_start(result, console)
+        return _print_start(result, console)
     if args.tasks_command in ("import-flashinfer", "export-flashinfer"):
         return run_flashinfer_command(args, console)
     console.print(task_table(args.config))
     return 0
-
-
-@dataclass(frozen=True)
-class TaskListing:
-    """One row of ``kernelswarm tasks``."""
-
-    folder: Path
-    name: str
-    languages: tuple[str, ...]
-    shapes: dict[str, tuple[int, int] | None]  # device -> (tuning, held-out); None: none there
-    problem: str = ""  # why the task does not load
-
-
-def _counts(task: Task) -> tuple[int, int]:
-    return len(task.tuning_shapes), len(task.heldout_shapes)
-
-
-def list_tasks(extra: Sequence[Path] = ()) -> list[TaskListing]:
-    """The built-in tasks (and ``extra`` folders), each loaded for every device."""
-    folders = sorted(p for p in BUILTIN_TASKS.iterdir() if (p / "task.py").is_file())
-    folders += [p for p in extra if p.resolve() not in {f.resolve() for f in folders}]
-    listings = []
-    for folder in folders:
-        loaded: dict[str, Task | TaskError] = {}
-        for device in DEVICES:
-            try:
-                loaded[device] = load_task(folder, device)
-            except TaskError as exc:
-                loaded[device] = exc
-        tasks = [t for t in loaded.values() if isinstance(t, Task)]
-        if not tasks:
-            listings.append(TaskListing(folder, folder.name, (), dict.fromkeys(DEVICES),
-                                        problem=str(loaded["cpu"])))
-            continue
-        shapes = {d: _counts(t) if isinstance(t, Task) else None for d, t in loaded.items()}
-        listings.append(TaskListing(folder, tasks[0].name, tuple(sorted(tasks[0].kernels)),
-                                    shapes))
-    return listings
 
 
 def task_table(config: str | None = None) -> Table:
@@ -188,63 +151,9 @@ def _shape_cell(counts: tuple[int, int] | None) -> str:
     return "-" if counts is None else f"{counts[0]} + {counts[1]}"
 
 
-def scaffold_task(name: str, parent: Path) -> Path:
-    """Write ``parent/name`` from the elementwise template; refuses an existing folder."""
-    if not _IDENTIFIER.match(name):
-        raise TaskError(f"task name {name!r}: must be a C identifier (letters, digits, _), as it "
-                        f"is also the kernel's entry point")
-    folder = parent.expanduser().resolve() / name
-    if folder.exists():
-        raise TaskError(f"{folder}: already exists; pick another name or --dir")
-    folder.mkdir(parents=True)
-    (folder / "task.py").write_text(TASK_PY.substitute(name=name))
-    (folder / f"{name}.cpp").write_text(KERNEL_CPP.substitute(name=name))
-    return folder
-
-
-def check_task(path: str | Path, device: str = "cpu") -> Task:
-    """Load ``path`` and check it further than loading does; ``TaskError`` on the first problem.
-
-    Kernel entries are checked by their language's spec (``load_task``); on the cpu, every
-    shape's ``make_inputs``, ``make_outputs`` and ``reference`` are called, and the reference's
-    outputs must match ``make_outputs`` in count, shape and dtype.
-    """
-    task = load_task(path, device)
-    where = task.path / "task.py"
-    if device != "cpu":
-        return task
-    for shape in (*task.tuning_shapes, *task.heldout_shapes):
-        problem = _structure(task, dict(shape))
-        if problem:
-            raise TaskError(f"{where}: on shape {shape.label}: {problem}")
-    return task
-
-
-def _structure(task: Task, shape: dict) -> str | None:
-    """Why ``shape``'s reference does not match ``make_outputs``, or an error calling either."""
-    from kernelswarm.evaluators.correctness import structure_problem  # imports torch
-
-    module = task.module
-    steps = (("make_inputs", lambda: tuple(module.make_inputs(shape, 0, "cpu"))),
-             ("make_outputs", lambda: tuple(module.make_outputs(shape, "cpu"))))
-    values = []
-    for name, step in steps:
-        try:
-            values.append(step())
-        except Exception as exc:
-            return f"{name}() raised {type(exc).__name__}: {exc}"
-    inputs, outputs = values
-    try:
-        reference = tuple(module.reference(*inputs))
-    except Exception as exc:
-        return f"reference() raised {type(exc).__name__}: {exc}"
-    problem = structure_problem(outputs, reference)
-    return f"make_outputs() and reference() disagree: {problem}" if problem else None
-
-
 def _check(args: argparse.Namespace, console: Console) -> int:
     task = check_task(args.path, args.device)
-    counts = _counts(task)
+    counts = shape_counts(task)
     console.print(f"ok: task {task.name!r} ({task.path}): languages "
                   f"{', '.join(sorted(task.kernels))}; {args.device}: {counts[0]} tuning + "
                   f"{counts[1]} held-out shapes", highlight=False, markup=False)
@@ -253,32 +162,8 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     return 0 if evaluate_starting_kernels(task, args.device, console) else 1
 
 
-def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool:
-    """Run each starting kernel that runs on ``device`` through the evaluator; all OK?"""
-    from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-    from kernelswarm.search import SPECS, Status
-
-    settings = EvaluatorSettings(device=device, timing_budget_s=0.05, min_repeats=3,
-                                 flush_cache=False)
-    all_ok, ran = True, 0
-    for language in sorted(task.kernels):
-        if not SPECS[language].runs_on(device):
-            continue
-        ran += 1
-        start = task.starting_candidate(language)
-        with SandboxEvaluator(task.path, language, settings) as evaluator:
-            evaluation = naming_the_users_file(evaluator.evaluate(start), task, start)
-        colour = "green" if evaluation.status is Status.OK else "red"
-        console.print(f"starting {language} kernel: [{colour}]{evaluation.status.value}[/] "
-                      f"{escape(evaluation.message)}", highlight=False)
-        all_ok &= evaluation.status is Status.OK
-    if not ran:
-        console.print(f"no starting kernel of this task runs on {device}", highlight=False)
-    return all_ok
-
-
 def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
-    from .kernelbench.problem import SHRINK, import_problem
+    from ..kernelbench.problem import SHRINK, import_problem
 
     shrink = SHRINK if args.shrink else None
     if args.level is not None:
@@ -320,7 +205,7 @@ def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:
 
 
 def _import_level(args: argparse.Namespace, shrink: Shrink | None, console: Console) -> int:
-    from .kernelbench.level import ImportStatus, import_level, level_table
+    from ..kernelbench.level import ImportStatus, import_level, level_table
 
     if args.cpp or args.size:
         raise TaskError("--cpp and --size name one problem's kernel and sizes; with --level, "
@@ -332,3 +217,28 @@ def _import_level(args: argparse.Namespace, shrink: Shrink | None, console: Cons
     imported = sum(r.status is ImportStatus.IMPORTED for r in results)
     console.print(f"{imported} task folders in {dest.resolve()}", highlight=False, markup=False)
     return 0 if imported else 1
+
+
+def _print_start(result: StartResult, console: Console) -> int:
+    """Print what ``start_from_compile`` made; the exit status (1 when the kernel failed)."""
+    console.print(f"wrote {result.path}: a {result.language} start from torch.compile with a "
+                  f"version for each of {len(result.shapes)} shapes: {', '.join(result.shapes)}",
+                  highlight=False, markup=False)
+    if result.backup is not None:
+        console.print(f"the previous kernel is in {result.backup}", highlight=False,
+                      markup=False)
+    if result.knobs:
+        console.print("knobs: " + ", ".join(f"{k} {list(v)}" for k, v in result.knobs),
+                      highlight=False, markup=False)
+    if result.knobs_note:
+        console.print(result.knobs_note, highlight=False, markup=False)
+    for skipped in result.skipped:
+        console.print(f"no version for the tester's check shape {skipped}", highlight=False,
+                      markup=False)
+    if result.status is None:
+        console.print(result.message, highlight=False, markup=False)
+        return 0
+    colour = "green" if result.status is Status.OK else "red"
+    console.print(f"judged: [{colour}]{result.status.value}[/] {escape(result.message)}",
+                  highlight=False)
+    return 0 if result.status is Status.OK else 1

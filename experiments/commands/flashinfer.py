@@ -16,7 +16,7 @@ from rich.console import Console
 
 from kernelswarm.search import TaskError
 
-from .flashinfer.trace import TOLERANCE
+from ..flashinfer.trace import TOLERANCE
 
 
 def add_flashinfer_parsers(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +58,7 @@ def run_flashinfer_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _import(args: argparse.Namespace, console: Console) -> int:
-    from .flashinfer.trace import import_definition
+    from ..flashinfer.trace import import_definition
 
     axes = {}
     for item in args.cpu_axis:
@@ -80,9 +80,9 @@ def _import(args: argparse.Namespace, console: Console) -> int:
 
 
 def _export(args: argparse.Namespace, console: Console) -> int:
-    from .config import ConfigError
-    from .flashinfer.export import export_solution
-    from .run.folder import open_run_folder
+    from ..config import ConfigError
+    from ..flashinfer.export import export_solution
+    from ..run.folder import open_run_folder
 
     settings = None
     if args.run:
