@@ -8,16 +8,19 @@ per variant and seed, the variants differing only in ``search.strategy`` and ``s
 \\"cuda\\" --set evaluator.device=\\"cuda\\"``). The seeds are the outer loop, so a change of the
 machine's load falls on every variant alike. Per variant, over the seeds (median and range):
 
-- **final best**: the run's best speedup over the starting kernel, as the search measured it;
-- **worker s to islands' final**: the evaluation workers' seconds (``eval_s`` summed in record
-  order) until the run's best first reached the median final of the islands runs; ``-`` where it
-  never did;
+- **final best**: the run's reported best speedup over the starting kernel (after confirmation:
+  the median of its best kernels judged again, what ``eval`` of the best file would read);
+- **search best**: the best speedup as the search measured it, before confirmation;
+- **worker s to islands' best**: the evaluation workers' seconds (``eval_s`` summed in record
+  order) until the run's search best first reached the median search best of the islands runs
+  (how many runs did, of how many); ``-`` where none did;
 - **kept / families**: the kernels the strategy holds at the end and how many source families
   they are (two kernels of one family differ only in knob values);
 - **rejected**: candidates novelty rejection kept from being judged, and the worker seconds that
   saved at the run's median evaluation time.
 
-Writes every run's figures as JSON (``--json``).
+Writes every run's figures as JSON (``--json``) after each run; ``--table FILE.json`` prints
+the table of a saved comparison again.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a configuration override for every run, as for kernelswarm run")
+    parser.add_argument("--table", type=Path, metavar="FILE.json",
+                        help="print the table of a saved comparison instead of running")
     args = parser.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     return args
@@ -105,33 +110,41 @@ def _spread(values: list[float], digits: int = 2) -> str:
             f"[{min(values):.{digits}f}-{max(values):.{digits}f}]")
 
 
+def _search_best(run: dict[str, Any]) -> float:
+    return run["curve"][-1][1] if run["curve"] else 0.0
+
+
 def table(runs: list[dict[str, Any]]) -> str:
-    islands = [r["final"] for r in runs if r["variant"] == "islands"]
+    islands = [_search_best(r) for r in runs if r["variant"] == "islands"]
     target = statistics.median(islands) if islands else None
-    lines = [f"{'variant':<20} {'runs':>4} {'final best (med [min-max])':>27} "
-             f"{'worker s to islands final':>26} {'kept/families':>14} {'rejected':>9} "
-             f"{'saved s':>8}"]
+    lines = [f"{'variant':<20} {'runs':>4} {'final best':>18} {'search best':>18} "
+             f"{'worker s to islands best':>25} {'kept/families':>13} {'rejected':>8} "
+             f"{'saved s':>7}"]
     for variant in dict.fromkeys(r["variant"] for r in runs):
         mine = [r for r in runs if r["variant"] == variant]
         reach = [next((s for s, best in r["curve"] if best >= target - 1e-9), None)
                  for r in mine] if target is not None else []
         reached = [s for s in reach if s is not None]
-        reach_text = (_spread(reached, 1) + f" ({len(reached)}/{len(mine)})") if reached \
-            else f"- (0/{len(mine)})"
+        reach_text = (_spread(reached, 1) + f" {len(reached)}/{len(mine)}") if reached \
+            else f"- 0/{len(mine)}"
         kept = statistics.median(r["kept"] for r in mine)
         families = statistics.median(r["kept_families"] for r in mine)
         rejected = sum(r["rejected"] for r in mine)
         saved = sum(r["rejected"] * r["median_eval_s"] for r in mine)
-        lines.append(f"{variant:<20} {len(mine):>4} {_spread([r['final'] for r in mine]):>27} "
-                     f"{reach_text:>26} {f'{kept:g}/{families:g}':>14} {rejected:>9} "
-                     f"{saved:>8.1f}")
+        lines.append(f"{variant:<20} {len(mine):>4} {_spread([r['final'] for r in mine]):>18} "
+                     f"{_spread([_search_best(r) for r in mine]):>18} {reach_text:>25} "
+                     f"{f'{kept:g}/{families:g}':>13} {rejected:>8} {saved:>7.1f}")
+    lines.append("median [min-max] over the seeds; kept/families: medians")
     if target is not None:
-        lines.append(f"islands' final (the median of its runs): {target:.3f}x")
+        lines.append(f"islands' search best (the median of its runs): {target:.3f}x")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    if args.table is not None:
+        print(table(json.loads(args.table.read_text())["runs"]))
+        return 0
     runs: list[dict[str, Any]] = []
     command = "python -m kernelswarm.experiments.benchmarks.strategies " + " ".join(
         shlex.quote(a) for a in args.argv)
