@@ -115,6 +115,10 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         "sink_errors": result.sink_errors, "utilisation": result.utilisation,
         "diversity": summary.diversity, "migrations": summary.migrations,
         "reused_verdicts": summary.reused,
+        # the search strategy and its figures (kept kernels and families, cells, migrations),
+        # and the candidates novelty rejection kept from being judged
+        "strategy": summary.strategy, "novelty_rejected": summary.rejected,
+        "population": summary.population,
         "extra_checks_dropped": dict(start.dropped_checks) if start is not None else {},
         "llm": llm,  # tokens and dollars per role, lineage and in all (null without LLM roles)
     }

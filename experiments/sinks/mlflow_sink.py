@@ -356,6 +356,7 @@ class MLflowSink(Sink):
                    Metric("wall_s", summary.wall_s, millis, 0),
                    Metric("migrations", float(summary.migrations), millis, 0),
                    Metric("reused_verdicts", float(summary.reused), millis, 0),
+                   Metric("novelty_rejected", float(summary.rejected), millis, 0),
                    *self._close_llm(millis)]
         client.log_batch(self.parent_run_id, metrics=metrics,
                          tags=[RunTag("stop_reason", summary.stop_reason[:8000])])
