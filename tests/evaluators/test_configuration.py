@@ -35,7 +35,7 @@ def test_max_repeats_below_min_repeats_is_refused():
 
 
 def test_unknown_language_and_wrong_device_are_configuration_errors(tmp_path):
-    with pytest.raises(ValueError, match="'fortran' is not implemented.*implemented: cpp"):
+    with pytest.raises(ValueError, match="unknown kernel language 'fortran'; known: cpp, cuda"):
         SandboxEvaluator(SILU_TASK, "fortran", EvaluatorSettings(cache_dir=tmp_path))
     with pytest.raises(ValueError, match="device='cpu' cannot run language 'cuda'"):
         SandboxEvaluator(SILU_TASK, "cuda", EvaluatorSettings(cache_dir=tmp_path))
