@@ -1,7 +1,8 @@
 """Search strategies: one module each, named as ``search.strategy`` names it.
 
 ``make_strategy`` imports the module ``Population.strategy`` names and builds its ``STRATEGY``;
-``STRATEGIES`` lists the modules found here, so a new module is a new strategy.
+``STRATEGIES`` lists the modules found here (every one but ``base`` and ``novelty``, which
+every strategy shares), so a new module is a new strategy.
 """
 
 from __future__ import annotations
