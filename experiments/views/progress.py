@@ -14,6 +14,7 @@ from rich.text import Text
 
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.search import Evaluation
+from kernelswarm.search.lineage import NOT_NOVEL
 
 from ..agent.llm_view import one_line, spending_line
 from .language_summary import language_lines
@@ -28,15 +29,15 @@ from .table_fit import fit
 
 
 def _status_line(stats: dict[str, Any], elapsed: float) -> str:
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(stats.get("status", {}).items()))
+    status = dict(stats.get("status", {}))
+    # Candidates novelty rejection kept from being judged: an outcome beside the verdicts.
+    rejected = (stats.get("population") or {}).get("rejected")
+    if rejected:
+        status[NOT_NOVEL] = rejected
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(status.items()))
     busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
     line = (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
             f"best {stats.get('best', 0.0):.3f}x  workers busy {busy:.0%}")
-    population = stats.get("population") or {}  # the strategy's figures (search/strategies/)
-    if population.get("cells"):
-        line += f"  cells {population['cells']}"
-    if population.get("rejected"):
-        line += f"  not novel {population['rejected']}"
     llm = stats.get("llm") or {}  # the LLM roles' spending and waits (experiments/agent/llm_view.py)
     waits = "; ".join(f"lineage {n} {text}" for n, text in sorted(llm.get("waiting", {}).items())
                       if n >= 0)
@@ -193,7 +194,9 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
             table.add_row(*(escape(values.get(c, "")) for c in columns), style=style)
         return table
 
-    table = fit(build, LINEAGE_COLUMNS, ("stopped", "steps"), width)
+    # The candidate column goes last: the best kernel's id is in the per-shape table's title and
+    # its file's name too.
+    table = fit(build, LINEAGE_COLUMNS, ("stopped", "steps", "candidate"), width)
     if result.summary.best is None:
         return Group(table, *confirmation_lines(result), *language_lines(result))
     candidate, evaluation = result.summary.best

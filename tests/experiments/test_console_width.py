@@ -3,6 +3,7 @@ whole on their own line, no Ray or MLflow start-up noise (that goes to run.log).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -44,6 +45,27 @@ def test_the_closing_table_drops_columns_to_fit_and_keeps_them_when_there_is_roo
         text = console.file.getvalue()
         assert max(len(line) for line in text.splitlines()) <= width
         assert ("stopped" in text) == wanted  # the widest column goes first
+
+
+def test_the_closing_table_fits_80_columns_when_the_confirmed_kernel_is_a_runner_up(small_run):
+    """Confirmation may choose a kernel that is no lineage's best: its row is labelled with the
+    lineage that found it ("confirmed (lineage 1)"), and the table still fits, by leaving out
+    the candidate column (the best kernel's id is in the per-shape table's title)."""
+    outcome, _, _ = small_run
+    result = outcome.result
+    best = result.summary.best
+    assert best is not None and result.confirmation is not None
+    if best[0].lineage < 0:
+        pytest.skip("this run's best is its starting kernel")
+    others = {i: m for i, m in result.summary.lineage_best.items() if m[0].id != best[0].id}
+    runner_up = dataclasses.replace(
+        result, summary=dataclasses.replace(result.summary, lineage_best=others))
+    console = Console(file=io.StringIO(), width=80)
+    console.print(closing_table(runner_up, "warm cache", 80))
+    text = console.file.getvalue()
+    assert f"confirmed (lineage {best[0].lineage})" in text
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    assert best[0].id in text
 
 
 def _live_view(stats: dict) -> str:

@@ -30,9 +30,10 @@ def test_the_run_reports_its_strategy_and_what_novelty_rejected(small_run):
     assert [value for _, value in parent.metrics["novelty_rejected"]] == [len(rejections)]
 
 
-def test_the_status_line_shows_cells_and_rejections_only_when_there_are_some():
-    stats = {"records": 5, "status": {"OK": 5}, "best": 1.5}
-    assert "cells" not in _status_line(stats, 1.0) and "novel" not in _status_line(stats, 1.0)
-    stats["population"] = {"strategy": "map_elites", "cells": 4, "rejected": 2}
+def test_the_status_line_counts_rejections_beside_the_verdicts_only_when_there_are_some():
+    stats = {"records": 5, "status": {"OK": 5}, "best": 1.5,
+             "population": {"strategy": "map_elites", "cells": 4, "rejected": 0}}
+    assert "[OK 5]" in _status_line(stats, 1.0)
+    stats["population"]["rejected"] = 2
     line = _status_line(stats, 1.0)
-    assert "cells 4" in line and "not novel 2" in line
+    assert "[NOT_NOVEL 2, OK 5]" in line and len(line) <= 80
