@@ -4,6 +4,15 @@ One pool of workers can serve several searches at once (the cells of a sweep): e
 comes with its cell's name, a worker keeps one evaluator per evaluator factory (task, language
 and settings; cells whose factories are alike share it, and so its calibration), and the
 dispatcher shares the workers fairly between the cells (fair_share.py).
+
+A worker with nothing to judge gets ready for what is coming: an idle worker builds the
+evaluator of an open cell ahead of the cell's first candidate for it (``Evaluator.prepare``: the
+calibration measured or read back, the first sandbox started), instead of a candidate waiting
+for it. A cell nobody is ready for yet is prepared by one worker at a time (it calibrates, and
+the calibration is kept on disk); once one is ready, every idle worker prepares it, reading the
+calibration back. The
+dispatcher keeps what each worker did and when (``activity``): evaluations and preparations,
+with the worker's process and GPU, from which busy fractions over time are read (activity.py).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
@@ -62,9 +72,43 @@ class EvalWorker:
             evaluator = self._evaluators[key] = make_evaluator()
         return evaluator.evaluate(candidate)
 
+    def prepare(self, key: str, make_evaluator: Callable[[], Evaluator]) -> dict[str, str]:
+        """Build the key's evaluator (unless held) and get it ready for its first candidate
+        (``Evaluator.prepare``); what was done. An evaluator that fails to get ready is not
+        kept: its first candidate builds it again and reports the failure there."""
+        evaluator = self._evaluators.get(key)
+        if evaluator is None:
+            evaluator = make_evaluator()
+            try:
+                done = evaluator.prepare()
+            except BaseException:
+                evaluator.close()
+                raise
+            self._evaluators[key] = evaluator
+            return done
+        return evaluator.prepare()
+
     def pid(self) -> int:
         """This incarnation's process id: a restarted worker answers with another."""
         return os.getpid()
+
+    def placement(self) -> dict[str, Any]:
+        """Where this worker runs: its process, node, the GPUs Ray gave it and, on a GPU, the
+        device's UUID as the driver reports it (two workers never share one)."""
+        found: dict[str, Any] = {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                                 "gpu_uuid": "", "gpu_name": ""}
+        if found["gpu_ids"]:
+            try:
+                import torch
+
+                properties = torch.cuda.get_device_properties(0)
+                found["gpu_uuid"] = str(getattr(properties, "uuid", ""))
+                found["gpu_name"] = properties.name
+            except Exception as exc:  # reported, never fatal: the worker still judges
+                found["gpu_uuid"] = f"unknown ({type(exc).__name__}: {exc})"[:200]
+        return found
 
     def release(self, key: str) -> None:
         """Close the key's evaluator (its spare runner); nothing if it never judged one."""
@@ -92,8 +136,9 @@ class EvalDispatcher:
     raised counts as a death when its worker turns out to be gone or another process since.
     """
 
-    def __init__(self, workers: list[ray.actor.ActorHandle]) -> None:
+    def __init__(self, workers: list[ray.actor.ActorHandle], prepare_idle: bool = True) -> None:
         self._workers = workers
+        self._index = {id(w): i for i, w in enumerate(workers)}
         self._free = list(workers)
         self._share = FairShare()
         self._factories: dict[str, tuple[str, ray.ObjectRef]] = {}  # cell -> (key, factory)
@@ -105,7 +150,17 @@ class EvalDispatcher:
         self._busy_s: Counter[str] = Counter()
         self._evaluations: Counter[str] = Counter()
         self._started = time.monotonic()
+        self._started_at = time.time()
         self._deaths = 0
+        # Idle workers prepare the evaluators of the open cells, each (worker, key) pair tried
+        # once: a key some worker is ready for at once, others one worker at a time.
+        self._prepare_idle = prepare_idle
+        self._judged_keys: set[str] = set()  # keys some worker judged or prepared
+        self._preparing: Counter[str] = Counter()  # keys being prepared, by how many workers
+        self._tried: set[tuple[int, str]] = set()
+        self._prepare_s = 0.0
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._timeline: list[dict[str, Any]] = []  # what each worker did, and when
 
     async def open_cell(self, cell: str, make_evaluator: Callable[[], Evaluator],
                         max_workers: int | None = None, group: str | None = None) -> None:
@@ -113,6 +168,7 @@ class EvalDispatcher:
         each worker by reference."""
         self._share.add(Share(cell, max_workers, group))
         self._factories[cell] = (evaluator_key(make_evaluator), ray.put(make_evaluator))
+        self._match()  # idle workers start getting ready for it
 
     async def release_cell(self, cell: str) -> None:
         """Forget a cell and close its evaluators on every worker (unless another open cell
@@ -123,6 +179,7 @@ class EvalDispatcher:
         key, _ = self._factories.pop(cell, ("", None))
         if key and all(other != key for other, _ in self._factories.values()):
             self._given = {given for given in self._given if given[1] != key}
+            self._tried = {tried for tried in self._tried if tried[1] != key}
             await asyncio.gather(*(w.release.remote(key) for w in self._workers),
                                  return_exceptions=True)
 
@@ -139,16 +196,62 @@ class EvalDispatcher:
             raise
 
     def _match(self) -> None:
-        """Give free workers to waiting cells, in their turns."""
+        """Give free workers to waiting cells, in their turns; the workers left over prepare
+        what is coming."""
         while self._free:
             turn = self._share.next()
             if turn is None:
-                return
+                break
             cell, ticket = turn
             if ticket.done():  # its caller went away
                 self._share.done(cell)
                 continue
             ticket.set_result(self._free.pop(0))
+        if self._prepare_idle:
+            self._prepare_free()
+
+    def _prepare_free(self) -> None:
+        """Start each idle worker on an evaluator it lacks: of a key some worker is ready for
+        (its calibration is kept on disk, so this one reads it), or of a key nobody has
+        prepared yet, one worker at a time (it calibrates; the others would wait for it)."""
+        for worker in list(self._free):
+            wanted = next(((cell, key, make) for cell, (key, make) in self._factories.items()
+                           if (id(worker), key) not in self._given
+                           and (id(worker), key) not in self._tried
+                           and (key in self._judged_keys or key not in self._preparing)), None)
+            if wanted is None:
+                continue
+            self._free.remove(worker)
+            self._tried.add((id(worker), wanted[1]))
+            self._preparing[wanted[1]] += 1
+            job = asyncio.get_running_loop().create_task(self._prepare(worker, *wanted))
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+
+    async def _prepare(self, worker: ray.actor.ActorHandle, cell: str, key: str,
+                       make: ray.ObjectRef) -> None:
+        began, at = time.monotonic(), time.time()
+        outcome, done = "ok", {}
+        try:
+            done = await worker.prepare.remote(key, make)
+            self._given.add((id(worker), key))
+            self._judged_keys.add(key)
+        except Exception as exc:  # its first candidate meets the same, and reports it
+            outcome = f"failed: {type(exc).__name__}"
+        finally:
+            self._preparing[key] -= 1
+            if self._preparing[key] <= 0:
+                del self._preparing[key]
+            self._prepare_s += time.monotonic() - began
+            self._note(worker, cell, "prepare", at, outcome, done.get("calibration", ""))
+            self._free.append(worker)
+            self._match()
+
+    def _note(self, worker: ray.actor.ActorHandle, cell: str, kind: str, began: float,
+              outcome: str, calibration: str = "") -> None:
+        self._timeline.append({"worker": self._index.get(id(worker), -1), "cell": cell,
+                               "kind": kind, "began": began, "ended": time.time(),
+                               "outcome": outcome, "calibration": calibration})
 
     def _give_back(self, cell: str, worker: ray.actor.ActorHandle) -> None:
         self._free.append(worker)
@@ -162,21 +265,28 @@ class EvalDispatcher:
         error = None
         for _ in range(2):
             worker = await self._acquire(cell)
-            began = time.monotonic()
+            began, at = time.monotonic(), time.time()
+            first = (id(worker), key) not in self._given  # its evaluator is built by this call
+            outcome, calibration = "raised", ""
             try:
                 evaluation = await self._judge(worker, key, make, candidate)
                 self._evaluations[cell] += 1
+                self._judged_keys.add(key)
+                outcome = evaluation.status.value
+                if first:
+                    calibration = str(evaluation.metrics.get("calibration", ""))
                 return evaluation
             except (RayActorError, ActorUnavailableError) as exc:
-                error = exc
+                error, outcome = exc, "worker died"
                 await self._died(worker)
             except RayTaskError as exc:  # raised by the evaluator, inside the worker
                 if not await self._went_down(worker):
                     raise
-                error = exc
+                error, outcome = exc, "worker died"
                 await self._died(worker)
             finally:
                 self._busy_s[cell] += time.monotonic() - began
+                self._note(worker, cell, "evaluate", at, outcome, calibration)
                 self._give_back(cell, worker)
         return Evaluation(candidate.id, Status.RUNTIME_ERROR,
                           f"the evaluation worker died twice while evaluating this candidate "
@@ -228,7 +338,9 @@ class EvalDispatcher:
         """The pool's busy fraction and worker deaths; with ``cell``, also that cell's worker
         seconds, evaluations and how many workers it holds and candidates it has waiting."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
-        out = {"busy_fraction": sum(self._busy_s.values()) / (elapsed * len(self._workers)),
+        busy = sum(self._busy_s.values()) + self._prepare_s
+        out = {"busy_fraction": busy / (elapsed * len(self._workers)),
+               "prepare_s": self._prepare_s,
                "worker_deaths": float(self._deaths), "workers": float(len(self._workers))}
         if cell is not None:
             out.update({"cell_busy_s": self._busy_s[cell],
@@ -237,5 +349,20 @@ class EvalDispatcher:
                         "cell_waiting": float(self._share.waiting(cell))})
         return out
 
+    async def activity(self) -> dict[str, Any]:
+        """What the workers did: ``intervals`` (each evaluation and preparation: worker index,
+        cell, kind, Unix times began and ended, outcome, and, where it built an evaluator,
+        whether its calibration was measured or read), ``workers`` (each one's
+        ``EvalWorker.placement``, or why it could not answer), ``started`` (the pool's Unix
+        start) and ``worker_deaths``."""
+        placements = await asyncio.gather(*(w.placement.remote() for w in self._workers),
+                                          return_exceptions=True)
+        return {"started": self._started_at, "worker_deaths": self._deaths,
+                "workers": [p if isinstance(p, dict) else {"error": str(p)[:300]}
+                            for p in placements],
+                "intervals": list(self._timeline)}
+
     async def close(self) -> None:
+        for job in list(self._jobs):  # preparations in flight: their workers close below
+            job.cancel()
         await asyncio.gather(*(w.close.remote() for w in self._workers), return_exceptions=True)

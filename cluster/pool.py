@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 from ray.exceptions import RayError
@@ -66,13 +67,15 @@ class Lane:
 class EvalPool:
     """``workers`` evaluation workers (each started with ``worker_resources``) behind one
     dispatcher. ``open`` a cell per search, ``release`` it when the search is over, ``close``
-    the pool once nothing uses it."""
+    the pool once nothing uses it. ``prepare_idle``: idle workers build the evaluators of cells
+    another worker has judged for, ahead of their first candidate (eval_worker.py)."""
 
-    def __init__(self, workers: int, worker_resources: dict[str, float]) -> None:
+    def __init__(self, workers: int, worker_resources: dict[str, float],
+                 prepare_idle: bool = True) -> None:
         if workers < 1:
             raise ValueError(f"an evaluation pool needs at least one worker, got {workers}")
         self.workers = [EvalWorker.options(**worker_resources).remote() for _ in range(workers)]
-        self.dispatcher = EvalDispatcher.remote(self.workers)
+        self.dispatcher = EvalDispatcher.remote(self.workers, prepare_idle)
         self.size = workers
         self.closed = False
 
@@ -89,6 +92,11 @@ class EvalPool:
 
     def utilisation(self, cell: str | None = None) -> dict[str, float]:
         return ray.get(self.dispatcher.utilisation.remote(cell))
+
+    def activity(self) -> dict[str, Any]:
+        """What each worker did and when, and where it runs (``EvalDispatcher.activity``;
+        activity.py reads busy fractions from it)."""
+        return ray.get(self.dispatcher.activity.remote())
 
     def close(self, wait: bool = True) -> None:
         """Release every sandbox and the actors; ``wait=False`` kills the workers at once

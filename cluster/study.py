@@ -1,6 +1,6 @@
 """The worker pool of a knob study: trials built in the calling process, evaluated on the GPUs.
 
-``TrialPool`` keeps up to ``slots`` trials in flight. A slot is a thread that judges one trial
+``TrialPool`` keeps up to ``slots`` trials in flight (two per worker by default). A slot is a thread that judges one trial
 with the search's ``Driver``: its ports are the caller's tracker and a ``DispatchedEvaluator``
 with the slot's own compiler (compilers are subprocesses, so threads overlap them; a build that
 fails never reaches a worker) over the study's lane of an ``EvalPool`` (pool.py), which gives
@@ -17,6 +17,7 @@ import concurrent.futures
 import queue
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 
@@ -60,7 +61,9 @@ class TrialPool:
         self._own_pool = pool is None
         self.pool = EvalPool(workers, worker_resources) if pool is None else pool
         self.lane = self.pool.open(cell, make_evaluator)
-        self.slots = slots or self.pool.size
+        # two trials a worker: one is built (a compiler process on this machine's CPUs) while
+        # the other is judged, so a GPU does not wait for the next trial's build
+        self.slots = slots or 2 * self.pool.size
         self._tracker = tracker
         self._make_compiler = make_evaluator
         self._compilers: queue.SimpleQueue[Evaluator] = queue.SimpleQueue()
@@ -105,6 +108,10 @@ class TrialPool:
 
     def utilisation(self) -> dict[str, float]:
         return self.lane.utilisation()
+
+    def activity(self) -> dict[str, Any]:
+        """What the pool's workers did and when (``EvalPool.activity``)."""
+        return self.pool.activity()
 
     def close(self) -> None:
         """Release the sandboxes and, when the pool is the study's own, the actors. Trials

@@ -117,6 +117,9 @@ class SwarmResult:
     # how kernels of the languages were ranked. One entry, scale 1, in a single-language run.
     starts: dict[str, Evaluation] = field(default_factory=dict)
     scales: LanguageScales = field(default_factory=LanguageScales)
+    # What the search's own pool of workers did (EvalPool.activity; cluster/activity.py); None
+    # on a shared pool, whose owner keeps it (a sweep's workers.json).
+    activity: dict[str, Any] | None = None
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -355,10 +358,17 @@ class Swarm:
         summary, sink_errors, locations = call(
             self.tracker.close, stop_reason or "; ".join(reasons) or "no lineage ran",
             best=confirmation.best() if confirmed else None, override_best=confirmed)
+        activity = None
+        if self._own_pool:
+            try:
+                activity = self.pool.activity()
+            except RayError:  # figures about the workers only: the results stand without them
+                pass
         self._close_pool()
         for actor in [*self.runners, *self._waiting.values(), self.tracker]:
             if actor is not None:
                 ray.kill(actor)
         self._waiting = {}
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
-                           utilisation, confirmation, dict(self.starts), self.scales)
+                           utilisation, confirmation, dict(self.starts), self.scales,
+                           activity)

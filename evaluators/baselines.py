@@ -37,6 +37,7 @@ of the baselines themselves: compiling the 19 shapes of fused_add_rmsnorm took 1
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -47,7 +48,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -231,26 +233,62 @@ def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
         [task_content_hash(task), device, versions, timing.as_dict(), wanted, language or ""],
         sort_keys=True).encode()).hexdigest()[:24]
     path = Path(settings.cache_dir) / "baselines" / f"{task.name}-{key}.json"
-    if path.is_file() and not refresh:
-        try:
-            return BaselineTable.from_json(json.loads(path.read_text()), cached=True)
-        except (ValueError, KeyError, TypeError):
-            pass  # a damaged entry is measured again
+    kept = None if refresh else _kept_table(path)
+    if kept is not None:
+        return kept
     request = {"task": str(task.path), "device": settings.device, "timing": timing.as_dict(),
                "compile": wanted, "compile_reason": why_not, "language": language or "",
                "cache_dir": str(settings.cache_dir)}
-    reply = _run_worker(request, settings.device, timeout_s)
-    table = BaselineTable(
-        task=task.name, device=device, key=key, timing=timing, versions=versions,
-        shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
-                for s, row in reply["shapes"].items()},
-        skipped=dict(reply["skipped"]), language=language or "",
-        start={s: BaselineTime.from_json(t) for s, t in reply.get("start", {}).items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(table.as_json(), indent=1))
-    temporary.replace(path)
-    return table
+    with measured_once(path):
+        kept = None if refresh else _kept_table(path)  # measured while this one waited
+        if kept is not None:
+            return kept
+        reply = _run_worker(request, settings.device, timeout_s)
+        table = BaselineTable(
+            task=task.name, device=device, key=key, timing=timing, versions=versions,
+            shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
+                    for s, row in reply["shapes"].items()},
+            skipped=dict(reply["skipped"]), language=language or "",
+            start={s: BaselineTime.from_json(t) for s, t in reply.get("start", {}).items()})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(table.as_json(), indent=1))
+        temporary.replace(path)
+        return table
+
+
+def _kept_table(path: Path) -> BaselineTable | None:
+    if not path.is_file():
+        return None
+    try:
+        return BaselineTable.from_json(json.loads(path.read_text()), cached=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a damaged entry is measured again
+
+
+@contextmanager
+def measured_once(path: Path | None) -> Iterator[None]:
+    """Held while the cache entry at ``path`` is measured: another process of this machine (or
+    of a node sharing the cache folder) that needs the same entry waits here, then reads what
+    the first one wrote, instead of measuring it on another GPU at the same time (the cells of
+    a sweep, the workers of a pool and every test process share one cache). The lock is the
+    file ``.<name>.lock`` beside the entry, released when its holder ends, however it ends.
+    Nothing for None (no cache)."""
+    if path is None:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(f".{path.name}.lock"), "a")  # noqa: SIM115 - held below
+    except OSError:  # a read-only cache: measured here, as without one
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[str, Any]:

@@ -50,6 +50,13 @@ class Evaluator(ABC):
     @abstractmethod
     def evaluate(self, candidate: Candidate) -> Evaluation: ...
 
+    def prepare(self) -> dict[str, str]:
+        """Get ready to judge ahead of the first candidate (the sandboxed judge calibrates, or
+        reads its calibration, and starts its first runner), so that an idle evaluation worker
+        can do it before a candidate waits for it; what was done, in words per item (empty:
+        nothing to do). ``evaluate`` does the same on its own when this was not called."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release processes and files; safe to call twice. The evaluator is not to be used
         afterwards: what it does then is the implementation's (the sandboxed judge starts a

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ...search.candidate import Candidate
 from ...search.task import Shape, Task, TaskError
+from ..baselines import measured_once
 from ..compile_cache import Build
 from ..device_arena import evaluation_arena
 from ..languages import KernelLanguage
@@ -88,11 +89,17 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
                                settings)
     kept = read_calibration(kept_at)
     made = spares(size)
-    if kept is not None:
-        return replace(kept, cached=True), made
-    calibration, made = _measure(evaluator, start, references, made, size, extra, dropped)
-    keep_calibration(kept_at, calibration)
-    return calibration, made
+    if kept is None:
+        # one evaluator of this machine measures; the others that need the same figures wait
+        # for it and read them
+        with measured_once(kept_at):
+            kept = read_calibration(kept_at)
+            if kept is None:
+                calibration, made = _measure(evaluator, start, references, made, size, extra,
+                                             dropped)
+                keep_calibration(kept_at, calibration)
+                return calibration, made
+    return replace(kept, cached=True), made
 
 
 def _measure(evaluator: SandboxEvaluator, start: Build, references: References, made: Spares,

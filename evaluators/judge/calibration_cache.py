@@ -10,6 +10,9 @@ bindings and the task's libraries, every setting of the protocol that changes a 
 a figure is measured changes). A calibration whose baselines failed is not kept, so the next
 evaluator measures them again. A damaged entry is measured again and replaced; entries are
 written whole (a temporary file, then a rename), so concurrent evaluators never read half of one.
+Evaluators that need the same entry at the same time (a sweep's cells starting together on
+several GPUs) measure it once: the first holds the entry's lock (``baselines.measured_once``)
+while it measures, the others wait for it and read what it wrote.
 Set ``KERNELSWARM_CALIBRATION_CACHE=0`` to calibrate afresh every time.
 
 The figures come from a runner that never held candidate code, in an earlier process on a machine

@@ -147,6 +147,13 @@ class SandboxEvaluator(Evaluator):
             self._device = self._calibration.machine.device
         return self._calibration, self._references, self._spares
 
+    def prepare(self) -> dict[str, str]:
+        """Calibrate (or read the calibration kept for this task, language, device and
+        settings) and start the first spare runner, as the first ``evaluate`` would."""
+        with one_thread():
+            calibration, _, _ = self._ready()
+        return {"calibration": "read from the cache" if calibration.cached else "measured"}
+
     def startup_s(self) -> float:
         """How long a runner may take to get ready (import torch, load the task, warm up)."""
         return 120.0 + 2 * self.settings.timing_budget_s * len(self.task.tuning_shapes)

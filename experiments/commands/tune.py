@@ -26,7 +26,7 @@ from ..tune.study import TuneError
 def add_tune_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "tune", help="tune one kernel's knobs with Optuna, trials in parallel on every GPU",
-        description="An Optuna study over one kernel's knobs: up to one trial per evaluation "
+        description="An Optuna study over one kernel's knobs: up to two trials per evaluation "
                     "worker (one per GPU) in flight, each knob setting evaluated once. The study "
                     "lives in the run folder's optuna.journal (or --storage), resumes, opens in "
                     "optuna-dashboard; trials go to Parquet and MLflow.")

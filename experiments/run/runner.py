@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.cluster import Swarm, SwarmResult, connect, disconnect
+from kernelswarm.cluster.activity import write_activity
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Candidate,
@@ -113,6 +114,9 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
                       "restarts": r.restarts, "crashes": list(r.crashes)}
                      for r in result.lineages],
         "sink_errors": result.sink_errors, "utilisation": result.utilisation,
+        # the evaluation workers' busy fractions, evaluations a minute, calibrations and GPUs
+        # (workers.json holds what each worker did and when; cluster/activity.py)
+        "workers": write_activity(run_dir, result.activity) if result.activity else None,
         "diversity": summary.diversity, "migrations": summary.migrations,
         "reused_verdicts": summary.reused,
         # the search strategy and its figures (kept kernels and families, cells, migrations),

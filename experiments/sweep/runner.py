@@ -13,6 +13,9 @@ Sweep folder::
     <NN-cell>/           one run folder per cell (summary.json, evaluations/, best/, report/,
                          console.log: what `kernelswarm run` would have printed)
     cells.parquet        one row per cell (results.py)
+    workers.json         what each evaluation worker did and when, where it ran, and the
+                         summary: busy by minute, evaluations a minute, calibrations
+                         (cluster/activity.py)
     sweep.log            Ray's and MLflow's output
     report/              the sweep's report (a cell table and a plot)
 
@@ -35,10 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray.exceptions import RayError
 from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.cluster import EvalPool, Swarm, connect, disconnect
+from kernelswarm.cluster.activity import ACTIVITY_FILE, activity_line, write_activity
 from kernelswarm.search import StartingKernelFailed, TaskError
 
 from ..agent.llm_view import one_line
@@ -187,11 +192,29 @@ def _search_cells(sweep_dir: Path, doc: dict[str, Any], base: Config, todo: list
             pool = EvalPool(workers, resources)
             try:
                 ctx = _Context(sweep_dir, pool, doc["mlflow_run_id"])
-                return _drive(ctx, todo, doc.get("concurrent_cells") or len(todo), console)
+                outcomes = _drive(ctx, todo, doc.get("concurrent_cells") or len(todo), console)
+                _keep_activity(sweep_dir, pool, console)
+                return outcomes
             finally:
                 pool.close()
         finally:
             disconnect(cluster)
+
+
+def _keep_activity(sweep_dir: Path, pool: EvalPool, console: Console) -> None:
+    """``workers.json`` (what each worker did and when) and its one-line summary; a resumed
+    sweep keeps the earlier sessions' files beside it."""
+    try:
+        activity = pool.activity()
+    except RayError as exc:  # figures about the workers only: the cells' results stand
+        console.print(f"[yellow]worker activity not kept:[/] {escape(one_line(str(exc)))}",
+                      highlight=False)
+        return
+    earlier = sweep_dir / ACTIVITY_FILE
+    if earlier.is_file():
+        earlier.replace(sweep_dir / f"workers-{int(earlier.stat().st_mtime)}.json")
+    console.print(activity_line(write_activity(sweep_dir, activity)), highlight=False,
+                  markup=False, soft_wrap=True)
 
 
 def _drive(ctx: _Context, todo: list[SweepCell], at_once: int,

@@ -1,6 +1,6 @@
 """``kernelswarm tune``'s driver: a knob study of one kernel, its trials evaluated in parallel.
 
-The driver asks Optuna (``search.KnobStudy``) for knob settings and keeps up to one trial per
+The driver asks Optuna (``search.KnobStudy``) for knob settings and keeps up to two trials per
 evaluation worker in flight on the cluster (``TrialPool``: each trial judged by the search's
 ``Driver`` on a driver thread, timed on the workers, one per GPU). Each new verdict is recorded
 by the ``Tracker`` (Parquet before anything else, MLflow from its background thread) and then
@@ -27,10 +27,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ray.exceptions import RayError
 from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
+from kernelswarm.cluster.activity import activity_line, summarise, write_activity
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
@@ -153,6 +155,7 @@ class _Session:
         self.statuses: Counter[str] = Counter()
         self.recent: deque[tuple[int, dict[str, Any], str, float]] = deque(maxlen=8)
         self.reason = ""
+        self.activity: dict[str, Any] | None = None  # what the workers did (workers.json)
 
     def _candidate(self, number: int, params: dict[str, Any]) -> Candidate:
         rationale = f"optuna trial {number} of study {self.study.study.study_name}"
@@ -270,6 +273,9 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
                           spec.kernel_file)
     outcome = _write_outputs(outcome, session)
     _print_closing(console, outcome)
+    if session.activity:
+        console.print(activity_line(summarise(session.activity)), highlight=False, markup=False,
+                      soft_wrap=True)
     return outcome
 
 
@@ -323,6 +329,10 @@ def _drive(session: _Session, console: Console) -> tuple[str, RunSummary, dict[s
         with study_view(console) as view:
             reason = session.run(view, console)
         utilisation = session.pool.utilisation()
+        try:
+            session.activity = session.pool.activity()
+        except RayError:  # figures about the workers only: the study's results stand
+            session.activity = None
     finally:
         for number in session.study.open_trials():
             session.study.abandon(number)
@@ -356,7 +366,10 @@ def _write_outputs(outcome: TuneOutcome, session: _Session) -> TuneOutcome:
             "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
             **kernel_figures(summary.best[1]), "file": str(best_path)}),
         "top_trials": top, "sink_errors": outcome.sink_errors,
-        "utilisation": outcome.utilisation})
+        "utilisation": outcome.utilisation,
+        # busy by minute, evaluations a minute, calibrations, GPUs (workers.json: every trial's
+        # worker and times; cluster/activity.py)
+        "workers": write_activity(run_dir, session.activity) if session.activity else None})
     return replace(outcome, best_path=best_path)
 
 

@@ -77,3 +77,92 @@ def test_a_capped_cell_holds_one_worker_while_the_other_gets_the_rest(ray_sessio
         assert all(e.ok for e in ray.get(other_refs))
     finally:
         pool.close()
+
+
+PREPARE_S = 1.0
+
+
+def _preparing_factory():
+    """Evaluators whose ``prepare`` takes PREPARE_S (a calibration read back, a sandbox
+    started) and whose ``evaluate`` does it first when it was not done, as the judge's."""
+
+    class Preparing(Evaluator):
+        def __init__(self) -> None:
+            self.ready = False
+
+        def prepare(self) -> dict[str, str]:
+            if not self.ready:
+                time.sleep(PREPARE_S)
+                self.ready = True
+            return {"calibration": "read from the cache"}
+
+        def compile(self, candidate: Candidate) -> CompileResult:
+            return CompileResult(candidate.id, ok=True, seconds=0.0)
+
+        def evaluate(self, candidate: Candidate) -> Evaluation:
+            built = not self.ready
+            self.prepare()
+            began = time.time()
+            time.sleep(0.1)
+            return Evaluation(candidate.id, Status.OK, metrics={
+                "began": began, "built_here": built, "calibration": "read from the cache"})
+
+    def preparing() -> Evaluator:
+        return Preparing()
+
+    return preparing
+
+
+def test_an_idle_worker_gets_ready_for_a_cell_before_its_first_candidate(ray_session):
+    from kernelswarm.cluster.activity import summarise
+
+    pool = EvalPool(2, {"num_cpus": 0})
+    try:
+        # Opening the cell sets an idle worker preparing; the first candidate goes to the
+        # other, which has to get ready itself.
+        lane = pool.open("cell", _preparing_factory())
+        first = ray.get(lane.submit(_candidates("first", 1)[0]))
+        assert first.metrics["built_here"]
+        time.sleep(0.5)
+        both = ray.get([lane.submit(c) for c in _candidates("next", 2)])
+        # Both workers judged at once, and neither had to get ready first.
+        assert abs(both[0].metrics["began"] - both[1].metrics["began"]) < 0.5
+        assert not any(e.metrics["built_here"] for e in both)
+        activity = pool.activity()
+        prepared = [i for i in activity["intervals"] if i["kind"] == "prepare"]
+        assert len(prepared) == 1 and prepared[0]["outcome"] == "ok", activity["intervals"]
+        assert prepared[0]["ended"] - prepared[0]["began"] >= PREPARE_S
+        assert len({p["pid"] for p in activity["workers"]}) == 2
+        summary = summarise(activity)
+        assert summary["evaluations"] == 3 and summary["preparations"] == 1
+        assert summary["calibrations"] == {"measured": 0, "read": 2}  # each worker built one
+        assert 0 < summary["busy"] <= 1 and summary["shared_gpus"] == []
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_fails_to_get_ready_still_judges_and_says_why(ray_session):
+    class Failing(Evaluator):
+        def prepare(self) -> dict[str, str]:
+            raise RuntimeError("no sandbox today")
+
+        def compile(self, candidate: Candidate) -> CompileResult:
+            return CompileResult(candidate.id, ok=True, seconds=0.0)
+
+        def evaluate(self, candidate: Candidate) -> Evaluation:
+            return Evaluation(candidate.id, Status.OK)
+
+    def failing() -> Evaluator:
+        return Failing()
+
+    pool = EvalPool(2, {"num_cpus": 0})
+    try:
+        lane = pool.open("cell", failing)
+        assert ray.get(lane.submit(_candidates("a", 1)[0])).ok
+        time.sleep(1.0)
+        results = ray.get([lane.submit(c) for c in _candidates("b", 4)])
+        assert all(e.ok for e in results)
+        prepared = [i for i in pool.activity()["intervals"] if i["kind"] == "prepare"]
+        assert [i["outcome"] for i in prepared] == ["failed: RayTaskError(RuntimeError)"]
+    finally:
+        pool.close()

@@ -55,3 +55,45 @@ def test_the_key_follows_the_settings_and_the_switch_turns_the_cache_off(tmp_pat
     assert calibration_path(task, "triton", start.id, quick_settings(tmp_path)) != path
     monkeypatch.setenv(CALIBRATION_ENV, "0")
     assert calibration_path(task, "cpp", start.id, quick_settings(tmp_path)) is None
+
+
+_PREPARE = """
+import sys, time
+from pathlib import Path
+from kernelswarm.evaluators import SandboxEvaluator
+from tests.conftest import SILU_TASK
+from tests.evaluators.kernel_library import quick_settings
+
+go = Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.01)
+with SandboxEvaluator(SILU_TASK, "cpp", quick_settings(Path(sys.argv[1]))) as evaluator:
+    print("PREPARED", evaluator.prepare()["calibration"])
+"""
+
+
+def test_evaluators_starting_together_measure_the_calibration_once(tmp_path):
+    # Two processes (two workers of a pool, say) get ready for the same task at the same moment
+    # with an empty cache: one measures, the other waits for it and reads what it kept.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    go = tmp_path / "go"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root.parent), str(root),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    processes = [subprocess.Popen([sys.executable, "-c", _PREPARE, str(tmp_path), str(go)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  cwd=root, env=env) for _ in range(2)]
+    go.touch()
+    outcomes = []
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+        outcomes += [line.split(" ", 1)[1] for line in out.splitlines()
+                     if line.startswith("PREPARED ")]
+    assert sorted(outcomes) == ["measured", "read from the cache"]
+    assert len(list((tmp_path / "calibration").glob("silu_and_mul-cpp-*.json"))) == 1
+    assert len(list((tmp_path / "baselines").glob("silu_and_mul-*.json"))) == 1

@@ -139,6 +139,31 @@ def test_the_cells_pool_counts_what_parquet_records(swept):
 
 
 @pytest.mark.slow
+def test_workers_json_says_what_the_worker_did_in_each_session(swept):
+    import pandas as pd
+
+    result, _, stdout, _, _ = swept
+    sweep_dir = Path(result["sweep_dir"])
+    table = pd.read_parquet(sweep_dir / "cells.parquet").set_index("folder")
+    second = json.loads((sweep_dir / "workers.json").read_text())
+    [first_file] = sweep_dir.glob("workers-*.json")  # the first session's, kept by the resume
+    first = json.loads(first_file.read_text())
+    # The resume judged only the cell that was lost whole; its evaluator was built once.
+    assert second["summary"]["evaluations"] == table.loc["02-seed=1+lineages=1", "evaluations"]
+    assert len({i["cell"] for i in second["intervals"]}) == 1
+    assert first["summary"]["evaluations"] >= table.loc[
+        ["00-seed=0+lineages=1", "01-seed=0+lineages=2", "03-seed=1+lineages=2"],
+        "evaluations"].sum()
+    for session in (first, second):
+        summary = session["summary"]
+        assert summary["workers"] == 1 and len(session["workers"]) == 1
+        assert 0 < summary["busy"] <= 1 and summary["busy_by_minute"]
+        # the cells share one evaluator (seeds and lineage counts do not change it)
+        assert sum(summary["calibrations"].values()) == 1, summary
+    assert "evaluation workers: 1, busy" in stdout
+
+
+@pytest.mark.slow
 def test_resume_finishes_the_lost_cells_and_evaluates_nothing_recorded(swept):
     result, before, stdout, _, _ = swept
     cells = _cells(Path(result["sweep_dir"]))
@@ -210,13 +235,19 @@ def test_an_invalid_axis_is_refused_by_name_before_anything_starts(tmp_path, cap
     assert not (tmp_path / "sweeps").exists()
 
 
-def test_the_ready_gpu_sweep_expands_to_two_tasks_by_two_lineage_counts():
+def test_the_ready_gpu_sweep_expands_to_astras_three_kernels_by_two_languages():
     from kernelswarm.experiments.config import QUICKSTART
     from kernelswarm.experiments.sweep.sweep_file import load_sweep
 
     spec = load_sweep(QUICKSTART.with_name("sweep_gpu.toml"))
-    assert [(c.config.task.name, c.config.search.lineages) for c in spec.cells] == [
-        ("silu_and_mul", 2), ("silu_and_mul", 4), ("fused_add_rmsnorm", 2),
-        ("fused_add_rmsnorm", 4)]
-    assert {(c.config.task.language, c.config.evaluator.device) for c in spec.cells} == {
-        ("cuda", "cuda")}
+    assert [(c.config.task.name, c.config.task.language) for c in spec.cells] == [
+        (task, language) for task in ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
+        for language in ("cuda", "triton")]
+    assert {(c.config.search.lineages, c.config.evaluator.device) for c in spec.cells} == {
+        (4, "cuda")}
+    # every task has a starting kernel in both languages
+    for cell in spec.cells:
+        assert cell.config.task_path().joinpath("task.py").is_file()
+        from kernelswarm.search import load_task
+
+        load_task(cell.config.task_path(), "cuda").kernel(cell.config.task.language)

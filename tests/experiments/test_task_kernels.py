@@ -105,3 +105,53 @@ def test_triton_starting_kernel_passes_the_evaluator_on_the_cpu_shapes(triton_ev
     # The CPU shapes cover a program with rows past the end (1 row, ROWS=4) and rows of several
     # chunks with a partial last one (32000 columns, held-out 4099, at BLOCK=4096).
     assert evaluator.start_candidate.knob_values == {"BLOCK": 4096, "ROWS": 4}
+
+
+_MERGE_CHECK = r"""
+import importlib.util, json, math, sys
+import torch
+spec = importlib.util.spec_from_file_location("task", sys.argv[1] + "/task.py")
+task = importlib.util.module_from_spec(spec); spec.loader.exec_module(task)
+spec = importlib.util.spec_from_file_location("k", sys.argv[1] + "/merge_attn_states_lse_triton.py")
+kernel = importlib.util.module_from_spec(spec); spec.loader.exec_module(kernel)
+worst = {}
+for shape, knobs in json.loads(sys.argv[2]):
+    inputs = task.make_inputs(shape, 0, "cpu")
+    outputs = task.make_outputs(shape, "cpu")
+    fn = lambda *a, knobs=knobs: kernel.merge_attn_states_lse(*a, **knobs)
+    task.launch_triton(fn, inputs, outputs, shape)
+    expected = task.reference(*inputs)
+    for got, want in zip(outputs, expected):
+        assert torch.equal(torch.isneginf(got), torch.isneginf(want)), (shape, knobs)
+        finite = torch.isfinite(want)
+        error = (got[finite].float() - want[finite].float()).abs().max().item()
+        worst[json.dumps([shape, knobs])] = max(worst.get(json.dumps([shape, knobs]), 0), error)
+print(json.dumps(worst))
+"""
+
+
+def test_merge_triton_start_matches_the_reference_under_the_interpreter(tmp_path):
+    # The starting knobs, and knobs whose chunks do not divide head_dim (80, 136) or whose
+    # programs run past the last (token, head) pair; both edge cases of make_inputs (one part
+    # empty, both parts empty: output 0, lse -inf) are in every problem.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    shapes = [({"tokens": 16, "heads": 32, "head_dim": 128, "dtype": "float32"},
+               {"BLOCK": 128, "ROWS": 8}),
+              ({"tokens": 3, "heads": 5, "head_dim": 80, "dtype": "float32"},
+               {"BLOCK": 64, "ROWS": 4}),
+              ({"tokens": 7, "heads": 3, "head_dim": 136, "dtype": "float32"},
+               {"BLOCK": 128, "ROWS": 16})]
+    task = load_task(BUILTIN_TASKS / "merge_attn_states_lse", "cpu")
+    assert task.kernel("triton").knobs == {"BLOCK": (128, 64, 256), "ROWS": (8, 1, 2, 4, 16)}
+    done = subprocess.run(
+        [sys.executable, "-c", _MERGE_CHECK, str(BUILTIN_TASKS / "merge_attn_states_lse"),
+         json.dumps(shapes)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    worst = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(worst) == len(shapes)
+    assert max(worst.values()) < 1e-5, worst

@@ -69,6 +69,11 @@ KERNELS = {
         "entry": "merge_attn_states_lse_bf16",
         "knobs": {"BLOCK": [128, 32, 64, 256]},
     },
+    "triton": {
+        "source": "merge_attn_states_lse_triton.py",
+        "entry": "merge_attn_states_lse",
+        "knobs": {"BLOCK": [128, 64, 256], "ROWS": [8, 1, 2, 4, 16]},
+    },
 }
 _CUDA_KERNELS = {torch.bfloat16: "merge_attn_states_lse_bf16",
                  torch.float16: "merge_attn_states_lse_f16"}
@@ -146,6 +151,12 @@ def launch_cuda(fn, inputs, outputs, shape):
         rows = max(1, min(int(fn.knobs["ROWS"]), 1024 // width))
         grid, threads = -(-pairs // rows), (width, rows)
     kernel(grid, threads, out, out_lse, o_a, lse_a, o_b, lse_b, head_dim, pairs)
+
+
+def launch_triton(fn, inputs, outputs, shape):
+    # fn: the module's entry point, a Python function that launches its @triton.jit kernels
+    (o_a, lse_a, o_b, lse_b), (out, out_lse) = inputs, outputs
+    fn(out, out_lse, o_a, lse_a, o_b, lse_b, shape["tokens"], shape["heads"], shape["head_dim"])
 
 
 def roofline(shape):
