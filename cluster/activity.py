@@ -46,8 +46,8 @@ def busy_by_minute(intervals: Sequence[Mapping[str, Any]], workers: int, since: 
 
 def shared_gpus(placements: Sequence[Mapping[str, Any]]) -> list[str]:
     """The GPUs (by UUID) that more than one worker runs on: none, when each worker has its own."""
-    seen = Counter(p.get("gpu_uuid", "") for p in placements
-                   if str(p.get("gpu_uuid", "")).startswith("GPU-"))
+    seen = Counter(str(p.get("gpu_uuid", "")) for p in placements
+                   if p.get("gpu_uuid") and not str(p["gpu_uuid"]).startswith("unknown"))
     return sorted(uuid for uuid, n in seen.items() if n > 1)
 
 
@@ -66,7 +66,8 @@ def summarise(activity: Mapping[str, Any], since: float | None = None,
     inside = [i for i in intervals if _overlap(i, since, until) > 0]
     evaluated = [i for i in inside if i["kind"] == "evaluate" and since <= i["ended"] <= until]
     calibrations = Counter(i.get("calibration", "") for i in inside)
-    gpus = sorted({str(p.get("gpu_uuid", "")) for p in placements if p.get("gpu_uuid")})
+    gpus = sorted({str(p["gpu_uuid"]) for p in placements
+                   if p.get("gpu_uuid") and not str(p["gpu_uuid"]).startswith("unknown")})
     return {
         "workers": len(placements), "gpus": gpus, "shared_gpus": shared_gpus(placements),
         "window_s": round(span, 3),
