@@ -297,7 +297,12 @@ def step_timing(report: Report, out: Path, gpus: list[int], minutes: float) -> N
             load = subprocess.Popen(command, env=visible(gpus[1:]), stdout=load_log,
                                     stderr=subprocess.STDOUT, cwd=out / "load",
                                     start_new_session=True)
-        time.sleep(min(60.0, minutes * 30))  # its workers calibrate, then judge
+        # once its cells judge candidates (after their calibration), the GPUs are busy
+        deadline = time.monotonic() + min(120.0, minutes * 60)
+        while time.monotonic() < deadline and len(_recorded(
+                [p for p in (out / "load").glob("sweeps/*/*") if (p / "evaluations").is_dir()]
+        )) < 8:
+            time.sleep(2)
         rc, _, text = _run(judge, visible([0]), out / "loaded.json.log",
                            min(report.left_s(), 240))
         times["others busy"] = _shape_times(text) if rc in (0, 1) else {}

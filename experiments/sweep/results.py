@@ -19,7 +19,9 @@ task, language         string      what it searched ("cpp+triton": search.langua
 agent, model           string      the agent kind and the LLM model ("" for builtin)
 lineages, seed         int64
 records                int64       evaluations recorded (the starting kernel's included)
-evaluations            int64       of those, run on a worker (not reused or failed builds)
+evaluations            int64       evaluations run on a worker: one per candidate (lineages
+                                   that proposed the same kernel share it), none for a
+                                   reused verdict or a failed build
 correct                int64       records whose verdict is OK
 eval_s                 float64     seconds on evaluation workers (GPU seconds on a GPU)
 compile_s              float64     seconds compiling
@@ -85,6 +87,18 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     return [first[seq] for seq in sorted(first)]
 
 
+def judged(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records whose evaluation ran on a worker, one per candidate: lineages that proposed
+    the same kernel record the one evaluation each, and a verdict reused from a kernel built to
+    the same binary (``reused_from``) or a build that failed ran on none."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if (record["eval_s"] or 0) <= 0 or '"reused_from"' in (record.get("metrics") or ""):
+            continue
+        found.setdefault(record["candidate_id"], record)
+    return list(found.values())
+
+
 def cell_row(sweep: str, cell: SweepCell, run_dir: Path, status: str,
              message: str = "") -> dict[str, Any]:
     """The cell's row, read from its run folder."""
@@ -102,9 +116,9 @@ def cell_row(sweep: str, cell: SweepCell, run_dir: Path, status: str,
         "agent": config.agent.kind, "model": model if config.agent.kind == "llm" else "",
         "lineages": config.search.lineages, "seed": config.run.seed,
         "records": len(records),
-        "evaluations": sum(1 for r in records if (r["eval_s"] or 0) > 0),
+        "evaluations": len(judged(records)),
         "correct": sum(1 for r in records if r["status"] == "OK"),
-        "eval_s": sum(r["eval_s"] or 0.0 for r in records),
+        "eval_s": sum(r["eval_s"] for r in judged(records)),
         "compile_s": sum(r["compile_s"] or 0.0 for r in records),
         "tokens": sum(int(r["tokens"] or 0) for r in records),
         "cost_usd": sum(r["cost_usd"] or 0.0 for r in records),

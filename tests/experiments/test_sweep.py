@@ -251,3 +251,17 @@ def test_the_ready_gpu_sweep_expands_to_astras_three_kernels_by_two_languages():
         from kernelswarm.search import load_task
 
         load_task(cell.config.task_path(), "cuda").kernel(cell.config.task.language)
+
+
+def test_a_cell_counts_one_evaluation_per_judged_candidate():
+    from kernelswarm.experiments.sweep.results import judged
+
+    def record(seq, candidate, eval_s, metrics="{}"):
+        return {"seq": seq, "candidate_id": candidate, "eval_s": eval_s, "metrics": metrics}
+
+    records = [record(0, "start", 1.5),
+               record(1, "a", 1.0), record(2, "a", 1.0),  # two lineages proposed kernel a
+               record(3, "b", 0.9, '{"reused_from": "a"}'),  # built to a's binary
+               record(4, "c", 0.0),  # did not build
+               record(5, "d", 2.0)]
+    assert [r["seq"] for r in judged(records)] == [0, 1, 5]
