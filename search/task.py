@@ -45,29 +45,30 @@ class TaskError(ValueError):
 
 @dataclass(frozen=True)
 class Shape(Mapping[str, Any]):
-    """One problem size (and dtype) of a task, hashable and ordered by key."""
+    """One problem size (and dtype) of a task, hashable and ordered by key. A ``Mapping``: its
+    ``items()``, ``keys()`` and ``get`` are a dict's (``pairs`` holds the sorted pairs)."""
 
-    items: tuple[tuple[str, Any], ...]
+    pairs: tuple[tuple[str, Any], ...]
 
     @classmethod
     def of(cls, mapping: Mapping[str, Any]) -> Shape:
         return cls(tuple(sorted(mapping.items())))
 
     def __getitem__(self, key: str) -> Any:
-        for k, v in self.items:
+        for k, v in self.pairs:
             if k == key:
                 return v
         raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
-        return (k for k, _ in self.items)
+        return (k for k, _ in self.pairs)
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.pairs)
 
     @property
     def label(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.items)
+        return ",".join(f"{k}={v}" for k, v in self.pairs)
 
     def __str__(self) -> str:
         return self.label

@@ -44,13 +44,13 @@ class RuleTester(Tester):
 
         def resized(size: Any) -> dict[str, Any]:
             return {k: size(v) if isinstance(v, int) and not isinstance(v, bool) else v
-                    for k, v in base.items}
+                    for k, v in base.pairs}
 
         half = any(v == "float16" for v in base.values())
         candidates = [
             Check(resized(lambda v: 1), 1.0, "every dimension 1"),
             Check(resized(_odd), 1.0, "every dimension odd, not a power of two"),
-            Check(dict(base.items), LARGE_SCALE_HALF if half else LARGE_SCALE,
+            Check(dict(base.pairs), LARGE_SCALE_HALF if half else LARGE_SCALE,
                   "large input magnitudes"),
         ]
         out: list[Check] = []

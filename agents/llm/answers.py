@@ -235,7 +235,7 @@ def _dimension_bounds(task: Task) -> dict[str, int]:
     not used: a bound quoted back to the model would give their sizes away)."""
     bounds: dict[str, int] = {}
     for shape in task.tuning_shapes:
-        for key, value in shape.items:
+        for key, value in shape.pairs:
             if isinstance(value, int) and not isinstance(value, bool):
                 bounds[key] = max(bounds.get(key, 1), 4 * value)
     return bounds

@@ -18,7 +18,7 @@ def test_checks_cover_size_one_odd_sizes_and_large_values_beyond_the_task(name, 
     checks = RuleTester().checks(task, "cuda")
     assert len(checks) == 3
     ones, odd, large = checks
-    ints = [k for k, v in task.tuning_shapes[0].items if isinstance(v, int)]
+    ints = [k for k, v in task.tuning_shapes[0].pairs if isinstance(v, int)]
     assert all(ones.shape[k] == 1 for k in ints)
     assert all(odd.shape[k] % 2 == 1 and odd.shape[k] >= 3 for k in ints)
     assert large.scale > 1.0 and large.shape["dtype"] == odd.shape["dtype"]

@@ -69,3 +69,17 @@ def test_shapes_are_chosen_per_device(silu_task_copy):
     task_py.write_text(task_py.read_text().replace('    "cuda": [', '    "gpu": [', 1))
     with pytest.raises(TaskError, match="no shapes for device 'cuda'; it has: cpu, gpu"):
         load_task(silu_task_copy, "cuda")
+
+
+def test_a_shape_is_a_mapping_like_a_dict():
+    # Generic code (the CUDA dispatch module choosing a route, a table built from tuning shapes)
+    # takes a task's shapes as mappings: items(), keys() and get() are a dict's.
+    from kernelswarm.search.dispatch import DispatchTable
+    from kernelswarm.search.task import Shape
+
+    shape = Shape.of({"tokens": 4, "d": 8, "dtype": "bfloat16"})
+    assert sorted(shape.items()) == [("d", 8), ("dtype", "bfloat16"), ("tokens", 4)]
+    assert dict(shape) == {"tokens": 4, "d": 8, "dtype": "bfloat16"} and shape.get("x") is None
+    table = DispatchTable.build("k", [(Shape.of({"tokens": 1, "d": 8}), {"BLOCK": 64}),
+                                      (Shape.of({"tokens": 4096, "d": 8}), {"BLOCK": 256})])
+    assert table.select(Shape.of({"tokens": 4000, "d": 8})) == 1

@@ -34,14 +34,14 @@ def _largest_power_of_two_reached(values: list[int]) -> int:
 @pytest.mark.parametrize("name", TASKS)
 def test_heldout_shapes_go_beyond_every_power_of_two_the_tuning_shapes_reach(name, device):
     task = load_task(ROOT / "experiments" / "tasks" / name, device)
-    dims = {k for s in task.tuning_shapes for k, v in s.items
+    dims = {k for s in task.tuning_shapes for k, v in s.pairs
             if isinstance(v, int) and not isinstance(v, bool)}
     assert dims, f"{name} ({device}) has no integer dimension"
     short = []
     for dim in sorted(dims):
-        threshold = _largest_power_of_two_reached([dict(s.items)[dim]
+        threshold = _largest_power_of_two_reached([dict(s.pairs)[dim]
                                                    for s in task.tuning_shapes])
-        held = [dict(s.items).get(dim, 0) for s in task.heldout_shapes]
+        held = [dict(s.pairs).get(dim, 0) for s in task.heldout_shapes]
         if not any(v > threshold for v in held):
             short.append(f"{dim}: tuning shapes reach {threshold}, held-out at most {max(held)}")
     assert not short, f"{name} ({device}): " + "; ".join(short)
