@@ -6,8 +6,11 @@ literals, wrapped in Inductor's launch heuristics (``@triton_heuristics.*``), wh
 sizes and warps by autotuning at run time. The module written here keeps each kernel's
 ``@triton.jit`` function, renamed per shape, and replaces what a kernel module may not import:
 
-- Inductor's runtime helpers (``triton_helpers.maximum`` and the like) by definitions of its
-  own (``HELPERS``); ``tl_math`` by ``tl.math``; ``libdevice`` by ``triton.language.extra``'s;
+- Inductor's runtime helpers (``triton_helpers.maximum``, ``online_softmax_reduce``,
+  ``welford_combine`` and the rest) by their own definitions, copied from the installed torch's
+  ``torch._inductor.runtime.triton_helpers`` with the helpers they call (``inductor_helpers``),
+  so the start follows the Inductor that wrote the kernels; ``tl_math`` by ``tl.math``;
+  ``libdevice`` by ``triton.language.extra``'s;
 - the heuristics by knobs: the block sizes and warps the launch uses become the entry point's
   keyword arguments (``XBLOCK``, ``TILE_X``/``TILE_Y`` for 2-D pointwise tiles, ``RED_XBLOCK``/
   ``RED_RBLOCK`` for looped reductions, ``PER_XBLOCK`` for persistent ones, ``NUM_WARPS``), each
@@ -23,6 +26,8 @@ version whose numbers and tensor sizes are the call's; any other call raises ``V
 from __future__ import annotations
 
 import ast
+import builtins
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -53,32 +58,6 @@ _MAX_COPY_DIMS = 4
 
 HELPERS = '''\
 @triton.jit
-def helper_maximum(a, b):
-    # NaN-propagating maximum (torch.maximum's semantics)
-    return tl.where((a > b) | (a != a), a, b)
-
-
-@triton.jit
-def helper_minimum(a, b):
-    return tl.where((a < b) | (a != a), a, b)
-
-
-@triton.jit
-def helper_max2(a, dim):
-    return tl.reduce(a, dim, helper_maximum)
-
-
-@triton.jit
-def helper_min2(a, dim):
-    return tl.reduce(a, dim, helper_minimum)
-
-
-@triton.jit
-def helper_promote_to_tensor(x):
-    return x + tl.zeros((1,), tl.int1)
-
-
-@triton.jit
 def copy_view(src, dst, numel, offset, n1, n2, n3, t0, t1, t2, t3, BLOCK: tl.constexpr):
     # dst (contiguous, numel elements) = the view of src with sizes (*, n1, n2, n3), strides
     # (t0, t1, t2, t3) and offset: an output the graph returns as a view of a buffer
@@ -93,7 +72,9 @@ def copy_view(src, dst, numel, offset, n1, n2, n3, t0, t1, t2, t3, BLOCK: tl.con
     value = tl.load(src + offset + i0 * t0 + i1 * t1 + i2 * t2 + i3 * t3, mask=mask)
     tl.store(dst + i, value, mask=mask)
 '''
-_HELPER_NAMES = ("maximum", "minimum", "max2", "min2", "promote_to_tensor")
+HELPERS_MODULE = "torch._inductor.runtime.triton_helpers"
+# What the helpers' module imports from Inductor's triton_compat, as a kernel module names it.
+_HELPER_GLOBALS = {"tl", "triton", "libdevice", "math"}
 _FIXED_BLOCK = re.compile(r"^\s*([XYZ]BLOCK|R0_BLOCK|RBLOCK)\s*:\s*tl\.constexpr\s*=\s*(\d+)\s*$",
                           re.M)
 _OFFSET = re.compile(r"\b([xyz])offset\s*=\s*\(?\s*tl\.program_id\((\d)\)")
@@ -198,15 +179,106 @@ def _rename(text: str, renames: Mapping[str, str]) -> str:
 
 
 def _rewrite(text: str, name: str) -> str:
-    """A kernel's text with Inductor's runtime helpers replaced by what a module may import."""
-    for helper in set(re.findall(r"\btriton_helpers\.(\w+)", text)):
-        if helper not in _HELPER_NAMES:
-            raise GenerationError(f"kernel {name} uses Inductor's triton_helpers.{helper}, "
-                                  f"which the generated module does not define (it has "
-                                  f"{', '.join(_HELPER_NAMES)})")
+    """A kernel's text with Inductor's runtime helpers renamed to the module's copies of them
+    (``inductor_helpers``) and ``tl_math`` to ``tl.math``."""
+    inductor_helpers(set(re.findall(r"\btriton_helpers\.(\w+)", text)), name)  # or refuse
     text = re.sub(r"\btriton_helpers\.(\w+)", r"helper_\1", text)
     text = re.sub(r"\btl_math\.", "tl.math.", text)
     return text
+
+
+def helpers_used(text: str) -> set[str]:
+    """The ``helper_*`` functions a generated kernel's text calls (without the prefix)."""
+    return set(re.findall(r"\bhelper_(\w+)", text))
+
+
+def inductor_helpers(names: set[str], kernel: str = "") -> str:
+    """The source of Inductor's runtime helpers ``names`` and of every helper they call,
+    copied from the installed torch's ``triton_helpers`` module as ``helper_<name>`` (a kernel
+    module may not import Inductor's runtime); its constants become literals. A helper that is
+    not a plain ``@triton.jit`` function, or that needs something of the runtime a kernel module
+    cannot have, is a ``GenerationError`` naming it."""
+    where = f"kernel {kernel} uses " if kernel else ""
+    module, functions, constants = _helpers_module()
+    wanted, order = list(sorted(names)), []
+    used_constants: set[str] = set()
+    while wanted:
+        name = wanted.pop(0)
+        if name in order:
+            continue
+        node = functions.get(name)
+        if node is None:
+            raise GenerationError(f"{where}Inductor's triton_helpers.{name}, which this torch's "
+                                  f"{HELPERS_MODULE} does not define")
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        if decorators != ["triton.jit"]:
+            raise GenerationError(f"{where}Inductor's triton_helpers.{name}, which is not a "
+                                  f"plain @triton.jit function ({', '.join(decorators) or 'none'}"
+                                  f"): the generated module cannot copy it")
+        order.append(name)
+        local = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)} | {
+            n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for ref in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - local:
+            if ref in functions:
+                wanted.append(ref)
+            elif ref in constants:
+                used_constants.add(ref)
+            elif ref not in _HELPER_GLOBALS and not hasattr(builtins, ref):
+                raise GenerationError(f"{where}Inductor's triton_helpers.{name}, which needs "
+                                      f"{ref!r} of Inductor's runtime: the generated module "
+                                      f"cannot have it")
+    renames = {n: f"helper_{n}" for n in order}
+    lines = [_constant(module, c) for c in sorted(used_constants)]
+    for name in order:
+        node = _Renamer(renames).visit(ast.parse(ast.unparse(functions[name])).body[0])
+        lines.append(ast.unparse(ast.fix_missing_locations(node)) + "\n")
+    return "\n\n".join(lines) + ("\n" if lines else "")
+
+
+@functools.cache
+def _helpers_module() -> tuple[object, dict[str, ast.FunctionDef], set[str]]:
+    """Inductor's helpers module, its functions' syntax trees and its constants' names."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(HELPERS_MODULE)
+    tree = ast.parse(inspect.getsource(module))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    constants = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                 if isinstance(t, ast.Name)}
+    return module, functions, constants
+
+
+def _constant(module: object, name: str) -> str:
+    value = getattr(module, name)
+    inner = getattr(value, "value", value)  # a tl.constexpr holds its value
+    if not isinstance(inner, (int, float, bool)):
+        raise GenerationError(f"Inductor's triton_helpers.{name} is {type(value).__name__}, "
+                              f"which the generated module cannot copy as a literal")
+    if inner is not value:
+        return f"{name}: tl.constexpr = tl.constexpr({inner!r})\n"
+    return f"{name} = {inner!r}\n"
+
+
+class _Renamer(ast.NodeTransformer):
+    """Helpers renamed to their copies; the runtime's ``math`` (Triton's) to ``tl.math``."""
+
+    def __init__(self, renames: Mapping[str, str]) -> None:
+        self.renames = renames
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.name = self.renames.get(node.name, node.name)
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.renames:
+            return ast.copy_location(ast.Name(self.renames[node.id], node.ctx), node)
+        if node.id == "math":
+            return ast.copy_location(ast.Attribute(ast.Name("tl", ast.Load()), "math", node.ctx),
+                                     node)
+        return node
 
 
 def _python_view(view: View, roots: Mapping[str, str]) -> str:
@@ -314,7 +386,10 @@ def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tu
                    if a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)), None)
     if tensor is None:
         raise GenerationError("the launcher passes no tensor")
-    needs_libdevice = any("libdevice." in j.source for v in versions for j in v.jits.values())
+    helpers = inductor_helpers(set().union(
+        *(helpers_used(j.source) for v in versions for j in v.jits.values())))
+    needs_libdevice = "libdevice." in helpers or any(
+        "libdevice." in j.source for v in versions for j in v.jits.values())
     lines = ["# Generated by kernelswarm from torch.compile (Inductor's Triton code) for the "
              "shapes",
              f"# {', '.join(s.label for s in shapes)}; another shape raises ValueError.",
@@ -322,7 +397,8 @@ def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tu
              "import triton",
              "import triton.language as tl",
              *(["from triton.language.extra import libdevice"] if needs_libdevice else []),
-             "", "", HELPERS]
+             "", "", *(["# Inductor's runtime helpers, copied from the torch that generated "
+                        "this file", helpers] if helpers else []), HELPERS]
     for version in versions:
         lines += [f"# ---- shape {version.shape.label}: Inductor's kernels for it", ""]
         lines += [jit.source + "\n\n" for jit in version.jits.values()]

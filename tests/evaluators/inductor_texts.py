@@ -157,3 +157,119 @@ def call(args):
         del arg1_1
     return (buf0, )
 """
+
+
+def _looped(name: str, rows: int, cols: int, body: str) -> str:
+    """A looped reduction kernel (``triton_red_*``) over rows of ``cols`` and its ``call``."""
+    kernel = f"""{_RUNTIME}
+@triton_heuristics.reduction(
+    size_hints={{'x': {rows}, 'r0_': {cols}}}, reduction_hint=ReductionHint.INNER,
+    filename=__file__,
+    triton_meta={{'signature': {{'in_ptr0': '*fp32', 'out_ptr2': '*fp32', 'xnumel': 'i32',
+                  'r0_numel': 'i32', 'XBLOCK': 'constexpr', 'R0_BLOCK': 'constexpr'}}}},
+    inductor_meta={{'kernel_name': '{name}'}}
+)
+@triton.jit
+def {name}(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+    xnumel = {rows}
+    r0_numel = {cols}
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    rbase = r0_base
+    x0 = xindex
+{body}"""
+    return f"""{_HEADER}
+{name} = async_compile.triton('{name}', '''
+{kernel}''', device_str='cuda')
+
+async_compile.wait(globals())
+del async_compile
+
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        args.clear()
+        assert_size_stride(arg0_1, ({rows}, {cols}), ({cols}, 1))
+        with torch.cuda._DeviceGuard(0):
+            torch.cuda.set_device(0)
+            buf2 = empty_strided_cuda(({rows}, {cols}), ({cols}, 1), torch.float32)
+            stream0 = get_raw_stream(0)
+            {name}.run(arg0_1, buf2, {rows}, {cols}, stream=stream0)
+            del arg0_1
+        return (buf2, )
+"""
+
+
+def online_softmax(rows: int, cols: int) -> str:
+    """softmax over the last dimension of a [rows, cols] input by one looped reduction, with
+    Inductor's online softmax helpers (a running max and sum, then one pass that writes)."""
+    body = f"""    _tmp3_max = tl.full([XBLOCK, R0_BLOCK], float('-inf'), tl.float32)
+    _tmp3_sum = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + {cols}*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+        _tmp3_max_next, _tmp3_sum_next = triton_helpers.online_softmax_combine(
+            _tmp3_max, _tmp3_sum, tmp1, False
+        )
+        _tmp3_max = tl.where(r0_mask & xmask, _tmp3_max_next, _tmp3_max)
+        _tmp3_sum = tl.where(r0_mask & xmask, _tmp3_sum_next, _tmp3_sum)
+    tmp3, tmp4 = triton_helpers.online_softmax_reduce(
+        _tmp3_max, _tmp3_sum, 1, False)
+    tmp3 = tmp3[:, None]
+    tmp4 = tmp4[:, None]
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp5 = tl.load(in_ptr0 + (r0_1 + {cols}*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp6 = tmp5 - tmp3
+        tmp7 = tl_math.exp(tmp6)
+        tmp8 = (tmp7 / tmp4)
+        tl.store(out_ptr2 + (r0_1 + {cols}*x0), tmp8, r0_mask & xmask)
+"""
+    return _looped("triton_red_fused__softmax_0", rows, cols, body)
+
+
+def welford_layer_norm(rows: int, cols: int) -> str:
+    """layer_norm (no weight) over the last dimension by one looped reduction, with Inductor's
+    Welford helpers (a running mean and sum of squared deviations, then one pass that writes)."""
+    body = f"""    tmp2_mean = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+    tmp2_m2 = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+    tmp2_weight = tl.zeros([XBLOCK, R0_BLOCK], tl.float32)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + {cols}*x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp1 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+        tmp2_mean_next, tmp2_m2_next, tmp2_weight_next = triton_helpers.welford_reduce(
+            tmp1, tmp2_mean, tmp2_m2, tmp2_weight, r0_offset == 0
+        )
+        tmp2_mean = tl.where(r0_mask & xmask, tmp2_mean_next, tmp2_mean)
+        tmp2_m2 = tl.where(r0_mask & xmask, tmp2_m2_next, tmp2_m2)
+        tmp2_weight = tl.where(r0_mask & xmask, tmp2_weight_next, tmp2_weight)
+    tmp5, tmp6, tmp7 = triton_helpers.welford(tmp2_mean, tmp2_m2, tmp2_weight, 1)
+    tmp2 = tmp5[:, None]
+    tmp3 = tmp6[:, None]
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp8 = tl.load(in_ptr0 + (r0_1 + {cols}*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp9 = tmp8 - tmp2
+        tmp10 = {float(cols)}
+        tmp11 = (tmp3 / tmp10)
+        tmp12 = 1e-05
+        tmp13 = tmp11 + tmp12
+        tmp14 = libdevice.rsqrt(tmp13)
+        tmp15 = tmp9 * tmp14
+        tl.store(out_ptr2 + (r0_1 + {cols}*x0), tmp15, r0_mask & xmask)
+"""
+    return _looped("triton_red_fused_native_layer_norm_0", rows, cols, body)

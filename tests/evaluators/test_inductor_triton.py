@@ -78,7 +78,7 @@ except ValueError as exc:
 """
 
 
-def test_a_returned_view_is_copied_and_reductions_use_the_own_helpers(tmp_path: Path) -> None:
+def test_a_returned_view_is_copied_and_reductions_use_inductors_helpers(tmp_path: Path) -> None:
     arguments = (Argument(ArgKind.OUTPUT, 0), Argument(ArgKind.INPUT, 0),
                  Argument(ArgKind.SCALAR, value=(5,)), Argument(ArgKind.SCALAR, value=(300,)))
     shape = ShapeCode("rows=5,cols=300", parse_output_code(inductor_texts.softmax_transposed(
@@ -94,6 +94,72 @@ def test_a_returned_view_is_copied_and_reductions_use_the_own_helpers(tmp_path: 
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "refused: softmax_t: no version for this call" in done.stdout
+
+
+_RUN_REDUCTION = """
+import sys, importlib.util, torch
+import triton.language as tl
+from triton.language.extra import libdevice
+# Triton's interpreter runs no libdevice function: the two these kernels call go to tl.math's
+# (on a GPU they are libdevice's own)
+libdevice.exp = lambda x, **kw: tl.math.exp(x)
+libdevice.rsqrt = lambda x, **kw: tl.math.rsqrt(x)
+spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+x = torch.randn(5, 3000) * 3 + 1
+out = torch.full((5, 3000), float("nan"))
+if sys.argv[2] == "softmax":
+    module.start(out, x, 5, 3000, RED_XBLOCK=2, RED_RBLOCK=1024)
+    torch.testing.assert_close(out, torch.softmax(x, -1))
+else:
+    module.start(out, x, 5, 3000, RED_XBLOCK=4, RED_RBLOCK=512)
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x, (3000,)), atol=1e-4,
+                               rtol=1e-4)
+print("matches", sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize(("kind", "text", "helpers"), [
+    ("softmax", inductor_texts.online_softmax,
+     {"online_softmax_combine", "online_softmax_reduce", "max2", "maximum", "exp"}),
+    ("layer_norm", inductor_texts.welford_layer_norm,
+     {"welford_reduce", "welford", "welford_combine"}),
+])
+def test_inductors_runtime_helpers_come_from_the_installed_torch(tmp_path: Path, kind, text,
+                                                                 helpers) -> None:
+    # Looped reductions as Inductor writes them for softmax (online softmax) and layer_norm
+    # (Welford): the helpers they call, and those the helpers call, are copied from this
+    # torch's triton_helpers; the 3000-column rows take several chunks, the last one partial.
+    arguments = (Argument(ArgKind.OUTPUT, 0), Argument(ArgKind.INPUT, 0),
+                 Argument(ArgKind.SCALAR, value=(5,)), Argument(ArgKind.SCALAR, value=(3000,)))
+    shape = ShapeCode("rows=5,cols=3000", parse_output_code(text(5, 3000)), (0,), arguments,
+                      ("float32",), (((5, 3000), "float32"),), ((5, 3000),))
+    source, knobs = triton_start("start", [shape])
+    assert set(knobs) == {"RED_XBLOCK", "RED_RBLOCK", "NUM_WARPS"}
+    assert "triton_helpers" not in source
+    for helper in helpers:
+        assert f"def helper_{helper}(" in source, helper
+    assert screen(source, TritonLanguage.screen_rules) is None
+    (tmp_path / "kernel.py").write_text(source)
+    done = subprocess.run([sys.executable, "-c", _RUN_REDUCTION, str(tmp_path / "kernel.py"),
+                           kind], env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"matches {kind}" in done.stdout
+
+
+def test_a_helper_the_module_cannot_copy_is_refused_by_name() -> None:
+    from kernelswarm.evaluators.inductor_triton import inductor_helpers
+
+    with pytest.raises(GenerationError, match=r"triton_helpers\.sort_with_index, which needs "
+                                              r"'_log2' of Inductor's runtime"):
+        inductor_helpers({"sort_with_index"}, "triton_per_fused_sort_0")
+    with pytest.raises(GenerationError, match=r"triton_helpers\.no_such_helper, which this "
+                                              r"torch's .* does not define"):
+        inductor_helpers({"no_such_helper"})
+    with pytest.raises(GenerationError, match=r"if_mask, which is not a plain @triton\.jit"):
+        inductor_helpers({"if_mask"})
 
 
 def test_a_block_size_the_kernel_sets_itself_is_launched_as_set_and_not_tuned() -> None:
