@@ -116,8 +116,15 @@ def triton_per_fused__softmax_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl
     tmp11 = tmp6 / tmp10
     tl.store(out_ptr2 + (r0_1 + {cols}*x0), tmp11, r0_mask & xmask)
 """
+    return _rows_module("triton_per_fused__softmax_0", kernel, rows, cols,
+                        f"reinterpret_tensor(buf2, ({cols}, {rows}), (1, {cols}), 0)")
+
+
+def _rows_module(name: str, kernel: str, rows: int, cols: int, returned: str) -> str:
+    """Output code launching one kernel over a [rows, cols] float32 input into a buffer of the
+    same size, and returning ``returned`` (``buf2``, or a view of it)."""
     return f"""{_HEADER}
-triton_per_fused__softmax_0 = async_compile.triton('triton_per_fused__softmax_0', '''
+{name} = async_compile.triton('{name}', '''
 {kernel}''', device_str='cuda')
 
 async_compile.wait(globals())
@@ -132,9 +139,9 @@ class Runner:
             torch.cuda.set_device(0)
             buf2 = empty_strided_cuda(({rows}, {cols}), ({cols}, 1), torch.float32)
             stream0 = get_raw_stream(0)
-            triton_per_fused__softmax_0.run(arg0_1, buf2, {rows}, {cols}, stream=stream0)
+            {name}.run(arg0_1, buf2, {rows}, {cols}, stream=stream0)
             del arg0_1
-        return (reinterpret_tensor(buf2, ({cols}, {rows}), (1, {cols}), 0), )
+        return ({returned}, )
 """
 
 
@@ -182,26 +189,7 @@ def {name}(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK 
     rbase = r0_base
     x0 = xindex
 {body}"""
-    return f"""{_HEADER}
-{name} = async_compile.triton('{name}', '''
-{kernel}''', device_str='cuda')
-
-async_compile.wait(globals())
-del async_compile
-
-class Runner:
-    def call(self, args):
-        arg0_1, = args
-        args.clear()
-        assert_size_stride(arg0_1, ({rows}, {cols}), ({cols}, 1))
-        with torch.cuda._DeviceGuard(0):
-            torch.cuda.set_device(0)
-            buf2 = empty_strided_cuda(({rows}, {cols}), ({cols}, 1), torch.float32)
-            stream0 = get_raw_stream(0)
-            {name}.run(arg0_1, buf2, {rows}, {cols}, stream=stream0)
-            del arg0_1
-        return (buf2, )
-"""
+    return _rows_module(name, kernel, rows, cols, "buf2")
 
 
 def online_softmax(rows: int, cols: int) -> str:
