@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,6 +44,22 @@ def evaluator_key(make_evaluator: Callable[[], Evaluator]) -> str:
     task, language and settings) build the same evaluator, so cells share one per worker and
     calibrate once (the baselines and the starting kernel timed once, not once per cell)."""
     return hashlib.sha256(ray.cloudpickle.dumps(make_evaluator)).hexdigest()[:16]
+
+
+def _gpu_identity(gpu: str) -> tuple[str, str]:
+    """The UUID and name the driver gives the GPU Ray calls ``gpu`` (its index on the node, or
+    its UUID), read with ``nvidia-smi``; "unknown (why)" for the UUID where it cannot be read.
+    Never fatal: the worker still judges."""
+    try:
+        done = subprocess.run(["nvidia-smi", "-i", gpu, "--query-gpu=uuid,name",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({type(exc).__name__}: {exc})"[:200], ""
+    uuid, _, name = done.stdout.strip().partition(",")
+    if done.returncode != 0 or not uuid.strip():
+        return f"unknown (nvidia-smi: {(done.stderr or done.stdout).strip()[:150]})", ""
+    return uuid.strip(), name.strip()
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
@@ -100,14 +117,7 @@ class EvalWorker:
                                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
                                  "gpu_uuid": "", "gpu_name": ""}
         if found["gpu_ids"]:
-            try:
-                import torch
-
-                properties = torch.cuda.get_device_properties(0)
-                found["gpu_uuid"] = str(getattr(properties, "uuid", ""))
-                found["gpu_name"] = properties.name
-            except Exception as exc:  # reported, never fatal: the worker still judges
-                found["gpu_uuid"] = f"unknown ({type(exc).__name__}: {exc})"[:200]
+            found["gpu_uuid"], found["gpu_name"] = _gpu_identity(found["gpu_ids"][0])
         return found
 
     def release(self, key: str) -> None:

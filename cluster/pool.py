@@ -93,10 +93,14 @@ class EvalPool:
     def utilisation(self, cell: str | None = None) -> dict[str, float]:
         return ray.get(self.dispatcher.utilisation.remote(cell))
 
-    def activity(self) -> dict[str, Any]:
+    def activity(self) -> dict[str, Any] | None:
         """What each worker did and when, and where it runs (``EvalDispatcher.activity``;
-        activity.py reads busy fractions from it)."""
-        return ray.get(self.dispatcher.activity.remote())
+        activity.py reads busy fractions from it); None when the dispatcher cannot answer
+        (figures about the workers only: a search's results stand without them)."""
+        try:
+            return ray.get(self.dispatcher.activity.remote(), timeout=CLOSE_WAIT_S)
+        except RayError:
+            return None
 
     def close(self, wait: bool = True) -> None:
         """Release every sandbox and the actors; ``wait=False`` kills the workers at once

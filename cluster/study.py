@@ -109,8 +109,8 @@ class TrialPool:
     def utilisation(self) -> dict[str, float]:
         return self.lane.utilisation()
 
-    def activity(self) -> dict[str, Any]:
-        """What the pool's workers did and when (``EvalPool.activity``)."""
+    def activity(self) -> dict[str, Any] | None:
+        """What the pool's workers did and when (``EvalPool.activity``; None if unknown)."""
         return self.pool.activity()
 
     def close(self) -> None:

@@ -358,12 +358,7 @@ class Swarm:
         summary, sink_errors, locations = call(
             self.tracker.close, stop_reason or "; ".join(reasons) or "no lineage ran",
             best=confirmation.best() if confirmed else None, override_best=confirmed)
-        activity = None
-        if self._own_pool:
-            try:
-                activity = self.pool.activity()
-            except RayError:  # figures about the workers only: the results stand without them
-                pass
+        activity = self.pool.activity() if self._own_pool else None
         self._close_pool()
         for actor in [*self.runners, *self._waiting.values(), self.tracker]:
             if actor is not None:

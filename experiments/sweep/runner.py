@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ray.exceptions import RayError
 from rich.console import Console
 from rich.markup import escape
 
@@ -204,10 +203,9 @@ def _search_cells(sweep_dir: Path, doc: dict[str, Any], base: Config, todo: list
 def _keep_activity(sweep_dir: Path, pool: EvalPool, console: Console) -> None:
     """``workers.json`` (what each worker did and when) and its one-line summary; a resumed
     sweep keeps the earlier sessions' files beside it."""
-    try:
-        activity = pool.activity()
-    except RayError as exc:  # figures about the workers only: the cells' results stand
-        console.print(f"[yellow]worker activity not kept:[/] {escape(one_line(str(exc)))}",
+    activity = pool.activity()
+    if activity is None:  # figures about the workers only: the cells' results stand
+        console.print("[yellow]worker activity not kept: the evaluation pool did not answer[/]",
                       highlight=False)
         return
     earlier = sweep_dir / ACTIVITY_FILE

@@ -27,7 +27,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ray.exceptions import RayError
 from rich.console import Console
 from rich.markup import escape
 
@@ -329,10 +328,7 @@ def _drive(session: _Session, console: Console) -> tuple[str, RunSummary, dict[s
         with study_view(console) as view:
             reason = session.run(view, console)
         utilisation = session.pool.utilisation()
-        try:
-            session.activity = session.pool.activity()
-        except RayError:  # figures about the workers only: the study's results stand
-            session.activity = None
+        session.activity = session.pool.activity()  # None if the pool did not answer
     finally:
         for number in session.study.open_trials():
             session.study.abandon(number)

@@ -60,3 +60,13 @@ def test_two_workers_on_one_gpu_are_named(tmp_path):
     assert "SHARED GPUs: GPU-a" in activity_line(summary)
     kept = json.loads((tmp_path / "workers.json").read_text())
     assert kept["summary"] == summary and kept["intervals"] == activity["intervals"]
+
+
+def test_a_gpu_the_driver_cannot_name_is_reported_unknown_not_fatal(monkeypatch):
+    from kernelswarm.cluster import eval_worker
+
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: the worker still reports
+    uuid, name = eval_worker._gpu_identity("0")
+    assert uuid.startswith("unknown (") and name == ""
+    summary = summarise(_activity([_interval(0, 1000.0, 1001.0)], gpus=(uuid, uuid)))
+    assert summary["gpus"] == [] and summary["shared_gpus"] == []

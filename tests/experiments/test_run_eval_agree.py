@@ -56,17 +56,28 @@ def test_eval_of_a_runs_best_file_reproduces_its_speedup(tmp_path, compile_cache
     # or, on a machine whose load moves every measurement more than that (a CI run: eval's
     # repeats 3.22x to 4.02x), the two measured ranges overlap within 5%. A search that
     # reported one lucky measurement (3.96x, where eval read 2.86x to 3.16x) fails either way.
-    docs = [_eval(args, compile_cache, tmp_path)
-            for args in ([str(outcome.best_path)], ["--run", str(outcome.run_dir)])]
-    for figure in ("speedup_vs_start", "speedup_vs_best"):
-        low, high = recorded[f"{figure}_range"]
-        for doc in docs:
+    # A load that shifts between the run and eval (a CI machine running other tests: the run's
+    # repeats 3.18x to 3.38x, eval's 2.86x to 2.95x) moves one measurement, not the next: an
+    # eval that disagrees is judged once more, and a lucky search still fails both times.
+    def disagreements(doc: dict) -> list[tuple]:
+        found = []
+        for figure in ("speedup_vs_start", "speedup_vs_best"):
+            low, high = recorded[f"{figure}_range"]
             repeats = doc["repeats"][figure]
             assert len(repeats) == 3
             agrees = doc[figure] == pytest.approx(recorded[figure], rel=0.05)
             overlap = min(repeats) <= high * 1.05 and low <= max(repeats) * 1.05
-            assert agrees or overlap, (
-                figure, doc[figure], recorded[figure], (low, high), repeats)
+            if not (agrees or overlap):
+                found.append((figure, doc[figure], recorded[figure], (low, high), repeats))
+        return found
+
+    docs = []
+    for args in ([str(outcome.best_path)], ["--run", str(outcome.run_dir)]):
+        doc = _eval(args, compile_cache, tmp_path)
+        if disagreements(doc):
+            doc = _eval(args, compile_cache, tmp_path)
+        assert not disagreements(doc), disagreements(doc)
+        docs.append(doc)
     # eval checks the run's files with the run's own extra checks (the tester's)
     checks = json.loads((outcome.run_dir / "checks.json").read_text())
     passed = len(checks) - len(summary["extra_checks_dropped"])
