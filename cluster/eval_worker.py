@@ -10,9 +10,9 @@ evaluator of an open cell ahead of the cell's first candidate for it (``Evaluato
 calibration measured or read back, the first sandbox started), instead of a candidate waiting
 for it. A cell nobody is ready for yet is prepared by one worker at a time (it calibrates, and
 the calibration is kept on disk); once one is ready, every idle worker prepares it, reading the
-calibration back. The
-dispatcher keeps what each worker did and when (``activity``): evaluations and preparations,
-with the worker's process and GPU, from which busy fractions over time are read (activity.py).
+calibration back. The dispatcher keeps what each worker did and when (``activity``):
+evaluations and preparations, with the worker's process and GPU, from which busy fractions over
+time are read (activity.py).
 """
 
 from __future__ import annotations
