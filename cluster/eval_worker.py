@@ -146,7 +146,7 @@ class EvalDispatcher:
     raised counts as a death when its worker turns out to be gone or another process since.
     """
 
-    def __init__(self, workers: list[ray.actor.ActorHandle], prepare_idle: bool = True) -> None:
+    def __init__(self, workers: list[ray.actor.ActorHandle]) -> None:
         self._workers = workers
         self._index = {id(w): i for i, w in enumerate(workers)}
         self._free = list(workers)
@@ -164,7 +164,6 @@ class EvalDispatcher:
         self._deaths = 0
         # Idle workers prepare the evaluators of the open cells, each (worker, key) pair tried
         # once: a key some worker is ready for at once, others one worker at a time.
-        self._prepare_idle = prepare_idle
         self._judged_keys: set[str] = set()  # keys some worker judged or prepared
         self._preparing: Counter[str] = Counter()  # keys being prepared, by how many workers
         self._tried: set[tuple[int, str]] = set()
@@ -217,8 +216,7 @@ class EvalDispatcher:
                 self._share.done(cell)
                 continue
             ticket.set_result(self._free.pop(0))
-        if self._prepare_idle:
-            self._prepare_free()
+        self._prepare_free()
 
     def _prepare_free(self) -> None:
         """Start each idle worker on an evaluator it lacks: of a key some worker is ready for

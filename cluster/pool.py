@@ -67,15 +67,14 @@ class Lane:
 class EvalPool:
     """``workers`` evaluation workers (each started with ``worker_resources``) behind one
     dispatcher. ``open`` a cell per search, ``release`` it when the search is over, ``close``
-    the pool once nothing uses it. ``prepare_idle``: idle workers build the evaluators of cells
-    another worker has judged for, ahead of their first candidate (eval_worker.py)."""
+    the pool once nothing uses it. Idle workers build the evaluators of open cells ahead of their
+    first candidates (eval_worker.py)."""
 
-    def __init__(self, workers: int, worker_resources: dict[str, float],
-                 prepare_idle: bool = True) -> None:
+    def __init__(self, workers: int, worker_resources: dict[str, float]) -> None:
         if workers < 1:
             raise ValueError(f"an evaluation pool needs at least one worker, got {workers}")
         self.workers = [EvalWorker.options(**worker_resources).remote() for _ in range(workers)]
-        self.dispatcher = EvalDispatcher.remote(self.workers, prepare_idle)
+        self.dispatcher = EvalDispatcher.remote(self.workers)
         self.size = workers
         self.closed = False
 
