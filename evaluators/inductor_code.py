@@ -322,6 +322,14 @@ class ShapeCode:
     input_dtypes: tuple[str, ...]  # per make_inputs() tensor
     outputs: tuple[tuple[tuple[int, ...], str], ...]  # per make_outputs() tensor: sizes, dtype
     input_sizes: tuple[tuple[int, ...], ...] = ()  # per make_inputs() tensor
+    # Per Triton kernel: the launch settings Inductor's runtime chose for it on this shape
+    # (after its autotuning): block sizes, num_warps, num_stages. Empty where none was recorded
+    # (code for the CPU, or code that was not run).
+    launch_configs: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+
+    def launch_config(self, kernel: str) -> dict[str, int]:
+        """The launch settings Inductor chose for ``kernel`` on this shape ({} if unknown)."""
+        return dict(dict(self.launch_configs).get(kernel, ()))
 
     def position(self, kind: ArgKind, index: int) -> int:
         """The call's argument that is tensor ``index`` of ``kind``; GenerationError if none."""

@@ -21,6 +21,7 @@ tasks use it: their reference builds a model from a sizes tensor).
 from __future__ import annotations
 
 import ctypes
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from .inductor_code import (
     parse_output_code,
 )
 
+_TRITON_KERNEL = re.compile(r"^(\w+) = async_compile\.triton\(", re.M)
 _ARRAY_TYPES = {ctypes.c_int64: "int64_t", ctypes.c_int32: "int32_t",
                 ctypes.c_double: "double", ctypes.c_float: "float"}
 
@@ -92,8 +94,36 @@ def probe_launcher(task: Task, language: str, shape: Mapping[str, Any], inputs: 
                  for i, v in enumerate(calls[0][0]))
 
 
-def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str) -> tuple[str, list]:
-    """Inductor's output code for ``fn(*args)`` and the graph's example inputs, in order."""
+def chosen_configs(names: Sequence[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """The launch settings Inductor's runtime settled on for its Triton kernels ``names`` in the
+    modules it loaded last: after a run, each kernel's autotuner holds the one config it chose
+    (block sizes, ``num_warps``, ``num_stages``). Kernels not found, or not yet narrowed to one
+    config, are left out: the start then launches them with the knobs' defaults."""
+    from torch._inductor.codecache import PyCodeCache
+
+    found: dict[str, tuple[tuple[str, int], ...]] = {}
+    for module in reversed(list(PyCodeCache.modules)):
+        for name in names:
+            launchers = getattr(getattr(module, name, None), "launchers", None)
+            if name in found or not isinstance(launchers, list) or len(launchers) != 1:
+                continue
+            config = getattr(launchers[0], "config", None)
+            if config is None:
+                continue
+            settings = {k: v for k, v in dict(getattr(config, "kwargs", {})).items()
+                        if isinstance(v, int) and not isinstance(v, bool)}
+            for key in ("num_warps", "num_stages"):
+                value = getattr(config, key, None)
+                if isinstance(value, int):
+                    settings[key] = value
+            found[name] = tuple(sorted(settings.items()))
+    return tuple(sorted(found.items()))
+
+
+def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str
+             ) -> tuple[str, list, tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]:
+    """Inductor's output code for ``fn(*args)``, the graph's example inputs, in order, and the
+    launch settings its Triton kernels ran with (``chosen_configs``)."""
     import torch
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
@@ -112,6 +142,7 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str) -> tupl
     try:
         with config.patch(patch), torch.no_grad():
             _, codes = run_and_get_code(compiled, *args)
+        configs = chosen_configs(_TRITON_KERNEL.findall(codes[0]) if codes else [])
     except torch._dynamo.exc.Unsupported as exc:
         reason = " ".join(str(exc).split("\n")[0].split())[:300]
         raise GenerationError(f"torch.compile cannot capture the reference as one graph (a "
@@ -126,7 +157,7 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str) -> tupl
     if len(codes) != 1:
         raise GenerationError(f"torch.compile made {len(codes)} compiled modules of the "
                               f"reference; a generated start needs exactly one")
-    return codes[0], graph_inputs
+    return codes[0], graph_inputs, configs
 
 
 def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeCode:
@@ -140,7 +171,7 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeC
     target = getattr(task.module, "compile_target", None)
     fn, positions = target(inputs) if target else (task.module.reference, range(len(inputs)))
     positions = list(positions)
-    code, example = _compile(fn, [inputs[p] for p in positions], language)
+    code, example, configs = _compile(fn, [inputs[p] for p in positions], language)
     parsed = parse_output_code(code)
     graph_inputs = []
     for k, tensor in enumerate(example):
@@ -163,7 +194,8 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeC
     dtypes = tuple(str(t.dtype).removeprefix("torch.") for t in inputs)
     described = tuple((tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in outputs)
     sizes = tuple(tuple(t.shape) for t in inputs)
-    return ShapeCode(label, parsed, tuple(graph_inputs), arguments, dtypes, described, sizes)
+    return ShapeCode(label, parsed, tuple(graph_inputs), arguments, dtypes, described, sizes,
+                     configs)
 
 
 def inductor_device(language: str) -> str:
@@ -188,7 +220,8 @@ def _triton_start(task: Task, entry: str, captured: list[ShapeCode]
                   ) -> tuple[str, Mapping[str, tuple[Any, ...]]]:
     from .inductor_triton import triton_start
 
-    return triton_start(entry, captured)
+    # the tuning shapes' versions get knobs of their own; held-out and check shapes' do not
+    return triton_start(entry, captured, {s.label for s in task.tuning_shapes})
 
 
 # One writer per language Inductor writes code in; SPECS says which those are.

@@ -14,8 +14,14 @@ sizes and warps by autotuning at run time. The module written here keeps each ke
 - the heuristics by knobs: the block sizes and warps the launch uses become the entry point's
   keyword arguments (``XBLOCK``, ``TILE_X``/``TILE_Y`` for 2-D pointwise tiles, ``RED_XBLOCK``/
   ``RED_RBLOCK`` for looped reductions, ``PER_XBLOCK`` for persistent ones, ``NUM_WARPS``), each
-  declared with the values the tuner picks from, the first being Inductor's usual default; a
-  persistent reduction's ``R0_BLOCK`` is the reduction's size rounded up to a power of two;
+  declared with the values the tuner picks from. The first, 0, launches a kernel as Inductor's
+  runtime chose to on that shape (the config its autotuning kept, recorded when the reference
+  was compiled; ``num_stages`` too), so the start is ``torch.compile``'s kernel, launched as it
+  launches it. Each tuning shape's version has knobs of its own (suffixed ``_S<i>`` where there
+  are several, named in the file's ``kernelswarm shape knobs:`` line): a shape's time depends on
+  its own knobs alone, so the best setting of each shape can be read off candidates that change
+  them all at once (agents/builtin/dispatch_move.py). A persistent reduction's ``R0_BLOCK`` is
+  the reduction's size rounded up to a power of two;
 - ``call``'s steps by plain Python: scratch buffers by ``torch.empty_strided``, kernel launches
   with their grids, outputs copied by a strided-copy kernel where the graph returns a view.
 
@@ -32,6 +38,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from ..search.dispatch import shape_knob_line
 from .inductor_code import (
     ArgKind,
     GenerationError,
@@ -43,7 +50,9 @@ from .inductor_code import (
     distinct,
 )
 
-# Knobs by kind of kernel: values, the first the start's. (name in the kernel -> knob name)
+# Knobs by kind of kernel: the values tuning tries besides 0, the start's value, which launches
+# each kernel as Inductor's runtime chose to on its shape (``ShapeCode.launch_configs``), or,
+# where no choice was recorded, with the first value here. (name in the kernel -> knob name)
 KNOB_VALUES: Mapping[str, tuple[int, ...]] = {
     "XBLOCK": (1024, 128, 256, 512, 2048),
     "TILE_X": (32, 16, 64, 128),
@@ -53,6 +62,8 @@ KNOB_VALUES: Mapping[str, tuple[int, ...]] = {
     "PER_XBLOCK": (1, 2, 4, 8),
     "NUM_WARPS": (4, 1, 2, 8),
 }
+AS_COMPILED = 0  # a knob's value meaning "as Inductor chose for this kernel on this shape"
+_KNOB_NAMES = {"XBLOCK", "YBLOCK", "R0_BLOCK", "RBLOCK"}  # block sizes a config may carry
 _COPY_BLOCK = 1024
 _MAX_COPY_DIMS = 4
 
@@ -130,15 +141,22 @@ class _Jit:
                 used += [block] if block in KNOB_VALUES else []
         return used
 
-    def launch(self, launch: Launch, args: list[str]) -> str:
-        """The Python line launching this kernel with ``args`` (already rendered)."""
+    def launch(self, launch: Launch, args: list[str], chosen: Mapping[str, int]) -> str:
+        """The Python line launching this kernel with ``args`` (already rendered); a knob at
+        ``AS_COMPILED`` takes the value ``chosen`` (Inductor's config on this shape) has for
+        it, else its first value in ``KNOB_VALUES``."""
         if len(args) != len(self.params):
             raise GenerationError(f"{self.name} takes {len(self.params)} arguments, call() "
                                   f"passes {len(args)}")
         numel = {p: a for p, a in zip(self.params, launch.args, strict=True)
                  if p.endswith("numel")}
-        blocks = {name: self.fixed.get(name) or self._block(name, numel)
-                  for name in self.constexprs}
+        blocks = {}
+        for name in self.constexprs:
+            block = self.fixed.get(name) or self._block(name, numel)
+            if block in KNOB_VALUES:
+                default = chosen.get(name) if name in _KNOB_NAMES else None
+                block = f"({block} or {default or KNOB_VALUES[block][0]})"
+            blocks[name] = block
         grid: list[object] = [1, 1, 1]
         for axis, block in (("x", "XBLOCK"), ("y", "YBLOCK")):
             size = self.fixed.get(block) or blocks.get(block)
@@ -148,8 +166,10 @@ class _Jit:
         while len(grid) > 1 and grid[-1] == 1:
             grid.pop()
         keywords = "".join(f", {k}={v}" for k, v in blocks.items())
+        warps = f"(NUM_WARPS or {chosen.get('num_warps') or KNOB_VALUES['NUM_WARPS'][0]})"
+        stages = f", num_stages={chosen['num_stages']}" if chosen.get("num_stages") else ""
         return (f"{self.symbol}[({', '.join(map(str, grid))},)]({', '.join(args)}{keywords}, "
-                f"num_warps=NUM_WARPS)")
+                f"num_warps={warps}{stages})")
 
     def _block(self, name: str, numel: Mapping[str, object]) -> str:
         if name == "XBLOCK":
@@ -334,7 +354,8 @@ class _Version:
                                       f"Triton kernel")
             args = [_python_view(a, self.roots) if isinstance(a, View) else repr(a)
                     for a in launch.args]
-            lines.append("    " + self.jits[launch.kernel].launch(launch, args))
+            lines.append("    " + self.jits[launch.kernel].launch(
+                launch, args, self.shape.launch_config(launch.kernel)))
         for j, view in self.copies:
             lines.append("    " + self._copy(j, view))
         return lines or ["    pass"]
@@ -368,20 +389,43 @@ class _Version:
         return " and ".join(parts) or "True"
 
 
-def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tuple[int, ...]]]:
-    """The ``triton`` module with entry point ``entry`` (a version per shape) and its knobs."""
+def knob_suffixes(labels: list[str], tuned: set[str] | None) -> dict[str, str]:
+    """Each tuned version's knob suffix, by shape label: ``""`` when one version is tuned (its
+    knobs keep their names), else ``_S<index>`` (the version's index in ``labels``)."""
+    chosen = [i for i, label in enumerate(labels) if tuned is None or label in tuned]
+    if len(chosen) == 1:
+        return {labels[chosen[0]]: ""}
+    return {labels[i]: f"_S{i}" for i in chosen}
+
+
+def triton_start(entry: str, shapes: list[ShapeCode], tuned: set[str] | None = None
+                 ) -> tuple[str, dict[str, tuple[int, ...]]]:
+    """The ``triton`` module with entry point ``entry`` (a version per shape) and its knobs.
+
+    The versions of the ``tuned`` shapes (labels; None: every shape) get knobs of their own
+    (``knob_suffixes``), each first at ``AS_COMPILED``: the start launches every kernel as
+    ``torch.compile`` does on its shape, and tuning one shape's knobs changes no other shape's
+    kernel. The other versions (held-out and check shapes) launch as compiled, with no knob."""
     if not shapes:
         raise GenerationError("no shape to generate code for")
     shapes = distinct(shapes, tensors=True)
     versions = [_Version(i, shape) for i, shape in enumerate(shapes)]
-    used = list(dict.fromkeys(k for v in versions for k in v.knobs()))
-    knobs = {k: KNOB_VALUES[k] for k in KNOB_VALUES if k in used}
+    suffixes = knob_suffixes([v.shape.label for v in versions], tuned)
+    knobs: dict[str, tuple[int, ...]] = {}
+    calls = []
+    for version in versions:
+        used = [k for k in KNOB_VALUES if k in version.knobs()]
+        suffix = suffixes.get(version.shape.label)
+        for k in used:
+            if suffix is not None:
+                knobs[k + suffix] = (AS_COMPILED, *KNOB_VALUES[k])
+        calls.append("".join(f", {k}{suffix}" if suffix is not None else f", {AS_COMPILED}"
+                             for k in used))
     count = len(shapes[0].arguments)
     if any(len(s.arguments) != count for s in shapes):
         raise GenerationError("the launcher passes a different number of arguments per shape")
     params = ", ".join(f"a{i}" for i in range(count))
     knob_params = "".join(f", {k}={v[0]}" for k, v in knobs.items())
-    knob_args = "".join(f", {k}" for k in knobs)
     tensor = next((f"a{i}" for i, a in enumerate(shapes[0].arguments)
                    if a.kind in (ArgKind.INPUT, ArgKind.OUTPUT)), None)
     if tensor is None:
@@ -393,6 +437,8 @@ def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tu
     lines = ["# Generated by kernelswarm from torch.compile (Inductor's Triton code) for the "
              "shapes",
              f"# {', '.join(s.label for s in shapes)}; another shape raises ValueError.",
+             f"# {shape_knob_line(suffixes)}",
+             "# A knob at 0 launches its kernels as torch.compile chose to on their shape.",
              "import torch",
              "import triton",
              "import triton.language as tl",
@@ -400,15 +446,16 @@ def triton_start(entry: str, shapes: list[ShapeCode]) -> tuple[str, dict[str, tu
              "", "", *(["# Inductor's runtime helpers, copied from the torch that generated "
                         "this file", helpers] if helpers else []), HELPERS]
     for version in versions:
+        used = [k for k in KNOB_VALUES if k in version.knobs()]
         lines += [f"# ---- shape {version.shape.label}: Inductor's kernels for it", ""]
         lines += [jit.source + "\n\n" for jit in version.jits.values()]
-        lines += [f"def {version.prefix}run({params}{knob_args}):",
+        lines += [f"def {version.prefix}run({params}{''.join(f', {k}' for k in used)}):",
                   *version.body(f"{tensor}.device"), "", ""]
     # other knobs the task declares (for a kernel written before) are accepted and unused
     lines.append(f"def {entry}({params}{knob_params}, **other_knobs):")
     for i, version in enumerate(versions):
         lines += [f"    if {version.condition()}:",
-                  f"        s{i}_run({params}{knob_args})", "        return"]
+                  f"        s{i}_run({params}{calls[i]})", "        return"]
     lines.append(f"    raise ValueError('{entry}: no version for this call; the kernel was "
                  f"generated for the shapes {', '.join(s.label for s in shapes)}')")
     return "\n".join(lines) + "\n", knobs

@@ -157,3 +157,39 @@ def read_table(source: str) -> DispatchTable | None:
         return DispatchTable.from_json(json.loads(first.split(MARKER, 1)[1]))
     except ValueError:
         return None
+
+
+# A kernel holding one version per shape (a start generated from torch.compile) may give each
+# tuning shape's version knobs of its own, named with a suffix per shape; a line with this
+# marker maps each shape's label to its suffix, so that each shape's best setting can be read
+# from candidates that differ in every shape's knobs at once (its time depends only on its own).
+SHAPE_KNOBS_MARKER = "kernelswarm shape knobs: "
+
+
+def shape_knob_line(suffixes: Mapping[str, str]) -> str:
+    """The line (without a comment sign) mapping each shape label to its knobs' suffix."""
+    return SHAPE_KNOBS_MARKER + json.dumps(dict(suffixes), sort_keys=True)
+
+
+def read_shape_knobs(source: str) -> dict[str, str]:
+    """Shape label -> the suffix of that shape's own knobs, from a source's marker line in its
+    first lines ({} for a source without one, or with one that does not parse)."""
+    for line in source.split("\n", 8)[:8]:
+        if SHAPE_KNOBS_MARKER in line:
+            try:
+                found = json.loads(line.split(SHAPE_KNOBS_MARKER, 1)[1])
+            except ValueError:
+                return {}
+            if isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in found.items()):
+                return found
+            return {}
+    return {}
+
+
+def knobs_of_shape(knobs: Mapping[str, Any], suffix: str) -> dict[str, Any]:
+    """The knobs among ``knobs`` that belong to the shape with ``suffix``: with one shape (an
+    empty suffix) all of them; else those ending in it."""
+    if not suffix:
+        return dict(knobs)
+    return {k: v for k, v in knobs.items() if k.endswith(suffix)}

@@ -262,7 +262,7 @@ class Lineage:
         self.history.append(Attempt(self.step, pending.plan.move, candidate.id,
                                     evaluation.status.value, evaluation.speedup, evaluation.message,
                                     failed.shape if failed is not None else "",
-                                    _shape_speedups(evaluation)))
+                                    _shape_speedups(evaluation), candidate.knobs))
         self._failed = None
         # A gain inside the timing noise of both kernels is not an improvement (and a kernel
         # within noise of the best does not replace it as the one to build on).

@@ -167,6 +167,7 @@ class Attempt:
     # Per shape label, the speedup over the starting kernel (timed shapes of an OK evaluation):
     # what per-shape specialisation (a dispatch table) reads to pick a knob setting per shape.
     shape_speedups: tuple[tuple[str, float], ...] = ()
+    knobs: tuple[tuple[str, Any], ...] = ()  # the candidate's knob values
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """The ``dispatch`` move: per-shape knob settings of the current source, composed into one kernel.
 
+A source whose versions have knobs of their own per shape (a start generated from
+``torch.compile``) needs no composition: the move sets each shape's knobs to their best values.
+
 Tuning measures each knob setting of a source on every tuning shape (``Attempt.shape_speedups``).
 Where the best setting differs from shape to shape, one setting for all shapes leaves speed on
 the table; the dispatch kernel (agents/builtin/dispatch_source.py) holds each shape's best
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelswarm.search import Candidate, Evaluation, LineageView, Origin, candidate_id
-from kernelswarm.search.dispatch import read_table
+from kernelswarm.search.dispatch import knobs_of_shape, read_shape_knobs, read_table
 
 from .dispatch_source import LANGUAGES, compose
 
@@ -104,9 +107,66 @@ def per_shape_bests(view: LineageView) -> PerShapeBests | None:
     return PerShapeBests(tuple(routes), single, _geomean(bests))
 
 
+def _same_source(view: LineageView, knobs: Mapping[str, Any], cid: str) -> bool:
+    current = view.current
+    return candidate_id(current.language, current.source, dict(knobs)) == cid
+
+
+def per_shape_knob_bests(view: LineageView) -> PerShapeBests | None:
+    """For a source whose versions have knobs of their own per shape (``read_shape_knobs``):
+    each shape's fastest values of its own knobs among this source's candidates evaluated in
+    this lineage, whatever the other shapes' knobs were (a shape's time depends on its own
+    alone); None where fewer than two were measured on every shape."""
+    current = view.current
+    suffixes = read_shape_knobs(current.source)
+    if not suffixes or not current.space:
+        return None
+    measured: list[tuple[dict[str, Any], dict[str, float]]] = [
+        (dict(a.knobs), {k: v for k, v in a.shape_speedups if v > 0}) for a in view.history
+        if a.status == "OK" and a.shape_speedups and _same_source(view, dict(a.knobs),
+                                                                   a.candidate_id)]
+    for pair in (view.best, view.global_best):
+        if pair is not None and pair[0].source == current.source and not any(
+                knobs == pair[0].knob_values for knobs, _ in measured):
+            measured.append((pair[0].knob_values, _evaluation_speedups(pair[1])))
+    labels = sorted(suffixes)
+    complete = [(k, found) for k, found in measured if set(labels) <= set(found)]
+    if len(complete) < 2:
+        return None
+    single = max(_geomean([found[label] for label in labels]) for _, found in complete)
+    routes, bests = [], []
+    for label in labels:
+        knobs, found = max(complete, key=lambda m: m[1][label])
+        routes.append((parse_label(label), knobs_of_shape(knobs, suffixes[label])))
+        bests.append(found[label])
+    return PerShapeBests(tuple(routes), single, _geomean(bests))
+
+
+def _per_shape_knob_candidate(view: LineageView, min_gain: float) -> Candidate | None:
+    """The current source with each shape's own knobs at that shape's best values."""
+    bests = per_shape_knob_bests(view)
+    if bests is None or bests.gain < min_gain:
+        return None
+    knobs = view.current.knob_values
+    for _, values in bests.routes:
+        knobs.update(values)
+    described = "\n".join(f"  {', '.join(f'{k}={v}' for k, v in sorted(shape.items()))}: "
+                          f"{', '.join(f'{k}={v}' for k, v in sorted(values.items()))}"
+                          for shape, values in bests.routes)
+    rationale = (f"Each shape's version has knobs of its own; taking each shape's best values "
+                 f"from the candidates measured is estimated at {bests.combined:.2f}x against "
+                 f"{bests.single:.2f}x for the best candidate.\n{described}")
+    return view.current.derive(knobs=knobs, origin=Origin(role="coder", move=DISPATCH,
+                                                          rationale=rationale))
+
+
 def dispatch_candidate(view: LineageView, min_gain: float = MIN_GAIN) -> Candidate | None:
     """The dispatch kernel of the current source's per-shape bests, or None when the bests do
-    not differ, the estimated gain is under ``min_gain``, or no dispatch source can be composed."""
+    not differ, the estimated gain is under ``min_gain``, or no dispatch source can be composed.
+    A source with knobs per shape needs no new source: the candidate is the same source with
+    each shape's knobs at their best (``per_shape_knob_bests``)."""
+    if read_shape_knobs(view.current.source):
+        return _per_shape_knob_candidate(view, min_gain)
     bests = per_shape_bests(view)
     if bests is None or bests.distinct < 2 or bests.gain < min_gain:
         return None

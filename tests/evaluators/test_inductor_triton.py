@@ -25,6 +25,7 @@ from kernelswarm.evaluators.inductor_triton import triton_start
 from kernelswarm.evaluators.languages.triton import TritonLanguage
 from kernelswarm.evaluators.screen import screen
 from kernelswarm.search import Shape, Status, load_task
+from kernelswarm.search.dispatch import read_shape_knobs
 
 from . import inductor_texts
 from .conftest import quick_settings
@@ -49,9 +50,16 @@ def test_captured_silu_code_becomes_a_kernel_the_evaluator_passes(
     silu_task_copy = tmp_path / "silu_tiny"
     shutil.copytree(tiny_silu_task, silu_task_copy)
     task = load_task(silu_task_copy, "cpu")
-    source, knobs = triton_start("silu_and_mul", _silu_shapes(task))
+    tuned = {s.label for s in task.tuning_shapes}
+    source, knobs = triton_start("silu_and_mul", _silu_shapes(task), tuned)
     assert "triton_helpers" not in source and "triton_heuristics" not in source
-    assert knobs == {"XBLOCK": (1024, 128, 256, 512, 2048), "NUM_WARPS": (4, 1, 2, 8)}
+    # each tuning shape's version has knobs of its own, 0 (as compiled) first; the held-out
+    # shapes' versions have none
+    indices = range(len(task.tuning_shapes))
+    assert knobs == {**{f"XBLOCK_S{i}": (0, 1024, 128, 256, 512, 2048) for i in indices},
+                     **{f"NUM_WARPS_S{i}": (0, 4, 1, 2, 8) for i in indices}}
+    assert read_shape_knobs(source) == {s.label: f"_S{i}"
+                                        for i, s in enumerate(task.tuning_shapes)}
     (silu_task_copy / "silu_and_mul_triton.py").write_text(source)
     task = load_task(silu_task_copy, "cpu")
     # Triton's interpreter is slow on a loaded machine: a generous limit, not a timing test
@@ -71,6 +79,9 @@ x = torch.randn(5, 300)
 out = torch.full((300, 5), float("nan"))
 module.softmax_t(out, x, 5, 300, PER_XBLOCK=2)
 torch.testing.assert_close(out, torch.softmax(x, -1).t())
+out = torch.full((300, 5), float("nan"))
+module.softmax_t(out, x, 5, 300)  # every knob at 0: launched as compile chose
+torch.testing.assert_close(out, torch.softmax(x, -1).t())
 try:
     module.softmax_t(out, x, 6, 300)
 except ValueError as exc:
@@ -81,10 +92,17 @@ except ValueError as exc:
 def test_a_returned_view_is_copied_and_reductions_use_inductors_helpers(tmp_path: Path) -> None:
     arguments = (Argument(ArgKind.OUTPUT, 0), Argument(ArgKind.INPUT, 0),
                  Argument(ArgKind.SCALAR, value=(5,)), Argument(ArgKind.SCALAR, value=(300,)))
+    # the settings Inductor's autotuning kept for the kernel on this shape
+    chosen = (("triton_per_fused__softmax_0",
+               (("XBLOCK", 4), ("num_stages", 1), ("num_warps", 2))),)
     shape = ShapeCode("rows=5,cols=300", parse_output_code(inductor_texts.softmax_transposed(
-        5, 300)), (0,), arguments, ("float32",), (((300, 5), "float32"),), ((5, 300),))
+        5, 300)), (0,), arguments, ("float32",), (((300, 5), "float32"),), ((5, 300),), chosen)
     source, knobs = triton_start("softmax_t", [shape])
-    assert set(knobs) == {"PER_XBLOCK", "NUM_WARPS"}
+    assert set(knobs) == {"PER_XBLOCK", "NUM_WARPS"}  # one version: no suffix
+    assert knobs["PER_XBLOCK"][0] == 0 and knobs["NUM_WARPS"][0] == 0
+    # at 0 each knob launches the kernel as compile did on this shape
+    assert "XBLOCK=(PER_XBLOCK or 4)" in source
+    assert "num_warps=(NUM_WARPS or 2), num_stages=1)" in source
     assert "R0_BLOCK: tl.constexpr = 512" in source and "copy_view[" in source
     assert screen(source, TritonLanguage.screen_rules) is None  # what a kernel module may use
     (tmp_path / "kernel.py").write_text(source)
@@ -170,7 +188,8 @@ def test_a_block_size_the_kernel_sets_itself_is_launched_as_set_and_not_tuned() 
                       (((300, 5), "float32"),), ((5, 300),))
     source, knobs = triton_start("softmax_t", [shape])
     assert set(knobs) == {"NUM_WARPS"}
-    assert "[(triton.cdiv(5, 1),)](a1, buf2, 5, 300, XBLOCK=1, num_warps=NUM_WARPS)" in source
+    assert "[(triton.cdiv(5, 1),)](a1, buf2, 5, 300, XBLOCK=1, num_warps=(NUM_WARPS or 4))" \
+        in source
 
 
 _FALLBACK = """
