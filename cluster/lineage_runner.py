@@ -51,12 +51,14 @@ class LineageRunner:
     def __init__(self, lineage: int, seed: int, start: Candidate,
                  make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
                  tracker: ray.actor.ActorHandle, lane: Lane, tuner_journal: Path | None,
-                 max_repairs: int = 2) -> None:
+                 max_repairs: int = 2,
+                 first_candidates: tuple[Candidate, ...] = ()) -> None:
         # What takes seconds (the roles, the task's module and the compiler) is made here, so
         # that the actor can be started while the starting kernel is still being judged;
         # ``run`` then gets the verdict and the budget.
         self._stop = threading.Event()
         self._number, self._start, self._max_repairs = lineage, start, max_repairs
+        self._firsts = first_candidates  # judged first (LanguageStart.first_candidates)
         storage = journal_storage(tuner_journal) if tuner_journal else None
         self._tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
         self._roles = make_roles(seed)
@@ -72,7 +74,8 @@ class LineageRunner:
         """Search from the starting kernel's ``start_eval`` within ``budget``, going on from the
         steps in ``history`` (a resumed or restarted lineage)."""
         lineage = Lineage(self._number, self._start, start_eval, self._roles, self._tuner,
-                          budget, max_repairs=self._max_repairs)
+                          budget, max_repairs=self._max_repairs,
+                          first_candidates=self._firsts)
         for candidate, evaluation in history or ():  # pick up where it stopped
             lineage.replay(candidate, evaluation)
         # Pipelined: each record is made durable while the next candidate is being planned,

@@ -52,6 +52,9 @@ class LanguageStart:
     start: Candidate
     make_evaluator: Callable[[], Evaluator]
     make_roles: Callable[[int], Roles]
+    # Kernels each lineage of the language judges first, before its roles propose (a start
+    # generated from torch.compile): the lineage goes on from one that is faster than ``start``.
+    first_candidates: tuple[Candidate, ...] = ()
 
     @property
     def language(self) -> str:
@@ -91,11 +94,13 @@ class SwarmSpec:
     # Languages searched beside ``start``'s (its language is the reference): lineage i searches
     # ``languages[i % len(languages)]``. Migration.languages must name the same rotation.
     more_languages: tuple[LanguageStart, ...] = ()
+    first_candidates: tuple[Candidate, ...] = ()  # the first language's (LanguageStart's)
 
     @property
     def languages(self) -> tuple[LanguageStart, ...]:
         """Every language of the search, the reference (``start``'s) first."""
-        return (LanguageStart(self.start, self.make_evaluator, self.make_roles),
+        return (LanguageStart(self.start, self.make_evaluator, self.make_roles,
+                              self.first_candidates),
                 *self.more_languages)
 
     def language_of(self, lineage: int) -> LanguageStart:
@@ -198,7 +203,8 @@ class Swarm:
         start = part.start.derive(lineage=lineage, origin=part.start.origin)
         return LineageRunner.options(**spec.lineage_options).remote(
             lineage, spec.seeds[lineage], start, part.make_roles, part.make_evaluator,
-            self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs)
+            self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs,
+            part.first_candidates)
 
     def _launch(self, lineage: int, history: list[tuple[Candidate, Evaluation]]) -> None:
         """Run ``lineage``'s actor (the one started for it, or a new one), going on from the

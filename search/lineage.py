@@ -23,7 +23,7 @@ import dataclasses
 import hashlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .budget import Budget, Spent
@@ -80,7 +80,8 @@ class Lineage:
 
     def __init__(self, lineage: int, start: Candidate, start_eval: Evaluation, roles: Roles,
                  tuner: KnobTuner, budget: Budget, max_repairs: int = 2,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 first_candidates: Sequence[Candidate] = ()) -> None:
         self.lineage = lineage
         self.roles = roles
         self.tuner = tuner
@@ -107,6 +108,9 @@ class Lineage:
         self.rejected = 0  # candidates not judged: too close to a judged kernel
         self._rejected_in_row = 0
         self._pending: dict[str, _Pending] = {}
+        # Kernels proposed before the roles are asked (a start generated from torch.compile):
+        # each judged like any candidate, the lineage going on from it if it is faster.
+        self._firsts = [dataclasses.replace(c, lineage=lineage) for c in first_candidates]
 
     @property
     def best_speedup(self) -> float:
@@ -156,6 +160,13 @@ class Lineage:
         """The next candidate to evaluate, or None once the lineage has stopped."""
         if self.stop_reason is None:
             self.stop_reason = self._check_budget()
+        while self.stop_reason is None and self._firsts:
+            first = self._firsts.pop(0)
+            if first.id not in self._tried:
+                self._pending[first.id] = _Pending(Plan(first.origin.move or "seed",
+                                                        first.origin.rationale))
+                self._tried.add(first.id)
+                return first
         if self.stop_reason is None and self._failed is not None:
             repaired = self._repair()
             if repaired is not None:

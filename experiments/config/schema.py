@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from kernelswarm.search import LANGUAGES, STRATEGIES
+from kernelswarm.search import LANGUAGES, SPECS, STRATEGIES
 from kernelswarm.search.strategies.map_elites import DEFAULT_DESCRIPTORS, DESCRIPTORS
 
 from .errors import describe
@@ -105,6 +105,10 @@ class SearchSection(_Section):
     # search's fastest measurement is a lucky one); 0 in either turns that off.
     confirm_top: int = Field(2, ge=0)
     confirm_repeats: int = Field(3, ge=0)
+    # Lineages of a language torch.compile writes code in (triton on a GPU, cpp on the CPU)
+    # judge Inductor's own kernel for the task's reference first, and go on from it where it is
+    # faster than the task's starting kernel (evaluators/generated_starts.py).
+    compile_start: bool = False
 
     @field_validator("languages")
     @classmethod
@@ -295,6 +299,26 @@ class Config(_Section):
                 f"({', '.join(languages)}): leave task.language out (the first of "
                 f"search.languages is used), or list it in search.languages")
         return self
+
+    @model_validator(mode="after")
+    def _compile_start_has_a_language(self) -> Config:
+        if self.search.compile_start and not self.compile_start_languages():
+            writes = ", ".join(f"{n} on {s.inductor_device}" for n, s in SPECS.items()
+                               if s.inductor_device)
+            raise ValueError(
+                f"search.compile_start: torch.compile writes code in {writes}; none of the "
+                f"run's languages ({', '.join(self.languages)}) is one on evaluator.device = "
+                f"{self.evaluator.device!r}: add it to search.languages, or leave "
+                f"search.compile_start out")
+        return self
+
+    def compile_start_languages(self) -> tuple[str, ...]:
+        """The run's languages whose lineages start from torch.compile's kernel (with
+        ``search.compile_start``): those Inductor writes code in on the evaluator's device."""
+        if not self.search.compile_start:
+            return ()
+        return tuple(n for n in self.languages
+                     if SPECS[n].inductor_device == self.evaluator.device)
 
     @property
     def languages(self) -> tuple[str, ...]:

@@ -10,8 +10,8 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from ..agent.llm_view import LLMWatch
 from ..agent.roles import StartUp, ask_tester, configured_roles
 from ..config import Config, ConfigError
 from ..sinks import MLflowSink, ParquetSink
+from .compile_start import first_candidates
 from .compiler_messages import naming_the_users_file
 from .resume import replay_records, restore_records
 
@@ -158,6 +159,8 @@ class PreparedRun:
     more_starts: tuple[Candidate, ...] = ()
     earlier_wall_s: float = 0.0  # a resumed run's wall time in its earlier sessions
     tester_failure: str = ""  # why the tester added no checks, if it failed
+    # Per language, kernels its lineages judge first (search.compile_start: compile's kernel).
+    first_candidates: Mapping[str, tuple[Candidate, ...]] = field(default_factory=dict)
 
     def wall_s(self) -> float:
         """The run's wall time so far, its earlier sessions' included."""
@@ -175,13 +178,15 @@ class PreparedRun:
         settings = evaluator_settings(config, self.checks)
         first, *more = [
             LanguageStart(start, partial(SandboxEvaluator, task.path, start.language, settings),
-                          roles_for(self.make_roles, start.language))
+                          roles_for(self.make_roles, start.language),
+                          self.first_candidates.get(start.language, ()))
             for start in (self.start, *self.more_starts)]
         return SwarmSpec(
             run=info, sinks=result_sinks(config, mlflow_parent, bool(self.history)),
             start=self.start,
             make_evaluator=first.make_evaluator, more_languages=tuple(more),
             make_roles=first.make_roles, seeds=list(self.seeds), budget=search_budget(config),
+            first_candidates=first.first_candidates,
             workers=workers, worker_resources=resources, elites=search.elites,
             tuner_journal=self.run_dir / "optuna.journal", history=self.history,
             migration=Migration(search.migration_interval, search.migration_count,
@@ -256,8 +261,10 @@ def prepare_run(config: Config, console: Console,
     make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds, started)
     start_up = tester_checks(config, task, make_roles)
     # what `kernelswarm eval` of this run's files checks them with
-    (run_dir / CHECKS_FILE).write_text(json.dumps(
-        evaluator_settings(config, start_up.checks).extra_checks, indent=2))
+    settings = evaluator_settings(config, start_up.checks)
+    (run_dir / CHECKS_FILE).write_text(json.dumps(settings.extra_checks, indent=2))
+    firsts = first_candidates(config, task, settings, console, run_dir)
     return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
                        start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir),
-                       started, tuple(more_starts), earlier_wall_s, start_up.failure or "")
+                       started, tuple(more_starts), earlier_wall_s, start_up.failure or "",
+                       firsts)

@@ -1,0 +1,179 @@
+"""A search's start from ``torch.compile``, generated once per machine in a process of its own.
+
+``compile_start(task, language, settings)`` is Inductor's code for the task's reference, one
+version per shape (evaluators/inductor_start.py), for every shape the evaluator will run it on:
+the task's tuning and held-out shapes and the evaluator's extra checks. Each kernel launches as
+Inductor's autotuning chose on its shape, so the start is ``torch.compile``'s own kernel; the
+tuning shapes' versions have knobs of their own.
+
+Generation runs ``python -m kernelswarm.evaluators.generated_starts REQUEST REPLY``: the task's
+reference and ``torch.compile`` are trusted code, but their CUDA context, the GPU memory of their
+inputs and Inductor's compile workers are not the search's to keep. The result is cached in
+``<cache_dir>/starts/`` under a key of the task folder's content, the device's name, the torch
+and triton versions, the shapes and this generator's own code, so a later search on the machine
+starts at once; one process generates an entry while others that need it wait
+(``measured_once``).
+
+``torch.compile`` compiles each shape in ``max-autotune-no-cudagraphs`` mode on a GPU: its
+autotuning then tries more launch settings than the default mode's, and the start keeps the one
+it found fastest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..search.task import Shape, Task, load_task
+from .baselines import (
+    WORKER_ENVIRONMENT,
+    baseline_versions,
+    device_name,
+    measured_once,
+    task_content_hash,
+)
+from .environment import scrubbed_environment
+from .inductor_code import GenerationError
+from .inductor_start import GeneratedStart
+from .settings import EvaluatorSettings
+
+WORKER_MODULE = "kernelswarm.evaluators.generated_starts"
+# The files whose code decides what is generated: a change to one makes the cache miss.
+_GENERATOR_FILES = ("inductor_code.py", "inductor_start.py", "inductor_triton.py",
+                    "inductor_cpp.py", "generated_starts.py")
+
+
+def start_shapes(task: Task, settings: EvaluatorSettings) -> tuple[list[dict[str, Any]],
+                                                                   list[dict[str, Any]]]:
+    """(the task's tuning and held-out shapes, the evaluator's extra check shapes not among
+    them): every shape the evaluator runs a candidate on."""
+    own = [dict(s) for s in (*task.tuning_shapes, *task.heldout_shapes)]
+    seen = {Shape.of(s).label for s in own}
+    checks = []
+    for check in settings.extra_checks:
+        label = Shape.of(check["shape"]).label
+        if label not in seen:
+            seen.add(label)
+            checks.append(dict(check["shape"]))
+    return own, checks
+
+
+def _generator_hash() -> str:
+    digest = hashlib.sha256()
+    for name in _GENERATOR_FILES:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()
+
+
+def cache_path(task: Task, language: str, settings: EvaluatorSettings,
+               shapes: Sequence[Mapping[str, Any]], optional: Sequence[Mapping[str, Any]]) -> Path:
+    """Where the start for these shapes on this machine is kept."""
+    key = hashlib.sha256(json.dumps(
+        [task_content_hash(task), device_name(settings.device), baseline_versions(task),
+         language, [Shape.of(s).label for s in shapes], [Shape.of(s).label for s in optional],
+         _generator_hash()], sort_keys=True).encode()).hexdigest()[:24]
+    return Path(settings.cache_dir) / "starts" / f"{task.name}-{language}-{key}.json"
+
+
+def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSettings,
+                  timeout_s: float = 900.0) -> tuple[GeneratedStart, bool]:
+    """(the start from ``torch.compile``, whether it came from the cache);
+    ``GenerationError`` says why none can be made (what Inductor emitted that no start can be
+    written from, a reference it cannot compile, a worker that failed or ran out of time)."""
+    if not isinstance(task, Task):
+        task = load_task(task, settings.device.split(":")[0])
+    shapes, optional = start_shapes(task, settings)
+    path = cache_path(task, language, settings, shapes, optional)
+    kept = _kept(path)
+    if kept is not None:
+        return kept, True
+    with measured_once(path):
+        kept = _kept(path)  # generated while this one waited
+        if kept is not None:
+            return kept, True
+        reply = _run_worker({"task": str(task.path), "language": language,
+                             "device": settings.device, "shapes": shapes,
+                             "optional": optional}, settings.device, timeout_s)
+        if "error" in reply:
+            raise GenerationError(reply["error"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(reply, indent=1))
+        temporary.replace(path)
+    return _start(reply), False
+
+
+def _start(doc: Mapping[str, Any]) -> GeneratedStart:
+    return GeneratedStart(language=doc["language"], source=doc["source"], entry=doc["entry"],
+                          shapes=tuple(doc["shapes"]),
+                          knobs={k: tuple(v) for k, v in doc["knobs"].items()},
+                          skipped=tuple(doc.get("skipped", ())))
+
+
+def _kept(path: Path) -> GeneratedStart | None:
+    if not path.is_file():
+        return None
+    try:
+        return _start(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a damaged entry is generated again
+
+
+def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[str, Any]:
+    extra = {**WORKER_ENVIRONMENT, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with tempfile.TemporaryDirectory(prefix="kernelswarm-start-") as folder:
+        asked, answer = Path(folder) / "request.json", Path(folder) / "reply.json"
+        asked.write_text(json.dumps(request))
+        try:
+            done = subprocess.run([sys.executable, "-m", WORKER_MODULE, str(asked), str(answer)],
+                                  env=scrubbed_environment(extra=extra), cwd=folder,
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise GenerationError(f"generating the start of {request['task']} from "
+                                  f"torch.compile took more than {timeout_s:g} s") from None
+        if done.returncode != 0 or not answer.is_file():
+            raise GenerationError(f"the start's generator failed (exit {done.returncode}) on "
+                                  f"{request['task']}:\n{done.stderr[-3000:]}")
+        return dict(json.loads(answer.read_text()))
+
+
+def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The worker's side: generate, and answer the start or the reason there is none."""
+    import torch
+    from torch._inductor import config
+
+    from .inductor_start import generate_start
+
+    device = str(request["device"])
+    if device.startswith("cuda") and ":" in device:
+        torch.cuda.set_device(device)
+    task = load_task(request["task"], device.split(":")[0])
+    patch = {"max_autotune": True} if device.startswith("cuda") else {}
+    try:
+        with config.patch(patch):
+            generated = generate_start(task, request["language"], request["shapes"],
+                                       optional=request["optional"])
+    except GenerationError as exc:
+        return {"error": str(exc)}
+    doc = asdict(generated)
+    doc["knobs"] = {k: list(v) for k, v in generated.knobs.items()}
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    asked, answer = (argv if argv is not None else sys.argv[1:])[:2]
+    reply = _generate(json.loads(Path(asked).read_text()))
+    Path(answer).write_text(json.dumps(reply))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""``search.compile_start``: a run's lineages judge torch.compile's own kernel first (on this CPU:
+Inductor's C++ for a cpp run), generated once per machine, and go on from it where it is faster;
+where none can be generated the run says why and starts from the task's kernel."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from kernelswarm.evaluators.generated_starts import compile_start
+from kernelswarm.experiments.config import ConfigError, load_config
+from kernelswarm.experiments.run.compile_start import COMPILE_START_FILE, MOVE, first_candidates
+from kernelswarm.experiments.run.prepare import evaluator_settings
+from kernelswarm.experiments.run.runner import run
+from kernelswarm.experiments.sinks import read_evaluations
+from kernelswarm.search import load_task
+
+pytestmark = pytest.mark.slow
+
+SMALL = """TUNING_SHAPES = {
+    "cpu": [
+        {"tokens": 2, "d": 512, "dtype": "float32"},
+        {"tokens": 4, "d": 1024, "dtype": "float32"},
+    ],
+    "cuda": ["""
+HELDOUT = """HELDOUT_SHAPES = {
+    "cpu": [
+        {"tokens": 3, "d": 100, "dtype": "float32"},
+    ],
+    "cuda": ["""
+
+
+def _small_task(folder: Path) -> Path:
+    """The silu_and_mul task with two small tuning shapes and one held-out shape: Inductor
+    compiles the reference once per shape."""
+    task = folder / "task.py"
+    text = task.read_text()
+    for name, replacement in (("TUNING_SHAPES", SMALL), ("HELDOUT_SHAPES", HELDOUT)):
+        text, count = re.subn(name + r' = \{\n    "cpu": \[\n.*?\],\n    "cuda": \[', replacement,
+                              text, count=1, flags=re.S)
+        assert count == 1, f"the silu_and_mul task's {name} layout changed"
+    task.write_text(text)
+    return folder
+
+
+def _config(folder: Path, task: Path, cache: Path, *more: str):
+    return load_config(None, [
+        f'run.out_dir="{folder / "runs"}"', "run.name=compiled", f'task.name="{task}"',
+        'task.language="cpp"', "search.compile_start=true", "search.lineages=1",
+        "search.candidates_per_lineage=2", "search.tester=false", "search.confirm_top=0",
+        "tracking.mlflow=false", "evaluator.seeds=1", f'evaluator.cache_dir="{cache}"',
+        "timing.budget_s=0.02", "timing.min_repeats=3", "timing.max_repeats=6", *more])
+
+
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory, compile_cache, ray_session):
+    from tests.conftest import SILU_TASK
+
+    folder = tmp_path_factory.mktemp("compile-start")
+    task = _small_task(Path(shutil.copytree(SILU_TASK, folder / "silu_and_mul")))
+    config = _config(folder, task, compile_cache)
+    console = Console(file=io.StringIO(), width=160)
+    outcome = run(config, console)
+    return config, task, outcome, console.file.getvalue()
+
+
+def test_the_lineage_judges_compiles_kernel_first(compiled_run):
+    config, task, outcome, text = compiled_run
+    report = json.loads((outcome.run_dir / COMPILE_START_FILE).read_text())
+    assert report["cpp"]["used"] is True and report["cpp"]["cached"] is False
+    # generated for every shape the evaluator runs: both tuning shapes and the held-out one
+    assert set(report["cpp"]["shapes"]) == {"d=512,dtype=float32,tokens=2",
+                                            "d=1024,dtype=float32,tokens=4",
+                                            "d=100,dtype=float32,tokens=3"}
+    assert "search.compile_start: generating the cpp kernel of torch.compile" in text
+    rows = read_evaluations(outcome.run_dir).to_pylist()
+    first = min((r for r in rows if r["lineage"] == 0), key=lambda r: r["step"])
+    assert first["origin_move"] == MOVE and first["candidate_id"] == report["cpp"]["candidate"]
+    assert first["status"] == "OK", first["message"]
+    starts = [r for r in rows if r["lineage"] == -1]
+    assert starts and starts[0]["origin_move"] != MOVE  # speedups stay over the task's kernel
+
+
+def test_a_second_run_on_the_machine_takes_the_kernel_from_the_cache(compiled_run, compile_cache):
+    config, task, outcome, _ = compiled_run
+    report = json.loads((outcome.run_dir / COMPILE_START_FILE).read_text())
+    settings = evaluator_settings(config)
+    generated, cached = compile_start(load_task(task, "cpu"), "cpp", settings)
+    assert cached is True
+    assert report["cpp"]["shapes"] == list(generated.shapes)
+
+
+def test_a_reference_compile_cannot_capture_leaves_the_task_start(tmp_path, compile_cache):
+    from tests.conftest import SILU_TASK
+
+    task = _small_task(Path(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul")))
+    source = (task / "task.py").read_text()
+    # a branch on a value: torch.compile cannot make one graph of it
+    source = source.replace("    d = x.shape[-1] // 2\n",
+                            "    d = x.shape[-1] // 2\n    if x.sum().item() > 1e30:\n"
+                            "        print('large')\n", 1)
+    (task / "task.py").write_text(source)
+    config = _config(tmp_path, task, compile_cache)
+    console = Console(file=io.StringIO(), width=200)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    found = first_candidates(config, load_task(task, "cpu"), evaluator_settings(config),
+                             console, run_dir)
+    assert found == {}
+    report = json.loads((run_dir / COMPILE_START_FILE).read_text())
+    assert report["cpp"]["used"] is False and "torch.compile" in report["cpp"]["reason"]
+    assert "its lineages start from the task's kernel" in console.file.getvalue()
+
+
+def test_compile_start_needs_a_language_compile_writes_on_the_device():
+    with pytest.raises(ConfigError, match="search.compile_start"):
+        load_config(None, ["task.language=\"cuda\"", "evaluator.device=\"cuda\"",
+                           "search.compile_start=true"])
