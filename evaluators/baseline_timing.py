@@ -143,15 +143,20 @@ class BaselineBench:
              on_shape: Callable[[ShapeBaseline], None] | None = None,
              kernels: dict[str, Candidate] | None = None) -> TaskBaseline:
         """Every tuning shape (or the first ``max_shapes``) of the task at ``task_path``;
-        ``kernels`` (cuda candidates by name, e.g. a search's best) are checked and timed too."""
+        ``kernels`` (candidates by name in any language that runs on the GPU, e.g. a search's
+        best) are checked and timed too, each launched by the task's launcher of its language."""
         import torch
 
         task = load_task(task_path, "cuda")
         language = get_language("cuda", self.settings)
         candidate = task.starting_candidate("cuda")
         build, kernel = self._load(language, candidate, "the starting cuda kernel")
-        others = {name: self._load(language, c, f"kernel {name!r}")[1]
-                  for name, c in (kernels or {}).items()}
+        others = {}
+        for name, other in (kernels or {}).items():
+            own = language if other.language == "cuda" else get_language(other.language,
+                                                                          self.settings)
+            others[name] = (own, self._load(own, other, f"kernel {name!r}")[1],
+                            getattr(task.module, own.launcher))
         launch = getattr(task.module, language.launcher)
         result = TaskBaseline(task.name, candidate.entry, candidate.knob_values,
                               build.result.seconds)
@@ -160,21 +165,23 @@ class BaselineBench:
                 # a dispatch kernel launches each shape with its route (LoadedKernel.fn alone
                 # would run every shape with the first route's knobs)
                 found = self._shape(task, shape, launch, language.for_shape(kernel, shape),
-                                    {name: language.for_shape(k, shape)
-                                     for name, k in others.items()})
+                                    {name: (own.for_shape(k, shape), own_launch)
+                                     for name, (own, k, own_launch) in others.items()})
                 result.shapes.append(found)
                 if on_shape is not None:
                     on_shape(found)
         finally:
             language.unload(kernel)
-            for other in others.values():
-                language.unload(other)
+            for own, other, _ in others.values():
+                own.unload(other)
             torch.cuda.empty_cache()
         return result
 
     def _shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
-               others: dict[str, Any] | None = None) -> ShapeBaseline:
-        """One shape: copies of the problem, each kernel's check and time."""
+               others: dict[str, tuple[Any, Callable[..., None]]] | None = None
+               ) -> ShapeBaseline:
+        """One shape: copies of the problem, each kernel's check and time (``others``: by name,
+        the kernel and its language's launcher)."""
         module, params = task.module, dict(shape)
         first = tuple(module.make_inputs(params, TIMING_SEED, self.device))
         first_out = tuple(module.make_outputs(params, self.device))
@@ -193,9 +200,9 @@ class BaselineBench:
         check, start_s = self._check_start(task, start, inputs[0], outputs[0])
         moved, flops = task.roofline(shape)
         times, checks = {}, {}
-        for name, other in (others or {}).items():
-            def call(i: int, other: Any = other) -> None:
-                launch(other, inputs[i], outputs[i], params)
+        for name, (other, other_launch) in (others or {}).items():
+            def call(i: int, other: Any = other, other_launch: Any = other_launch) -> None:
+                other_launch(other, inputs[i], outputs[i], params)
 
             checks[name], call_s = self._check_start(task, call, inputs[0], outputs[0])
             times[name] = (Timed(error=checks[name]) if math.isnan(call_s)

@@ -47,6 +47,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--task", help="a built-in task name or a task folder")
     parser.add_argument("--lineages", type=int, default=4)
     parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--languages", default="cuda",
+                        help="the languages searched, comma-separated (lineages take them in "
+                             "turn), the first the reference; default cuda")
+    parser.add_argument("--compile-start", action="store_true",
+                        help="triton lineages judge torch.compile's own kernel first "
+                             "(search.compile_start) and go on from it")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs"), help="run folders go here")
     parser.add_argument("--json", type=Path, help="write the report here")
@@ -62,7 +68,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
-    return [f"task.name={json.dumps(str(args.task))}", 'task.language="cuda"',
+    languages = [n.strip() for n in args.languages.split(",") if n.strip()]
+    chosen = [f"task.language={json.dumps(languages[0])}"] if len(languages) == 1 else [
+        f"search.languages={json.dumps(languages)}"]
+    return [f"task.name={json.dumps(str(args.task))}", *chosen,
+            *(["search.compile_start=true"] if args.compile_start else []),
             'evaluator.device="cuda"', "evaluator.workers=1", f"search.lineages={args.lineages}",
             f"search.wall_time_s={args.minutes * 60:g}", "search.candidates_per_lineage=100000",
             f"run.seed={args.seed}", f"run.out_dir={json.dumps(str(args.out))}",
@@ -91,19 +101,37 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, good)) / len(good)) if good else math.nan
 
 
-def judge(task_path: Path, best: Any, best_eval: Any, settings: Any) -> dict[str, Any]:
+def compile_start_of(run_dir: Path, task_path: Path) -> Any:
+    """The kernel the run's lineages judged first from torch.compile (``search.compile_start``),
+    as recorded, or None."""
+    from kernelswarm.experiments.run.compile_start import MOVE
+    from kernelswarm.experiments.run.resume import restore_records
+    from kernelswarm.search import load_task
+
+    for record in restore_records(run_dir, load_task(task_path, "cuda")):
+        if record.candidate.origin.move == MOVE and record.evaluation.ok:
+            return record.candidate
+    return None
+
+
+def judge(task_path: Path, best: Any, best_eval: Any, settings: Any, language: str = "cuda",
+          generated: Any = None) -> dict[str, Any]:
     """Start and ``best`` timed on every tuning shape, with the verdicts, against the best
-    baseline of each shape; ``best_eval`` is the search's own evaluation of ``best``."""
+    baseline of each shape; ``best_eval`` is the search's own evaluation of ``best``;
+    ``language`` the run's reference language (whose baseline cache the search used);
+    ``generated`` the kernel from torch.compile the run started from, timed too."""
     from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
     from kernelswarm.evaluators.baselines import measure_baselines
 
     bench = BaselineBench(settings)
-    measured = bench.task(task_path, kernels={"best": best})
-    table = measure_baselines(task_path, settings, language="cuda")  # the search's cache
+    kernels = {"best": best, **({"compile_start": generated} if generated is not None else {})}
+    measured = bench.task(task_path, kernels=kernels)
+    table = measure_baselines(task_path, settings, language=language)  # the search's cache
     in_search = {r.shape: r for r in best_eval.shapes}
     shapes = []
     for s in measured.shapes:
         mine, compiled = s.kernels["best"], table.get(s.shape, "compile")
+        started = s.kernels.get("compile_start")
         name, baseline = table.best(s.shape) or ("", None)
         search = in_search.get(s.shape)
         shapes.append({
@@ -118,13 +146,18 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any) -> dict[str
             "search_vs_best": search.speedup_vs_best if search else math.nan,
             "search_vs_best_ci": search.speedup_vs_best_ci if search else math.nan,
             "roofline_fraction": s.roofline_us / mine.median_us,
-            "large": s.roofline_us >= LARGE_US})
+            "large": s.roofline_us >= LARGE_US,
+            "compile_start_us": started.median_us if started else math.nan,
+            "compile_start_vs_compile": (compiled.median_us / started.median_us
+                                         if started else math.nan)})
     large = [s for s in shapes if s["large"]]
     return {
         "machine": bench.machine.as_metrics(), "versions": {**versions(), **table.versions},
         "baselines_skipped": dict(table.skipped), "shapes": shapes,
         "geomean_vs_start": _geomean([s["vs_start"] for s in shapes]),
         "geomean_vs_compile": _geomean([s["vs_compile"] for s in shapes]),
+        "geomean_compile_start_vs_compile": _geomean([s["compile_start_vs_compile"]
+                                                      for s in shapes]),
         "geomean_vs_best": _geomean([s["vs_best"] for s in shapes]),
         "worst_vs_compile": min((s["vs_compile"] for s in shapes), default=math.nan),
         "worst_vs_best": min((s["vs_best"] for s in shapes), default=math.nan),
@@ -179,16 +212,20 @@ def _table(report: dict[str, Any]) -> str:
     software = ", ".join(f"{k} {v}" for k, v in j["versions"].items())
     lines = [f"### {report['task']}: {report['lineages']} lineage(s), {report['minutes']:g} min "
              f"on {j['machine'].get('device', 'cuda')}", "", f"Software: {software}.", "",
-             f"Command: `{report['command']}`", "",
-             "| shape | roofline µs | start µs | compile µs | best baseline | baseline µs | "
-             "best µs | vs start | vs compile | vs best baseline | in search (95%) | best RL | "
-             "check |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"Command: `{report['command']}`", ""]
+    started = any(math.isfinite(s.get("compile_start_us", math.nan)) for s in j["shapes"])
+    lines += ["| shape | roofline µs | start µs | compile µs | "
+              + ("compile's kernel as start µs | " if started else "")
+              + "best baseline | baseline µs | best µs | vs start | vs compile | vs best "
+              "baseline | in search (95%) | best RL | check |",
+              "|---" * (14 if started else 13) + "|"]
     for s in j["shapes"]:
         search = f"{s['search_vs_best']:.2f}x"
         if isinstance(s["search_vs_best_ci"], float) and math.isfinite(s["search_vs_best_ci"]):
             search += f" ±{s['search_vs_best_ci']:.2f}"
+        own = f"{s['compile_start_us']:.2f} | " if started else ""
         lines.append(f"| {s['shape']} | {s['roofline_us']:.2f} | {s['start_us']:.2f} | "
-                     f"{s['compile_us']:.2f} | {s['best_baseline'] or '—'} | "
+                     f"{s['compile_us']:.2f} | {own}{s['best_baseline'] or '—'} | "
                      f"{s['best_baseline_us']:.2f} | {s['best_us']:.2f} | {s['vs_start']:.2f}x | "
                      f"{s['vs_compile']:.2f}x | {s['vs_best']:.2f}x | {search} | "
                      f"{s['roofline_fraction']:.0%}{' (large)' if s['large'] else ''} | "
@@ -201,8 +238,11 @@ def _table(report: dict[str, Any]) -> str:
                   f"roofline fraction on large shapes {j['min_roofline_large']:.0%} (target >= "
                   f"85%) · {report['evaluations']} evaluations, search's own best "
                   f"{report['search_best']:.3f}x vs start · best kernel {report['best_id']} "
-                  f"{report['best_knobs']} ({report['best_move']}) · baselines skipped: "
-                  f"{skipped}", "", _throughput_line(report)]
+                  f"{report['best_knobs']} ({report.get('best_language', 'cuda')}, "
+                  f"{report['best_move']}) · baselines skipped: {skipped}"
+                  + (f" · torch.compile's kernel as the start (re-timed): "
+                     f"{j['geomean_compile_start_vs_compile']:.3f}x compile in geomean"
+                     if started else ""), "", _throughput_line(report)]
     return "\n".join(lines)
 
 
@@ -221,8 +261,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("the search found no correct kernel")
     best, best_eval = summary.best
     curve = progress_curve(outcome.run_dir)
+    generated = compile_start_of(outcome.run_dir, config.task_path()) \
+        if config.search.compile_start else None
     judged = None if args.no_judge else judge(config.task_path(), best, best_eval,
-                                              evaluator_settings(config))
+                                              evaluator_settings(config), config.languages[0],
+                                              generated)
     command = "python -m kernelswarm.experiments.benchmarks.search_gpu " + " ".join(
         shlex.quote(a) for a in args.argv)
     return {"task": config.task.name, "lineages": args.lineages, "minutes": args.minutes,
@@ -230,6 +273,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "run_dir": str(outcome.run_dir), "wall_s": time.time() - began,
             "evaluations": summary.records, "search_best": best_eval.speedup,
             "best_id": best.id, "best_knobs": best.knob_values, "best_move": best.origin.move,
+            "best_language": best.language, "languages": list(config.languages),
+            "compile_start": generated.id if generated is not None else None,
             "best_source": best.source, "curve": curve, "diversity": summary.diversity,
             "migrations": summary.migrations, "utilisation": outcome.result.utilisation,
             "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged,

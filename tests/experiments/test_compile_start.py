@@ -122,3 +122,44 @@ def test_compile_start_needs_a_language_compile_writes_on_the_device():
     with pytest.raises(ConfigError, match="search.compile_start"):
         load_config(None, ["task.language=\"cuda\"", "evaluator.device=\"cuda\"",
                            "search.compile_start=true"])
+
+
+CUDA_ONE_SHAPE = """TUNING_SHAPES = {
+    "cpu": [
+        {"tokens": 2, "d": 512, "dtype": "float32"},
+    ],
+    "cuda": [
+        {"tokens": 1024, "d": 11008, "dtype": "bfloat16"},
+    ],
+}
+_UNUSED = {
+    "cuda": ["""
+
+
+@pytest.mark.gpu
+def test_a_search_seeded_from_compile_starts_at_compiles_speed(tmp_path, compile_cache,
+                                                               ray_session):
+    """On a GPU the triton lineage's first candidate is Inductor's kernel, launched as
+    torch.compile launches it: as fast as torch.compile (its fastest mode) within noise."""
+    from tests.conftest import SILU_TASK
+
+    task = Path(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul"))
+    text, count = re.subn(r'TUNING_SHAPES = \{\n    "cpu": \[\n.*?\],\n    "cuda": \[',
+                          CUDA_ONE_SHAPE, (task / "task.py").read_text(), count=1, flags=re.S)
+    assert count == 1
+    (task / "task.py").write_text(text)
+    config = load_config(None, [
+        f'run.out_dir="{tmp_path / "runs"}"', "run.name=compiled-gpu", f'task.name="{task}"',
+        'task.language="triton"', 'evaluator.device="cuda"', "search.compile_start=true",
+        "search.lineages=1", "search.candidates_per_lineage=1", "search.tester=false",
+        "search.confirm_top=0", "tracking.mlflow=false", f'evaluator.cache_dir="{compile_cache}"',
+        "timing.budget_s=0.3", "evaluator.run_timeout_s=300"])
+    outcome = run(config, Console(file=io.StringIO(), width=160))
+    report = json.loads((outcome.run_dir / COMPILE_START_FILE).read_text())
+    assert report["triton"]["used"] is True, report
+    rows = [r for r in read_evaluations(outcome.run_dir).to_pylist()
+            if r["lineage"] == 0 and r["shape"] == "d=11008,dtype=bfloat16,tokens=1024"]
+    assert rows and rows[0]["origin_move"] == MOVE and rows[0]["status"] == "OK", rows
+    first = rows[0]
+    noise = max(first["speedup_vs_compile_ci"] or 0.0, 0.02)
+    assert first["speedup_vs_compile"] + noise >= 1.0, (first["speedup_vs_compile"], noise)

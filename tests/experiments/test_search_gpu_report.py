@@ -1,0 +1,55 @@
+"""search_gpu's command line and report (the GPU run itself is in docs/search_gpu.md): the
+languages and compile start it asks for, and the table with the compile start's column."""
+
+from __future__ import annotations
+
+import math
+
+from kernelswarm.experiments.benchmarks.search_gpu import _arguments, _overrides, _table
+from kernelswarm.experiments.config import load_config
+
+
+def test_languages_and_the_compile_start_become_the_runs_configuration():
+    args = _arguments(["--task", "silu_and_mul", "--languages", "cuda,triton", "--compile-start",
+                       "--lineages", "4"])
+    config = load_config(None, _overrides(args))
+    assert config.languages == ("cuda", "triton") and config.search.compile_start
+    assert config.compile_start_languages() == ("triton",)
+    one = load_config(None, _overrides(_arguments(["--task", "silu_and_mul"])))
+    assert one.languages == ("cuda",) and not one.search.compile_start
+
+
+def _shape(label: str, start: float, compiled: float, best: float, generated: float) -> dict:
+    return {"shape": label, "roofline_us": 1.0, "start_us": start, "compile_us": compiled,
+            "compile_mode": "default", "best_baseline": "compile", "best_baseline_us": compiled,
+            "best_us": best, "check": "ok", "vs_start": start / best, "vs_compile": compiled / best,
+            "vs_best": compiled / best, "search_vs_best": compiled / best,
+            "search_vs_best_ci": 0.01, "roofline_fraction": 1.0 / best, "large": False,
+            "compile_start_us": generated, "compile_start_vs_compile": compiled / generated}
+
+
+def test_the_table_shows_compiles_kernel_as_the_start_next_to_compile():
+    shapes = [_shape("tokens=1", 20.0, 2.0, 1.8, 2.02), _shape("tokens=64", 30.0, 3.0, 2.9, 3.0)]
+    judged = {"machine": {"device": "NVIDIA H100"}, "versions": {"torch": "2.11.0"},
+              "baselines_skipped": {}, "shapes": shapes, "geomean_vs_start": 12.0,
+              "geomean_vs_best": 1.07, "worst_vs_best": 1.03, "geomean_vs_compile": 1.07,
+              "worst_vs_compile": 1.03, "min_roofline_large": math.nan,
+              "geomean_compile_start_vs_compile": math.sqrt(2.0 / 2.02),
+              "all_correct": True}
+    report = {"task": "silu_and_mul", "lineages": 1, "minutes": 5.0, "command": "x",
+              "judged": judged, "evaluations": 20, "search_best": 11.0, "best_id": "abc",
+              "best_knobs": {"XBLOCK_S0": 128}, "best_move": "dispatch",
+              "best_language": "triton",
+              "throughput": {"evaluations": 20, "span_s": 300.0, "evals_per_gpu_minute": 4.0,
+                             "median_eval_s": 3.0}}
+    text = _table(report)
+    header = next(line for line in text.splitlines() if line.startswith("| shape"))
+    assert "compile's kernel as start µs" in header
+    row = next(line for line in text.splitlines() if line.startswith("| tokens=1 "))
+    assert row.count("|") == header.count("|") and "| 2.02 |" in row
+    assert "torch.compile's kernel as the start (re-timed): 0.995x compile" in text
+    assert "(triton, dispatch)" in text
+    # a run without a compile start has no such column
+    for s in shapes:
+        s["compile_start_us"] = math.nan
+    assert "compile's kernel" not in _table(report).split("\n\n")[3]
