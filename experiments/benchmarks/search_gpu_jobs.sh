@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# search_gpu on several GPUs of one host at once, one job per GPU, for docs/search_gpu.md.
+#
+#   bash experiments/benchmarks/search_gpu_jobs.sh PLAN OUT [MINUTES]
+#
+# PLAN: one      the three Astra tasks at 1 lineage (triton, from torch.compile's kernel) on
+#                GPUs 0-2, and on GPU 3 the GPU tests of the compile start and launch_floor;
+#       four     the three tasks at 4 lineages (triton from compile's kernel and cuda, in turn)
+#                on GPUs 0-2, and on GPU 3 silu_and_mul at 4 lineages, all triton.
+# Each job has its own time limit and writes its log (and its report, once done) under OUT as it
+# goes, so a call killed at its limit still returns what finished. The evaluator's calibration,
+# baselines and generated starts are kept in $KERNELSWARM_CACHE (default .gpu-cache/ks); the
+# small parts of it are packed into OUT/cache.tgz for the next call on the same kind of GPU.
+set -u
+plan=${1:?PLAN: one or four}
+out=${2:?OUT folder}
+minutes=${3:-5}
+stamp=$(date -u +%Y%m%d)
+mkdir -p "$out"
+export KERNELSWARM_CACHE=${KERNELSWARM_CACHE:-$PWD/.gpu-cache/ks}
+mkdir -p "$KERNELSWARM_CACHE"
+if [ -f .gpu-cache/cache.tgz ] && [ ! -f "$KERNELSWARM_CACHE/.unpacked" ]; then
+  tar -C "$KERNELSWARM_CACHE" -xzf .gpu-cache/cache.tgz && touch "$KERNELSWARM_CACHE/.unpacked"
+fi
+limit=$(python -c "print(int($minutes * 60 + 200))")  # the search, its judging and start-up
+
+job() {  # NAME GPU LIMIT_S COMMAND...: run COMMAND on GPU with its own limit, log to OUT/NAME.log
+  local name=$1 gpu=$2 seconds=$3
+  shift 3
+  (
+    start=$(date +%s)
+    CUDA_VISIBLE_DEVICES=$gpu timeout -k 15 "$seconds" "$@" >"$out/$name.log" 2>&1
+    echo "exit $? after $(($(date +%s) - start)) s on GPU $gpu" >>"$out/$name.log"
+  ) &
+}
+
+search() {  # NAME GPU TASK LINEAGES LANGUAGES
+  local name=$1 gpu=$2 task=$3 lineages=$4 languages=$5
+  job "$name" "$gpu" "$limit" python -m kernelswarm.experiments.benchmarks.search_gpu \
+    --task "$task" --lineages "$lineages" --minutes "$minutes" --languages "$languages" \
+    --compile-start --out "/tmp/runs-$name" \
+    --json "$out/search-gpu-$task-${lineages}l-$stamp.json"
+}
+
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader >"$out/gpus.txt" 2>&1
+case "$plan" in
+  one)
+    search silu-1 0 silu_and_mul 1 triton
+    search rms-1 1 fused_add_rmsnorm 1 triton
+    search merge-1 2 merge_attn_states_lse 1 triton
+    job tests 3 "$limit" bash -c "timeout 200 python -m kernelswarm.experiments.benchmarks.launch_floor \
+      --repeats 9 --json $out/launch-floor-$stamp.json; python -m pytest -q -m gpu \
+      -p no:cacheprovider tests/experiments/test_compile_start.py \
+      tests/evaluators/test_inductor_triton.py tests/evaluators/test_cuda_route.py"
+    ;;
+  four)
+    search silu-4 0 silu_and_mul 4 triton,cuda
+    search rms-4 1 fused_add_rmsnorm 4 triton,cuda
+    search merge-4 2 merge_attn_states_lse 4 triton,cuda
+    job silu-4t 3 "$limit" python -m kernelswarm.experiments.benchmarks.search_gpu \
+      --task silu_and_mul --lineages 4 --minutes "$minutes" --languages triton --compile-start \
+      --out /tmp/runs-silu-4t --json "$out/search-gpu-silu_and_mul-4l-triton-$stamp.json"
+    ;;
+  *)
+    echo "unknown plan $plan (one or four)" >&2
+    exit 2
+    ;;
+esac
+wait
+tar -C "$KERNELSWARM_CACHE" -czf "$out/cache.tgz" --exclude='*.lock' \
+  $(cd "$KERNELSWARM_CACHE" && ls -d calibration baselines starts 2>/dev/null)
+ls -la "$out"
