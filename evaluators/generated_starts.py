@@ -14,9 +14,10 @@ and triton versions, the shapes and this generator's own code, so a later search
 starts at once; one process generates an entry while others that need it wait
 (``measured_once``).
 
-``torch.compile`` compiles each shape in ``max-autotune-no-cudagraphs`` mode on a GPU: its
-autotuning then tries more launch settings than the default mode's, and the start keeps the one
-it found fastest.
+Each tuning shape is compiled in the ``torch.compile`` mode that is faster on it by the
+project's own timer: the baselines' table (evaluators/baselines.py, which times both modes per
+shape and is measured first if this machine has not yet) names it; other shapes are compiled in
+the default mode. So each version is the kernel of the best ``torch.compile`` a user could run.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ from .baselines import (
     WORKER_ENVIRONMENT,
     baseline_versions,
     device_name,
+    measure_baselines,
     measured_once,
     task_content_hash,
 )
@@ -46,6 +49,7 @@ from .inductor_start import GeneratedStart
 from .settings import EvaluatorSettings
 
 WORKER_MODULE = "kernelswarm.evaluators.generated_starts"
+_MODE = re.compile(r"mode (\S+)")  # the baselines' note on the faster compile mode
 # The files whose code decides what is generated: a change to one makes the cache miss.
 _GENERATOR_FILES = ("inductor_code.py", "inductor_start.py", "inductor_triton.py",
                     "inductor_cpp.py", "generated_starts.py")
@@ -73,13 +77,28 @@ def _generator_hash() -> str:
     return digest.hexdigest()
 
 
+def compile_modes(task: Task, language: str, settings: EvaluatorSettings) -> dict[str, str]:
+    """Per tuning shape, the ``torch.compile`` mode the baselines found faster (on a GPU; the
+    table is the evaluator's own, from the cache or measured now); {} on the CPU."""
+    if not settings.device.startswith("cuda"):
+        return {}
+    table = measure_baselines(task, settings, language=language)
+    modes = {}
+    for shape in task.tuning_shapes:
+        found = _MODE.match(table.get(shape.label, "compile").detail or "")
+        if found:
+            modes[shape.label] = found.group(1)
+    return modes
+
+
 def cache_path(task: Task, language: str, settings: EvaluatorSettings,
-               shapes: Sequence[Mapping[str, Any]], optional: Sequence[Mapping[str, Any]]) -> Path:
+               shapes: Sequence[Mapping[str, Any]], optional: Sequence[Mapping[str, Any]],
+               modes: Mapping[str, str]) -> Path:
     """Where the start for these shapes on this machine is kept."""
     key = hashlib.sha256(json.dumps(
         [task_content_hash(task), device_name(settings.device), baseline_versions(task),
          language, [Shape.of(s).label for s in shapes], [Shape.of(s).label for s in optional],
-         _generator_hash()], sort_keys=True).encode()).hexdigest()[:24]
+         dict(modes), _generator_hash()], sort_keys=True).encode()).hexdigest()[:24]
     return Path(settings.cache_dir) / "starts" / f"{task.name}-{language}-{key}.json"
 
 
@@ -91,7 +110,8 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
     if not isinstance(task, Task):
         task = load_task(task, settings.device.split(":")[0])
     shapes, optional = start_shapes(task, settings)
-    path = cache_path(task, language, settings, shapes, optional)
+    modes = compile_modes(task, language, settings)
+    path = cache_path(task, language, settings, shapes, optional, modes)
     kept = _kept(path)
     if kept is not None:
         return kept, True
@@ -101,7 +121,7 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
             return kept, True
         reply = _run_worker({"task": str(task.path), "language": language,
                              "device": settings.device, "shapes": shapes,
-                             "optional": optional}, settings.device, timeout_s)
+                             "optional": optional, "modes": modes}, settings.device, timeout_s)
         if "error" in reply:
             raise GenerationError(reply["error"])
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +168,6 @@ def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[
 def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker's side: generate, and answer the start or the reason there is none."""
     import torch
-    from torch._inductor import config
 
     from .inductor_start import generate_start
 
@@ -156,11 +175,9 @@ def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
     if device.startswith("cuda") and ":" in device:
         torch.cuda.set_device(device)
     task = load_task(request["task"], device.split(":")[0])
-    patch = {"max_autotune": True} if device.startswith("cuda") else {}
     try:
-        with config.patch(patch):
-            generated = generate_start(task, request["language"], request["shapes"],
-                                       optional=request["optional"])
+        generated = generate_start(task, request["language"], request["shapes"],
+                                   optional=request["optional"], modes=request.get("modes"))
     except GenerationError as exc:
         return {"error": str(exc)}
     doc = asdict(generated)

@@ -351,10 +351,16 @@ class ShapeCode:
             return self.input_sizes[argument.index]
         return self.outputs[argument.index][0]
 
+    def dtype_of(self, argument: Argument) -> str:
+        """The dtype of the tensor ``argument`` passes (``float32``, ``bfloat16``, ...)."""
+        if argument.kind is ArgKind.INPUT:
+            return self.input_dtypes[argument.index]
+        return self.outputs[argument.index][1]
+
 
 def distinct(shapes: list[ShapeCode], tensors: bool = False) -> list[ShapeCode]:
     """``shapes`` less those that reach the kernel exactly as an earlier one does (the same
-    numbers and, with ``tensors``, tensors of the same sizes) with the same compiled code: one
+    numbers and, with ``tensors``, tensors of the same sizes and dtypes) with the same compiled code: one
     version serves both. ``GenerationError`` when such shapes have different code (sizes the
     kernel is not given differ, e.g. a model built from a constant): it could not tell which
     shape's code to run."""
@@ -362,8 +368,8 @@ def distinct(shapes: list[ShapeCode], tensors: bool = False) -> list[ShapeCode]:
     kept = []
     for shape in shapes:
         key: tuple = shape.key()
-        if tensors:
-            key += tuple(shape.sizes_of(a) for a in shape.arguments
+        if tensors:  # tensors of another size or dtype tell the shapes apart
+            key += tuple((shape.sizes_of(a), shape.dtype_of(a)) for a in shape.arguments
                          if a.kind in (ArgKind.INPUT, ArgKind.OUTPUT))
         first = seen.get(key)
         if first is None:

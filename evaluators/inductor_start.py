@@ -120,10 +120,11 @@ def chosen_configs(names: Sequence[str]) -> tuple[tuple[str, tuple[tuple[str, in
     return tuple(sorted(found.items()))
 
 
-def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str
+def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str, mode: str = "default"
              ) -> tuple[str, list, tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]:
-    """Inductor's output code for ``fn(*args)``, the graph's example inputs, in order, and the
-    launch settings its Triton kernels ran with (``chosen_configs``)."""
+    """Inductor's output code for ``fn(*args)`` compiled in ``mode`` (a ``torch.compile``
+    mode), the graph's example inputs, in order, and the launch settings its Triton kernels ran
+    with (``chosen_configs``)."""
     import torch
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
@@ -137,6 +138,11 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str
 
     # scalar C++ without OpenMP: vector code needs ATen's headers, threads need OpenMP
     patch = {"cpp.simdlen": 0, "cpp.threads": 1} if inductor_device(language) == "cpu" else {}
+    if mode != "default":  # what torch.compile(mode=...) sets, less its CUDA graphs
+        import torch._inductor
+
+        patch.update({k: v for k, v in torch._inductor.list_mode_options(mode).items()
+                      if k != "triton.cudagraphs"})
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=inductor, fullgraph=True, dynamic=False)
     try:
@@ -160,8 +166,10 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str
     return codes[0], graph_inputs, configs
 
 
-def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeCode:
-    """One shape's compiled graph and launcher call (see the module docstring)."""
+def capture_shape(task: Task, language: str, shape: Mapping[str, Any],
+                  mode: str = "default") -> ShapeCode:
+    """One shape's compiled graph (in the ``torch.compile`` ``mode``) and launcher call (see
+    the module docstring)."""
     import torch
 
     device = inductor_device(language)
@@ -171,7 +179,7 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any]) -> ShapeC
     target = getattr(task.module, "compile_target", None)
     fn, positions = target(inputs) if target else (task.module.reference, range(len(inputs)))
     positions = list(positions)
-    code, example, configs = _compile(fn, [inputs[p] for p in positions], language)
+    code, example, configs = _compile(fn, [inputs[p] for p in positions], language, mode)
     parsed = parse_output_code(code)
     graph_inputs = []
     for k, tensor in enumerate(example):
@@ -235,10 +243,13 @@ if set(_GENERATORS) != {n for n, s in SPECS.items() if s.inductor_device is not 
 
 
 def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]],
-                   optional: Sequence[Mapping[str, Any]] = ()) -> GeneratedStart:
+                   optional: Sequence[Mapping[str, Any]] = (),
+                   modes: Mapping[str, str] | None = None) -> GeneratedStart:
     """The starting kernel in ``language`` with a version for each of ``shapes`` and of the
     ``optional`` shapes on which the task's own code runs (others are listed in ``skipped``,
-    with the error); ``GenerationError`` says why there can be none."""
+    with the error); ``modes``: per shape label, the ``torch.compile`` mode to compile it in
+    (default: "default"). ``GenerationError`` says why there can be none."""
+    modes = dict(modes or {})
     if inductor_device(language) == "cuda":
         import torch
 
@@ -248,11 +259,14 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
                                   f"here); generate it on a GPU machine, or use --language "
                                   f"cpp")
     entry = task.kernel(language).entry if language in task.kernels else "forward"
-    captured = [capture_shape(task, language, shape) for shape in shapes]
+    def mode(shape: Mapping[str, Any]) -> str:
+        return modes.get(Shape.of(shape).label, "default")
+
+    captured = [capture_shape(task, language, shape, mode(shape)) for shape in shapes]
     skipped = []
     for shape in optional:
         try:
-            captured.append(capture_shape(task, language, shape))
+            captured.append(capture_shape(task, language, shape, mode(shape)))
         except GenerationError:
             raise
         except Exception as exc:  # the task's make_inputs or reference fails on it

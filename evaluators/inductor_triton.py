@@ -381,6 +381,9 @@ class _Version:
         for i, argument in enumerate(self.shape.arguments):
             if argument.kind in (ArgKind.INPUT, ArgKind.OUTPUT):
                 parts.append(f"tuple(a{i}.shape) == {self.shape.sizes_of(argument)!r}")
+                dtype = self.shape.dtype_of(argument)
+                if dtype in _DTYPES:  # shapes of the same sizes in two dtypes
+                    parts.append(f"a{i}.dtype == torch.{dtype}")
             elif argument.kind is ArgKind.SCALAR:
                 parts.append(f"a{i} == {argument.value[0]!r}")
             else:

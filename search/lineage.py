@@ -73,6 +73,12 @@ class _Pending:
     study: str | None = None  # the tuning study's key, for a tuning trial
     trial: int | None = None
     repair: int = 0  # which repair attempt in a row this candidate is (0: not a repair)
+    first: bool = False  # one of the lineage's first candidates (``first_candidates``)
+
+
+# A first candidate (torch.compile's kernel) at most this much slower than the lineage's best is
+# still the kernel the lineage goes on from: its knobs (per shape) are what the search tunes.
+FIRST_MARGIN = 0.03
 
 
 class Lineage:
@@ -109,7 +115,8 @@ class Lineage:
         self._rejected_in_row = 0
         self._pending: dict[str, _Pending] = {}
         # Kernels proposed before the roles are asked (a start generated from torch.compile):
-        # each judged like any candidate, the lineage going on from it if it is faster.
+        # each judged like any candidate, the lineage going on from it unless it is more than
+        # FIRST_MARGIN slower than the lineage's best.
         self._firsts = [dataclasses.replace(c, lineage=lineage) for c in first_candidates]
 
     @property
@@ -164,7 +171,7 @@ class Lineage:
             first = self._firsts.pop(0)
             if first.id not in self._tried:
                 self._pending[first.id] = _Pending(Plan(first.origin.move or "seed",
-                                                        first.origin.rationale))
+                                                        first.origin.rationale), first=True)
                 self._tried.add(first.id)
                 return first
         if self.stop_reason is None and self._failed is not None:
@@ -284,6 +291,9 @@ class Lineage:
             self.since_improvement = 0
         else:
             self.since_improvement += 1
+            if pending.first and evaluation.ok and self.best is not None and \
+                    evaluation.speedup >= self.best[1].speedup * (1.0 - FIRST_MARGIN):
+                self.current = candidate  # within noise or the margin: go on from it
         if not evaluation.ok and candidate.origin.role == "coder" \
                 and pending.repair < self.max_repairs:
             self._failed = (candidate, evaluation, pending.repair)

@@ -4,11 +4,13 @@
 #   bash experiments/benchmarks/search_gpu_jobs.sh PLAN OUT [MINUTES]
 #
 # PLAN: one      the three Astra tasks at 1 lineage (triton, from torch.compile's kernel) on
-#                GPUs 0-2, and on GPU 3 the GPU tests of the compile start and launch_floor;
-#       four     the three tasks at 4 lineages (triton from compile's kernel and cuda, in turn)
-#                on GPUs 0-2, and on GPU 3 silu_and_mul at 4 lineages, all triton.
+#                GPUs 0-2, and silu_and_mul at 4 lineages (triton from compile's kernel and
+#                cuda, in turn) on GPU 3;
+#       four     the other two tasks at 4 lineages on GPUs 0-1, the GPU tests of the compile
+#                start on GPU 2 and launch_floor on GPU 3.
 # Each job has its own time limit and writes its log (and its report, once done) under OUT as it
-# goes, so a call killed at its limit still returns what finished. The evaluator's calibration,
+# goes (logs under OUT/logs, packed into OUT/logs.tgz at the end), so a call killed at its limit
+# still returns what finished. The evaluator's calibration,
 # baselines and generated starts are kept in $KERNELSWARM_CACHE (default .gpu-cache/ks); the
 # small parts of it are packed into OUT/cache.tgz for the next call on the same kind of GPU.
 set -u
@@ -29,8 +31,8 @@ job() {  # NAME GPU LIMIT_S COMMAND...: run COMMAND on GPU with its own limit, l
   shift 3
   (
     start=$(date +%s)
-    CUDA_VISIBLE_DEVICES=$gpu timeout -k 15 "$seconds" "$@" >"$out/$name.log" 2>&1
-    echo "exit $? after $(($(date +%s) - start)) s on GPU $gpu" >>"$out/$name.log"
+    CUDA_VISIBLE_DEVICES=$gpu timeout -k 15 "$seconds" "$@" >"$out/logs/$name.log" 2>&1
+    echo "exit $? after $(($(date +%s) - start)) s on GPU $gpu" >>"$out/logs/$name.log"
   ) &
 }
 
@@ -42,24 +44,23 @@ search() {  # NAME GPU TASK LINEAGES LANGUAGES
     --json "$out/search-gpu-$task-${lineages}l-$stamp.json"
 }
 
-nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader >"$out/gpus.txt" 2>&1
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+mkdir -p "$out/logs"
 case "$plan" in
   one)
     search silu-1 0 silu_and_mul 1 triton
     search rms-1 1 fused_add_rmsnorm 1 triton
     search merge-1 2 merge_attn_states_lse 1 triton
-    job tests 3 "$limit" bash -c "timeout 200 python -m kernelswarm.experiments.benchmarks.launch_floor \
-      --repeats 9 --json $out/launch-floor-$stamp.json; python -m pytest -q -m gpu \
-      -p no:cacheprovider tests/experiments/test_compile_start.py \
-      tests/evaluators/test_inductor_triton.py tests/evaluators/test_cuda_route.py"
+    search silu-4 3 silu_and_mul 4 triton,cuda
     ;;
   four)
-    search silu-4 0 silu_and_mul 4 triton,cuda
-    search rms-4 1 fused_add_rmsnorm 4 triton,cuda
-    search merge-4 2 merge_attn_states_lse 4 triton,cuda
-    job silu-4t 3 "$limit" python -m kernelswarm.experiments.benchmarks.search_gpu \
-      --task silu_and_mul --lineages 4 --minutes "$minutes" --languages triton --compile-start \
-      --out /tmp/runs-silu-4t --json "$out/search-gpu-silu_and_mul-4l-triton-$stamp.json"
+    search rms-4 0 fused_add_rmsnorm 4 triton,cuda
+    search merge-4 1 merge_attn_states_lse 4 triton,cuda
+    job tests 2 "$limit" python -m pytest -q -m gpu -p no:cacheprovider \
+      tests/experiments/test_compile_start.py tests/evaluators/test_inductor_triton.py \
+      tests/evaluators/test_cuda_route.py
+    job floor 3 300 python -m kernelswarm.experiments.benchmarks.launch_floor --repeats 9 \
+      --json "$out/launch-floor-$stamp.json"
     ;;
   *)
     echo "unknown plan $plan (one or four)" >&2
@@ -69,4 +70,5 @@ esac
 wait
 tar -C "$KERNELSWARM_CACHE" -czf "$out/cache.tgz" --exclude='*.lock' \
   $(cd "$KERNELSWARM_CACHE" && ls -d calibration baselines starts 2>/dev/null)
+tar -C "$out" -czf "$out/logs.tgz" logs && rm -rf "$out/logs"
 ls -la "$out"

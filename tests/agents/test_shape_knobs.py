@@ -80,3 +80,41 @@ def test_no_move_when_fewer_than_two_candidates_were_measured_on_every_shape(gen
                            knobs=generated.knobs),), feedback=Feedback(""))
     assert dispatch_candidate(view) is None
     assert math.isclose(evaluation.speedup, 1.0)
+
+
+def _plain_start() -> Candidate:
+    return Candidate.create(language="triton", source="def silu_and_mul(out, x, tokens, d):\n"
+                            "    pass\n", entry="silu_and_mul")
+
+
+def _judged_with_start(candidate: Candidate, first_gain: float) -> Evaluation:
+    """The task's plain kernel at 1.0 on every shape; the generated one scaled by
+    ``first_gain`` (its knobs at 0 are compile's choice: ``first_gain`` against the plain one)."""
+    if candidate.source != SOURCE:
+        shapes = tuple(ShapeResult(label, correct=True, time_us=10.0, speedup_vs_start=1.0)
+                       for label in LABELS)
+        return Evaluation(candidate.id, Status.OK, shapes=shapes)
+    judged = judge(candidate)
+    return Evaluation(candidate.id, Status.OK, shapes=tuple(
+        ShapeResult(s.shape, correct=True, time_us=s.time_us / first_gain,
+                    speedup_vs_start=s.speedup_vs_start * first_gain) for s in judged.shapes))
+
+
+@pytest.mark.parametrize(("first_gain", "goes_on"), [(0.99, True), (0.9, False)])
+def test_a_first_candidate_within_the_margin_is_the_kernel_the_lineage_goes_on_from(
+        generated, first_gain, goes_on):
+    from kernelswarm.agents import builtin_roles
+    from kernelswarm.search import Budget, KnobTuner, Lineage
+
+    start = _plain_start()
+    lineage = Lineage(0, start, _judged_with_start(start, first_gain), builtin_roles(0),
+                      KnobTuner(0), Budget(candidates=40), first_candidates=(generated,))
+    first = lineage.propose()
+    assert first is not None and first.id == generated.id and first.lineage == 0
+    lineage.observe(first, _judged_with_start(first, first_gain))
+    assert (lineage.current.id == generated.id) is goes_on
+    if goes_on:  # its per-shape knobs are then tuned, and each shape set to its best
+        while (candidate := lineage.propose()) is not None:
+            lineage.observe(candidate, _judged_with_start(candidate, first_gain))
+        assert lineage.best[0].source == SOURCE
+        assert lineage.best[1].speedup == pytest.approx(BEST * first_gain)

@@ -238,3 +238,14 @@ def test_triton_start_from_torch_compile_on_the_gpu(silu_task_copy: Path,
     task = load_task(silu_task_copy, "cuda")
     assert {Shape.of(dict(s)).label for s in task.tuning_shapes} <= set(result.shapes)
     assert "triton_poi_" in result.path.read_text()
+
+
+def test_shapes_of_the_same_sizes_in_two_dtypes_get_a_version_each(tiny_silu_task: Path) -> None:
+    task = load_task(tiny_silu_task, "cpu")
+    first = _silu_shapes(task)[0]
+    half = ShapeCode(first.label.replace("float32", "float16"), first.code, first.graph_inputs,
+                     first.arguments, ("float16",),
+                     tuple((size, "float16") for size, _ in first.outputs), first.input_sizes)
+    source, knobs = triton_start("silu_and_mul", [first, half], {first.label, half.label})
+    assert "a1.dtype == torch.float32" in source and "a1.dtype == torch.float16" in source
+    assert {"XBLOCK_S0", "XBLOCK_S1"} <= set(knobs)
