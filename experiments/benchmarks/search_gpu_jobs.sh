@@ -7,7 +7,10 @@
 #                GPUs 0-2, and silu_and_mul at 4 lineages (triton from compile's kernel and
 #                cuda, in turn) on GPU 3;
 #       four     the other two tasks at 4 lineages on GPUs 0-1, the GPU tests of the compile
-#                start on GPU 2 and launch_floor on GPU 3.
+#                start on GPU 2 and launch_floor on GPU 3;
+#       anchors  the GPU tests of the compile start on GPU 0, and the baselines benchmark of
+#                each task on GPUs 1-3, with FlashInfer where .gpu-anchors/fi_subset.tar.xz
+#                brings it (a subset of flashinfer-python with its kernels built for sm_90a).
 # Each job has its own time limit and writes its log (and its report, once done) under OUT as it
 # goes (logs under OUT/logs, packed into OUT/logs.tgz at the end), so a call killed at its limit
 # still returns what finished. The evaluator's calibration,
@@ -23,6 +26,10 @@ export KERNELSWARM_CACHE=${KERNELSWARM_CACHE:-$PWD/.gpu-cache/ks}
 mkdir -p "$KERNELSWARM_CACHE"
 if [ -f .gpu-cache/cache.tgz ] && [ ! -f "$KERNELSWARM_CACHE/.unpacked" ]; then
   tar -C "$KERNELSWARM_CACHE" -xzf .gpu-cache/cache.tgz && touch "$KERNELSWARM_CACHE/.unpacked"
+fi
+if [ -f .gpu-anchors/fi_subset.tar.xz ]; then  # FlashInfer for the anchors
+  mkdir -p /tmp/fisite && xz -dc .gpu-anchors/fi_subset.tar.xz | tar -C /tmp/fisite -xf -
+  export PYTHONPATH=/tmp/fisite${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_WORKSPACE_BASE=/tmp/fi_ws
 fi
 limit=$(python -c "print(int($minutes * 60 + 200))")  # the search, its judging and start-up
 
@@ -62,8 +69,17 @@ case "$plan" in
     job floor 3 300 python -m kernelswarm.experiments.benchmarks.launch_floor --repeats 9 \
       --json "$out/launch-floor-$stamp.json"
     ;;
+  anchors)
+    job tests 0 280 python -m pytest -q -m gpu -p no:cacheprovider \
+      tests/experiments/test_compile_start.py tests/evaluators/test_inductor_triton.py
+    for pair in 1:silu_and_mul 2:fused_add_rmsnorm 3:merge_attn_states_lse; do
+      job "baselines-${pair#*:}" "${pair%%:*}" 280 python -m kernelswarm.experiments.benchmarks.baselines \
+        --tasks "${pair#*:}" --budget-s 0.15 --out "$out/baselines-${pair#*:}-$stamp.json" \
+        --markdown "$out/baselines-${pair#*:}-$stamp.md"
+    done
+    ;;
   *)
-    echo "unknown plan $plan (one or four)" >&2
+    echo "unknown plan $plan (one, four or anchors)" >&2
     exit 2
     ;;
 esac
