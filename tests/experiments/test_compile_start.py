@@ -138,10 +138,13 @@ _UNUSED = {
 
 @pytest.mark.gpu
 def test_a_search_seeded_from_compile_starts_at_compiles_speed(tmp_path, compile_cache,
-                                                               ray_session):
+                                                               ray_session, monkeypatch):
     """On a GPU the triton lineage's first candidate is Inductor's kernel, launched as
     torch.compile launches it: as fast as torch.compile (its fastest mode) within noise."""
+    from kernelswarm.evaluators.baselines import COMPILE_ENV
     from tests.conftest import SILU_TASK
+
+    monkeypatch.setenv(COMPILE_ENV, "1")  # the GPU tests leave torch.compile out elsewhere
 
     task = Path(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul"))
     text, count = re.subn(r'TUNING_SHAPES = \{\n    "cpu": \[\n.*?\],\n    "cuda": \[',
