@@ -138,13 +138,11 @@ _UNUSED = {
 
 @pytest.mark.gpu
 def test_a_search_seeded_from_compile_starts_at_compiles_speed(tmp_path, compile_cache,
-                                                               ray_session, monkeypatch):
+                                                               ray_session):
     """On a GPU the triton lineage's first candidate is Inductor's kernel, launched as
     torch.compile launches it: as fast as torch.compile (its fastest mode) within noise."""
-    from kernelswarm.evaluators.baselines import COMPILE_ENV
+    from kernelswarm.evaluators.baselines import measure_baselines
     from tests.conftest import SILU_TASK
-
-    monkeypatch.setenv(COMPILE_ENV, "1")  # the GPU tests leave torch.compile out elsewhere
 
     task = Path(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul"))
     text, count = re.subn(r'TUNING_SHAPES = \{\n    "cpu": \[\n.*?\],\n    "cuda": \[',
@@ -164,5 +162,11 @@ def test_a_search_seeded_from_compile_starts_at_compiles_speed(tmp_path, compile
             if r["lineage"] == 0 and r["shape"] == "d=11008,dtype=bfloat16,tokens=1024"]
     assert rows and rows[0]["origin_move"] == MOVE and rows[0]["status"] == "OK", rows
     first = rows[0]
-    noise = max(first["speedup_vs_compile_ci"] or 0.0, 0.02)
-    assert first["speedup_vs_compile"] + noise >= 1.0, (first["speedup_vs_compile"], noise)
+    # torch.compile in its faster mode on the shape, by the same timer (the GPU tests' evaluation
+    # workers leave it out: it is measured here, in the baselines' own process)
+    table = measure_baselines(task, evaluator_settings(config), compile=True, language="triton")
+    compiled = table.get("d=11008,dtype=bfloat16,tokens=1024", "compile")
+    assert compiled.ok, compiled.error
+    spread = max(first["time_spread_us"] / first["time_us"], 0.03)
+    assert first["time_us"] <= compiled.median_us * (1.0 + spread), \
+        (first["time_us"], compiled.median_us, compiled.detail)
