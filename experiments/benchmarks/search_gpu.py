@@ -204,6 +204,16 @@ def _throughput_line(report: dict[str, Any]) -> str:
             f"start")
 
 
+def knobs_text(knobs: dict[str, Any]) -> str:
+    """A kernel's knob values; a generated start's many per-shape knobs by those set away from
+    0 (as compiled)."""
+    if len(knobs) <= 6:
+        return str(knobs)
+    moved = {k: v for k, v in knobs.items() if v != 0}
+    return (f"{len(knobs)} knobs, " + (f"set away from compile's choice: {moved}" if moved
+                                       else "all as compiled"))
+
+
 def _table(report: dict[str, Any]) -> str:
     if report["judged"] is None:
         return f"### {report['task']}: {report['lineages']} lineage(s)\n\n" + \
@@ -238,7 +248,7 @@ def _table(report: dict[str, Any]) -> str:
                   f"roofline fraction on large shapes {j['min_roofline_large']:.0%} (target >= "
                   f"85%) · {report['evaluations']} evaluations, search's own best "
                   f"{report['search_best']:.3f}x vs start · best kernel {report['best_id']} "
-                  f"{report['best_knobs']} ({report.get('best_language', 'cuda')}, "
+                  f"{knobs_text(report['best_knobs'])} ({report.get('best_language', 'cuda')}, "
                   f"{report['best_move']}) · baselines skipped: {skipped}"
                   + (f" · torch.compile's kernel as the start (re-timed): "
                      f"{j['geomean_compile_start_vs_compile']:.3f}x compile in geomean"

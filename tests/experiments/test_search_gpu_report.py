@@ -53,3 +53,13 @@ def test_the_table_shows_compiles_kernel_as_the_start_next_to_compile():
     for s in shapes:
         s["compile_start_us"] = math.nan
     assert "compile's kernel" not in _table(report).split("\n\n")[3]
+
+
+def test_a_generated_starts_many_knobs_are_shown_by_those_moved_from_compiles_choice():
+    from kernelswarm.experiments.benchmarks.search_gpu import knobs_text
+
+    assert knobs_text({"BLOCK": 256}) == "{'BLOCK': 256}"
+    many = {f"XBLOCK_S{i}": 0 for i in range(8)}
+    assert knobs_text(many) == "8 knobs, all as compiled"
+    many["XBLOCK_S3"] = 2048
+    assert knobs_text(many) == "8 knobs, set away from compile's choice: {'XBLOCK_S3': 2048}"
