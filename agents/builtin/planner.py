@@ -16,6 +16,7 @@ from kernelswarm.search import (
     Plan,
     Planner,
 )
+from kernelswarm.search.dispatch import read_shape_knobs
 
 from .analyst import profile_facts
 from .coder import rewrite_move
@@ -92,6 +93,11 @@ class RulePlanner(Planner):
        tuned candidates evaluated) and its shapes' best settings differ by an estimated
        ``dispatch_gain`` (2%) or more over the best single setting: one kernel holding each
        shape's best setting as a route (agents/builtin/dispatch_move.py), not tried before.
+       A source whose versions have knobs of their own per shape (a start generated from
+       ``torch.compile``) needs no new kernel for it, only each shape's best values: from
+       ``shape_knobs_after`` (2) tuned candidates on, whenever those bests make a candidate not
+       tried before that is estimated ``shape_knobs_gain`` (0.5%) faster than the best measured
+       (each shape's figure is measured, so the estimate is close), between tuning trials.
     6. TUNE while the source has knobs, fewer than ``tune_trials`` (24) tuned candidates
        evaluated, untried settings, fewer than ``max_tune_failures`` (2) tuned candidates that
        failed (knob settings that break correctness end the tuning of that source), and fewer
@@ -108,7 +114,8 @@ class RulePlanner(Planner):
                  rewrite_attempts: int = 2, tune_trials: int = 24, max_tune_failures: int = 2,
                  max_idle_tunes: int = 5, memory_done: float = 0.8,
                  small_far: float = 0.3, dispatch_after: int = 8,
-                 dispatch_gain: float = MIN_GAIN) -> None:
+                 dispatch_gain: float = MIN_GAIN, shape_knobs_after: int = 2,
+                 shape_knobs_gain: float = 0.005) -> None:
         self.seed = seed
         self.adopt_margin = adopt_margin
         self.roofline_stop = roofline_stop
@@ -120,6 +127,8 @@ class RulePlanner(Planner):
         self.small_far = small_far
         self.dispatch_after = dispatch_after
         self.dispatch_gain = dispatch_gain
+        self.shape_knobs_after = shape_knobs_after
+        self.shape_knobs_gain = shape_knobs_gain
 
     def order(self, language: str, facts: Facts | None = None) -> list[Transformation]:
         """The transformations for ``language`` in the order this planner tries them, given the
@@ -217,9 +226,12 @@ class RulePlanner(Planner):
 
     def _dispatch(self, view: LineageView, record: KernelRecord, tunable: bool) -> str | None:
         """The rationale of a dispatch move when rule 5 fires, else None."""
-        if tunable and record.tune_trials < self.dispatch_after:
+        per_shape = bool(read_shape_knobs(view.current.source))
+        if tunable and record.tune_trials < (self.shape_knobs_after if per_shape
+                                             else self.dispatch_after):
             return None
-        candidate = dispatch_candidate(view, self.dispatch_gain)
+        candidate = dispatch_candidate(view, self.shape_knobs_gain if per_shape
+                                       else self.dispatch_gain)
         if candidate is None or any(a.candidate_id == candidate.id for a in view.history):
             return None
         return candidate.origin.rationale
