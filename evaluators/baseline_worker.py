@@ -179,22 +179,26 @@ def _compiled(bench: Bench, task: Any, inputs: list[tuple], copies: Any,
     """The reference compiled for this shape alone in each mode; the fastest, named."""
     import torch
 
+    from .inductor_start import configs_since, loaded_module_count
+
     modes: dict[str, dict[str, Any]] = {}
     for mode in COMPILE_MODES:
         torch._dynamo.reset()  # a fresh compile: nothing from another shape or mode is reused
         fn = compile_reference(task.module.reference, mode)
+        loaded = loaded_module_count()
         try:
             first_s = bench.seconds(lambda fn=fn: fn(*inputs[0]))
         except Exception as exc:
             modes[mode] = {"error": f"fails: {_error(exc)}"}
             continue
+        configs = configs_since(loaded)  # what its Triton kernels run with, once autotuned
         problem = _checked(task, fn, inputs[0], expected)
         if problem:
             modes[mode] = {"error": problem, "first_call_s": first_s}
             continue
         second_s = bench.seconds(lambda fn=fn: fn(*inputs[0]))
         modes[mode] = {**bench.time(lambda i, fn=fn: fn(*inputs[i]), copies, second_s),
-                       "first_call_s": first_s}
+                       "first_call_s": first_s, "configs": configs}
     timed = {m: v for m, v in modes.items() if "median_us" in v}
     if not timed:
         return {"error": "; ".join(f"{m}: {v['error']}" for m, v in modes.items()),

@@ -81,7 +81,9 @@ class BaselineError(RuntimeError):
 class BaselineTime:
     """One baseline on one shape: median and interquartile range (µs) of ``samples`` timed calls,
     or ``error`` (why there is no time). ``detail``: e.g. the compile mode that was fastest;
-    ``first_call_s``: seconds of the first call (compile: tracing and code generation)."""
+    ``first_call_s``: seconds of the first call (compile: tracing and code generation);
+    ``configs``: for compile on a GPU, per Triton kernel of the timed code, the launch settings
+    Inductor's autotuning kept (what a start generated from compile launches it with)."""
 
     median_us: float = math.nan
     iqr_us: float = math.nan
@@ -89,6 +91,7 @@ class BaselineTime:
     error: str = ""
     detail: str = ""
     first_call_s: float = math.nan
+    configs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -100,8 +103,11 @@ class BaselineTime:
             value = doc.get(key)
             return math.nan if value is None else float(value)
 
+        configs = {str(k): {str(n): int(v) for n, v in dict(c).items()}
+                   for k, c in dict(doc.get("configs") or {}).items()}
         return cls(number("median_us"), number("iqr_us"), int(doc.get("samples") or 0),
-                   str(doc.get("error", "")), str(doc.get("detail", "")), number("first_call_s"))
+                   str(doc.get("error", "")), str(doc.get("detail", "")), number("first_call_s"),
+                   configs)
 
 
 @dataclass(frozen=True)

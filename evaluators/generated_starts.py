@@ -17,7 +17,10 @@ starts at once; one process generates an entry while others that need it wait
 Each tuning shape is compiled in the ``torch.compile`` mode that is faster on it by the
 project's own timer: the baselines' table (evaluators/baselines.py, which times both modes per
 shape and is measured first if this machine has not yet) names it; other shapes are compiled in
-the default mode. So each version is the kernel of the best ``torch.compile`` a user could run.
+the default mode. Its kernels then launch with the settings the baselines' own compile ran
+with (``BaselineTime.configs``), where the table has them: Inductor's autotuning picks among
+configs its own benchmark finds near-equal, so a second compile may keep another one. So each
+version is the kernel of the best ``torch.compile`` a user could run, as it was timed.
 """
 
 from __future__ import annotations
@@ -77,28 +80,34 @@ def _generator_hash() -> str:
     return digest.hexdigest()
 
 
-def compile_modes(task: Task, language: str, settings: EvaluatorSettings) -> dict[str, str]:
-    """Per tuning shape, the ``torch.compile`` mode the baselines found faster (on a GPU; the
-    table is the evaluator's own, from the cache or measured now); {} on the CPU."""
+def compile_choices(task: Task, language: str, settings: EvaluatorSettings
+                    ) -> tuple[dict[str, str], dict[str, dict[str, dict[str, int]]]]:
+    """Per tuning shape, the ``torch.compile`` mode the baselines found faster and the launch
+    settings its kernels ran with there (on a GPU; the table is the evaluator's own, from the
+    cache or measured now); nothing on the CPU."""
     if not settings.device.startswith("cuda"):
-        return {}
+        return {}, {}
     table = measure_baselines(task, settings, language=language)
-    modes = {}
+    modes, configs = {}, {}
     for shape in task.tuning_shapes:
-        found = _MODE.match(table.get(shape.label, "compile").detail or "")
+        compiled = table.get(shape.label, "compile")
+        found = _MODE.match(compiled.detail or "")
         if found:
             modes[shape.label] = found.group(1)
-    return modes
+        if compiled.configs:
+            configs[shape.label] = {k: dict(v) for k, v in compiled.configs.items()}
+    return modes, configs
 
 
 def cache_path(task: Task, language: str, settings: EvaluatorSettings,
                shapes: Sequence[Mapping[str, Any]], optional: Sequence[Mapping[str, Any]],
-               modes: Mapping[str, str]) -> Path:
+               modes: Mapping[str, str], configs: Mapping[str, Any] | None = None) -> Path:
     """Where the start for these shapes on this machine is kept."""
     key = hashlib.sha256(json.dumps(
         [task_content_hash(task), device_name(settings.device), baseline_versions(task),
          language, [Shape.of(s).label for s in shapes], [Shape.of(s).label for s in optional],
-         dict(modes), _generator_hash()], sort_keys=True).encode()).hexdigest()[:24]
+         dict(modes), dict(configs or {}), _generator_hash()],
+        sort_keys=True).encode()).hexdigest()[:24]
     return Path(settings.cache_dir) / "starts" / f"{task.name}-{language}-{key}.json"
 
 
@@ -110,8 +119,8 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
     if not isinstance(task, Task):
         task = load_task(task, settings.device.split(":")[0])
     shapes, optional = start_shapes(task, settings)
-    modes = compile_modes(task, language, settings)
-    path = cache_path(task, language, settings, shapes, optional, modes)
+    modes, configs = compile_choices(task, language, settings)
+    path = cache_path(task, language, settings, shapes, optional, modes, configs)
     kept = _kept(path)
     if kept is not None:
         return kept, True
@@ -121,7 +130,8 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
             return kept, True
         reply = _run_worker({"task": str(task.path), "language": language,
                              "device": settings.device, "shapes": shapes,
-                             "optional": optional, "modes": modes}, settings.device, timeout_s)
+                             "optional": optional, "modes": modes, "configs": configs},
+                            settings.device, timeout_s)
         if "error" in reply:
             raise GenerationError(reply["error"])
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +187,8 @@ def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
     task = load_task(request["task"], device.split(":")[0])
     try:
         generated = generate_start(task, request["language"], request["shapes"],
-                                   optional=request["optional"], modes=request.get("modes"))
+                                   optional=request["optional"], modes=request.get("modes"),
+                                   configs=request.get("configs"))
     except GenerationError as exc:
         return {"error": str(exc)}
     doc = asdict(generated)

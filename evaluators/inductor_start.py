@@ -94,30 +94,73 @@ def probe_launcher(task: Task, language: str, shape: Mapping[str, Any], inputs: 
                  for i, v in enumerate(calls[0][0]))
 
 
+def _launch_settings(kernel: Any) -> tuple[tuple[str, int], ...] | None:
+    """The one config an Inductor kernel's autotuner kept (block sizes, ``num_warps``,
+    ``num_stages``), or None where it has not been narrowed to one (or is no such kernel)."""
+    launchers = getattr(kernel, "launchers", None)
+    if not isinstance(launchers, list) or len(launchers) != 1:
+        return None
+    config = getattr(launchers[0], "config", None)
+    if config is None:
+        return None
+    settings = {k: v for k, v in dict(getattr(config, "kwargs", {})).items()
+                if isinstance(v, int) and not isinstance(v, bool)}
+    for key in ("num_warps", "num_stages"):
+        value = getattr(config, key, None)
+        if isinstance(value, int):
+            settings[key] = value
+    return tuple(sorted(settings.items()))
+
+
 def chosen_configs(names: Sequence[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
     """The launch settings Inductor's runtime settled on for its Triton kernels ``names`` in the
-    modules it loaded last: after a run, each kernel's autotuner holds the one config it chose
-    (block sizes, ``num_warps``, ``num_stages``). Kernels not found, or not yet narrowed to one
-    config, are left out: the start then launches them with the knobs' defaults."""
+    modules it loaded last: after a run, each kernel's autotuner holds the one config it chose.
+    Kernels not found, or not yet narrowed to one config, are left out: the start then launches
+    them with the knobs' defaults."""
     from torch._inductor.codecache import PyCodeCache
 
     found: dict[str, tuple[tuple[str, int], ...]] = {}
     for module in reversed(list(PyCodeCache.modules)):
         for name in names:
-            launchers = getattr(getattr(module, name, None), "launchers", None)
-            if name in found or not isinstance(launchers, list) or len(launchers) != 1:
-                continue
-            config = getattr(launchers[0], "config", None)
-            if config is None:
-                continue
-            settings = {k: v for k, v in dict(getattr(config, "kwargs", {})).items()
-                        if isinstance(v, int) and not isinstance(v, bool)}
-            for key in ("num_warps", "num_stages"):
-                value = getattr(config, key, None)
-                if isinstance(value, int):
-                    settings[key] = value
-            found[name] = tuple(sorted(settings.items()))
+            settings = None if name in found else _launch_settings(getattr(module, name, None))
+            if settings is not None:
+                found[name] = settings
     return tuple(sorted(found.items()))
+
+
+def loaded_module_count() -> int:
+    """How many compiled modules Inductor has loaded in this process (``configs_since``)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    return len(PyCodeCache.modules)
+
+
+def configs_since(count: int) -> dict[str, dict[str, int]]:
+    """Per Triton kernel of the modules Inductor loaded after the first ``count``, the launch
+    settings its autotuning kept: what ``torch.compile``'s code ran with (the baselines record
+    it beside compile's time, and a start generated from compile launches with it)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    found: dict[str, dict[str, int]] = {}
+    for module in list(PyCodeCache.modules)[count:]:
+        for name, value in vars(module).items():
+            settings = _launch_settings(value) if name.startswith("triton_") else None
+            if settings is not None:
+                found[name] = dict(settings)
+    return found
+
+
+def adopt_configs(shape: ShapeCode, configs: Mapping[str, Mapping[str, int]]) -> ShapeCode:
+    """``shape`` launching each of its kernels that ``configs`` names (the same kernel of the
+    same compiled code, as the baselines ran it) with those settings instead of its own."""
+    from dataclasses import replace
+
+    own = dict(shape.launch_configs)
+    for name in own.keys() | {k.name for k in shape.code.kernels.values()
+                              if k.language == "triton"}:
+        if name in configs:
+            own[name] = tuple(sorted((k, int(v)) for k, v in configs[name].items()))
+    return replace(shape, launch_configs=tuple(sorted(own.items())))
 
 
 def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str, mode: str = "default"
@@ -244,12 +287,16 @@ if set(_GENERATORS) != {n for n, s in SPECS.items() if s.inductor_device is not 
 
 def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]],
                    optional: Sequence[Mapping[str, Any]] = (),
-                   modes: Mapping[str, str] | None = None) -> GeneratedStart:
+                   modes: Mapping[str, str] | None = None,
+                   configs: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None
+                   ) -> GeneratedStart:
     """The starting kernel in ``language`` with a version for each of ``shapes`` and of the
     ``optional`` shapes on which the task's own code runs (others are listed in ``skipped``,
     with the error); ``modes``: per shape label, the ``torch.compile`` mode to compile it in
-    (default: "default"). ``GenerationError`` says why there can be none."""
-    modes = dict(modes or {})
+    (default: "default"); ``configs``: per shape label, launch settings per kernel to use
+    instead of those this compile's autotuning kept (``adopt_configs``: the baselines' own).
+    ``GenerationError`` says why there can be none."""
+    modes, configs = dict(modes or {}), dict(configs or {})
     if inductor_device(language) == "cuda":
         import torch
 
@@ -259,14 +306,16 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
                                   f"here); generate it on a GPU machine, or use --language "
                                   f"cpp")
     entry = task.kernel(language).entry if language in task.kernels else "forward"
-    def mode(shape: Mapping[str, Any]) -> str:
-        return modes.get(Shape.of(shape).label, "default")
+    def capture(shape: Mapping[str, Any]) -> ShapeCode:
+        label = Shape.of(shape).label
+        code = capture_shape(task, language, shape, modes.get(label, "default"))
+        return adopt_configs(code, configs[label]) if label in configs else code
 
-    captured = [capture_shape(task, language, shape, mode(shape)) for shape in shapes]
+    captured = [capture(shape) for shape in shapes]
     skipped = []
     for shape in optional:
         try:
-            captured.append(capture_shape(task, language, shape, mode(shape)))
+            captured.append(capture(shape))
         except GenerationError:
             raise
         except Exception as exc:  # the task's make_inputs or reference fails on it

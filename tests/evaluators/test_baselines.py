@@ -3,6 +3,7 @@ with a reason when a library is missing, and a static-shape ``torch.compile``.""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import time
@@ -182,3 +183,19 @@ def test_the_timing_protocol_defaults_are_the_evaluators():
     assert TimingSettings.of(EvaluatorSettings()) == TimingSettings()
     with pytest.raises(ValueError, match="min_repeats"):
         TimingSettings(min_repeats=0)
+
+
+def test_compiles_launch_settings_travel_with_its_time_through_the_cache():
+    chosen = {"triton_poi_fused_mul_silu_0": {"XBLOCK": 512, "num_warps": 8, "num_stages": 1}}
+    table = BaselineTable(task="t", device="cuda: H100", key="k",
+                          timing=TimingSettings.of(EvaluatorSettings()),
+                          shapes={"s": {"compile": BaselineTime(7.1, 0.1, 50, detail="mode default",
+                                                                configs=chosen),
+                                        "eager": BaselineTime(20.0, 1.0, 50)}})
+    again = BaselineTable.from_json(json.loads(json.dumps(table.as_json())))
+    assert again.get("s", "compile").configs == chosen
+    assert again.get("s", "eager").configs == {}
+    # an entry written before configs were recorded reads as none
+    old = table.as_json()
+    del old["shapes"]["s"]["compile"]["configs"]
+    assert BaselineTable.from_json(old).get("s", "compile").configs == {}

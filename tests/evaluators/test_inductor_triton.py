@@ -249,3 +249,19 @@ def test_shapes_of_the_same_sizes_in_two_dtypes_get_a_version_each(tiny_silu_tas
     source, knobs = triton_start("silu_and_mul", [first, half], {first.label, half.label})
     assert "a1.dtype == torch.float32" in source and "a1.dtype == torch.float16" in source
     assert {"XBLOCK_S0", "XBLOCK_S1"} <= set(knobs)
+
+
+def test_a_version_launches_as_the_baselines_compile_did_where_it_ran_the_same_kernel(
+        tiny_silu_task: Path) -> None:
+    from kernelswarm.evaluators.inductor_start import adopt_configs
+
+    task = load_task(tiny_silu_task, "cpu")
+    shape = _silu_shapes(task)[0]
+    name = next(iter(shape.code.kernels))
+    timed = adopt_configs(shape, {name: {"XBLOCK": 256, "num_warps": 2, "num_stages": 1},
+                                  "triton_other_kernel": {"XBLOCK": 64}})
+    assert timed.launch_config(name) == {"XBLOCK": 256, "num_warps": 2, "num_stages": 1}
+    assert "triton_other_kernel" not in dict(timed.launch_configs)  # not a kernel of this code
+    source, _ = triton_start("silu_and_mul", [timed])
+    assert "XBLOCK=(XBLOCK or 256)" in source and "num_warps=(NUM_WARPS or 2), num_stages=1" \
+        in source
