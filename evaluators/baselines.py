@@ -297,23 +297,34 @@ def measured_once(path: Path | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[str, Any]:
+def run_worker_process(module: str, request: dict[str, Any], device: str, timeout_s: float
+                       ) -> tuple[int, str, dict[str, Any] | None]:
+    """Run ``python -m module REQUEST REPLY`` (a process of trusted code: the baselines', a
+    generated start's) with ``request`` as JSON, in a scrubbed environment and a folder of its
+    own: (exit status, the end of its stderr, its reply or None). ``TimeoutExpired`` past
+    ``timeout_s``."""
     extra = {**WORKER_ENVIRONMENT, **({} if device.startswith("cuda") else _CPU_THREADS),
              "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    with tempfile.TemporaryDirectory(prefix="kernelswarm-baselines-") as folder:
+    with tempfile.TemporaryDirectory(prefix="kernelswarm-worker-") as folder:
         asked, answer = Path(folder) / "request.json", Path(folder) / "reply.json"
         asked.write_text(json.dumps(request))
-        try:
-            done = subprocess.run([sys.executable, "-m", WORKER_MODULE, str(asked), str(answer)],
-                                  env=scrubbed_environment(extra=extra), cwd=folder,
-                                  capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            raise BaselineError(f"measuring the baselines of {request['task']} took more than "
-                                f"{timeout_s:g} s") from exc
-        if done.returncode != 0 or not answer.is_file():
-            raise BaselineError(f"the baseline worker failed (exit {done.returncode}) on "
-                                f"{request['task']}:\n{done.stderr[-4000:]}")
-        return json.loads(answer.read_text())
+        done = subprocess.run([sys.executable, "-m", module, str(asked), str(answer)],
+                              env=scrubbed_environment(extra=extra), cwd=folder,
+                              capture_output=True, text=True, timeout=timeout_s)
+        reply = json.loads(answer.read_text()) if answer.is_file() else None
+        return done.returncode, done.stderr[-4000:], reply
+
+
+def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[str, Any]:
+    try:
+        status, stderr, reply = run_worker_process(WORKER_MODULE, request, device, timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        raise BaselineError(f"measuring the baselines of {request['task']} took more than "
+                            f"{timeout_s:g} s") from exc
+    if status != 0 or reply is None:
+        raise BaselineError(f"the baseline worker failed (exit {status}) on "
+                            f"{request['task']}:\n{stderr}")
+    return reply
 
 
 def with_baselines(result: ShapeResult, table: BaselineTable | None) -> ShapeResult:

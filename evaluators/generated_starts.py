@@ -31,7 +31,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -39,14 +38,13 @@ from typing import Any
 
 from ..search.task import Shape, Task, load_task
 from .baselines import (
-    WORKER_ENVIRONMENT,
     baseline_versions,
     device_name,
     measure_baselines,
     measured_once,
+    run_worker_process,
     task_content_hash,
 )
-from .environment import scrubbed_environment
 from .inductor_code import GenerationError
 from .inductor_start import GeneratedStart
 from .settings import EvaluatorSettings
@@ -158,21 +156,15 @@ def _kept(path: Path) -> GeneratedStart | None:
 
 
 def _run_worker(request: dict[str, Any], device: str, timeout_s: float) -> dict[str, Any]:
-    extra = {**WORKER_ENVIRONMENT, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    with tempfile.TemporaryDirectory(prefix="kernelswarm-start-") as folder:
-        asked, answer = Path(folder) / "request.json", Path(folder) / "reply.json"
-        asked.write_text(json.dumps(request))
-        try:
-            done = subprocess.run([sys.executable, "-m", WORKER_MODULE, str(asked), str(answer)],
-                                  env=scrubbed_environment(extra=extra), cwd=folder,
-                                  capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise GenerationError(f"generating the start of {request['task']} from "
-                                  f"torch.compile took more than {timeout_s:g} s") from None
-        if done.returncode != 0 or not answer.is_file():
-            raise GenerationError(f"the start's generator failed (exit {done.returncode}) on "
-                                  f"{request['task']}:\n{done.stderr[-3000:]}")
-        return dict(json.loads(answer.read_text()))
+    try:
+        status, stderr, reply = run_worker_process(WORKER_MODULE, request, device, timeout_s)
+    except subprocess.TimeoutExpired:
+        raise GenerationError(f"generating the start of {request['task']} from "
+                              f"torch.compile took more than {timeout_s:g} s") from None
+    if status != 0 or reply is None:
+        raise GenerationError(f"the start's generator failed (exit {status}) on "
+                              f"{request['task']}:\n{stderr[-3000:]}")
+    return dict(reply)
 
 
 def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
