@@ -91,15 +91,25 @@ class _Log:
         return "".join(self.parts).replace("\x00", "").strip()
 
 
+# NVRTC options a build request may set besides the fixed ones (``ProgramOptions`` fields).
+EXTRA_OPTIONS = ("device_as_default_execution_space",)
+
+
 def compile_source(source: str, arch: str, defines: Sequence[tuple[str, str]],
-                   include_dirs: Sequence[str]) -> CompiledModule:
-    """Compile in this process; ``BuildError`` carries NVRTC's log on a compile error."""
+                   include_dirs: Sequence[str],
+                   extra: Mapping[str, Any] | None = None) -> CompiledModule:
+    """Compile in this process; ``BuildError`` carries NVRTC's log on a compile error.
+    ``extra``: options of ``EXTRA_OPTIONS`` (CuTe's headers need unannotated functions compiled
+    as device code, ``device_as_default_execution_space``)."""
     from cuda.bindings import nvrtc
 
+    unknown = sorted(set(extra or {}) - set(EXTRA_OPTIONS))
+    if unknown:
+        raise ValueError(f"NVRTC options {unknown} are not among {EXTRA_OPTIONS}")
     program_type, options_type = _program_api()
     options = options_type(name="kernel.cu", arch=arch, std="c++17", ptxas_options="-v",
                            define_macro=list(defines) or None,
-                           include_path=list(include_dirs) or None)
+                           include_path=list(include_dirs) or None, **dict(extra or {}))
     program = program_type(source, "c++", options)
     log = _Log()
     try:
@@ -180,7 +190,8 @@ def read_artifact(path: Path) -> tuple[dict[str, Any], bytes]:
 def _handle(request: Mapping[str, Any], version: str) -> dict[str, Any]:
     try:
         module = compile_source(request["source"], request["arch"],
-                                [tuple(d) for d in request["defines"]], request["include_dirs"])
+                                [tuple(d) for d in request["defines"]], request["include_dirs"],
+                                request.get("options"))
         check_ptx(module.ptx, request["entry"])
         write_artifact(Path(request["artifact"]), module, request["arch"], version,
                        request.get("knobs", {}), request.get("dispatch"))

@@ -177,6 +177,19 @@ SPECS: Mapping[str, LanguageSpec] = MappingProxyType({spec.name: spec for spec i
         "each with a default, so the file also runs alone) and are passed to @triton.jit "
         "kernels as tl.constexpr parameters. The entry point is a plain Python function that "
         "launches them."),
+    LanguageSpec(
+        name="cute", suffixes=(".cu",), fence_tags=("cute", "cuda", "cu", "c++", "cpp"),
+        devices=("cuda",), syntax=Syntax.CPP, knobs=KnobStyle.MACROS,
+        arguments=Arguments.CUDA_LAUNCH, jit_devices=(), dispatch=Dispatch.LAUNCH,
+        inductor_device=None, flashinfer_language=None, flashinfer_dependencies=(),
+        claims_suffixes=False,  # a .cu file is the cuda language unless the user says cute
+        compile_timeout_s=180.0,  # CuTe's templates: seconds for a copy kernel, more for MMA
+        knob_guide=_MACRO_GUIDE + " The file is CUDA C++ written with CuTe (`#include "
+        "<cute/tensor.hpp>`, CUTLASS 4's headers: layouts, tensors, tiled copies, MMA atoms), "
+        "compiled by NVRTC for the GPU's arch-specific target (sm_90a on Hopper: WGMMA and "
+        "TMA instructions), functions without an execution space compiled as device code: "
+        "`extern \"C\" __global__` kernels, no host code, `long long` for 64-bit sizes. The "
+        "task's launcher picks grid, block and shared memory, and may read knob values."),
 )})
 
 LANGUAGES: tuple[str, ...] = tuple(SPECS)

@@ -15,6 +15,7 @@ from ...search.language_spec import SPECS, language_spec
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError
 from .cpp import CppLanguage
 from .cuda import CudaLanguage
+from .cute import CuteLanguage
 from .torch_ext import TorchExtLanguage
 from .triton import TritonLanguage
 
@@ -37,7 +38,8 @@ def implementations(classes: Iterable[type[KernelLanguage]]
     return MappingProxyType({name: by_name[name] for name in SPECS})
 
 
-IMPLEMENTATIONS = implementations((CppLanguage, CudaLanguage, TorchExtLanguage, TritonLanguage))
+IMPLEMENTATIONS = implementations((CppLanguage, CudaLanguage, TorchExtLanguage, TritonLanguage,
+                                   CuteLanguage))
 
 
 def get_language(name: str, settings: Any = None) -> KernelLanguage:
@@ -47,6 +49,6 @@ def get_language(name: str, settings: Any = None) -> KernelLanguage:
     return cls() if settings is None else cls.from_settings(settings)
 
 
-__all__ = ["IMPLEMENTATIONS", "BuildError", "CppLanguage", "CudaLanguage", "KernelLanguage",
+__all__ = ["IMPLEMENTATIONS", "BuildError", "CppLanguage", "CudaLanguage", "CuteLanguage", "KernelLanguage",
            "LoadError", "LoadedKernel", "TorchExtLanguage", "TritonLanguage", "get_language",
            "implementations"]

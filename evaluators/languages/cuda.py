@@ -156,13 +156,18 @@ class CudaLanguage(KernelLanguage):
     def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:
         return (self.arch, "-std=c++17", nvrtc_identity(), *toolkit_include_dirs())
 
+    def build_request(self, candidate: Candidate, artifact: Path) -> dict[str, Any]:
+        """What the NVRTC compiler process is asked to build (evaluators/nvrtc.py): a language
+        built by NVRTC with more headers or options (``cute``) adds them here."""
+        return {"source": candidate.source, "arch": self.arch, "entry": candidate.entry,
+                "defines": _defines(candidate.knob_values),
+                "include_dirs": list(toolkit_include_dirs()), "artifact": str(artifact),
+                "knobs": dict(candidate.knob_values)}
+
     def build(self, candidate: Candidate, workdir: Path, artifact: Path, timeout_s: float) -> None:
         from ..nvrtc import build_in_compiler_process
 
-        request = {"source": candidate.source, "arch": self.arch, "entry": candidate.entry,
-                   "defines": _defines(candidate.knob_values),
-                   "include_dirs": list(toolkit_include_dirs()), "artifact": str(artifact),
-                   "knobs": dict(candidate.knob_values)}
+        request = self.build_request(candidate, artifact)
         table = read_table(candidate.source)
         if table is not None:  # a dispatch kernel: its entry is one copy per route
             request["entry"] = route_symbol(candidate.entry, 0)

@@ -69,6 +69,31 @@ def _fraction(roofline_us: Any, measured: Any) -> str:
     return f"{percent:.0f}%" if percent >= 10 else f"{percent:.2g}%"
 
 
+def kernel_summary(name: str, best: dict[str, Any], starts: dict[str, Any]) -> str:
+    """Kernel ``name`` against the best baseline over the shapes both were timed on: the
+    geometric mean and the worst shape, or "" when none was."""
+    ratios = {}
+    for shape, row in starts.items():
+        timed = row.get("kernels", {}).get(name) or {}
+        if row.get("kernel_checks", {}).get(name) == "ok" and shape in best \
+                and isinstance(timed.get("median_us"), (int, float)) and timed["median_us"] > 0:
+            ratios[shape] = best[shape][1] / timed["median_us"]
+    if not ratios:
+        return ""
+    geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+    worst = min(ratios, key=ratios.__getitem__)
+    return (f"{name}: {geomean:.3f}x the best baseline (geometric mean over {len(ratios)} "
+            f"shapes), worst {ratios[worst]:.3f}x at {worst}")
+
+
+def _speedup(best_us: Any, measured: Any) -> str:
+    """The best baseline's time over ``measured``: above 1 is faster than every baseline."""
+    if not isinstance(measured, (int, float)) or not measured > 0 \
+            or not isinstance(best_us, (int, float)) or not math.isfinite(best_us):
+        return "—"
+    return f"{best_us / measured:.3f}x"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -90,8 +115,11 @@ def task_table(task: dict[str, Any]) -> list[str]:
         return lines + [f"Failed: `{_cell(task['error'])}`", ""]
     names = task["baseline_names"]
     on_gpu = bool(task.get("start"))
+    others = sorted({k for s in (task.get("start") or {}).get("shapes", [])
+                     for k in s.get("kernels", {})})
     columns = ["shape"] + (["roofline µs"] if on_gpu else []) + [f"{n} µs" for n in names] \
-        + ["best", "compile s"] + (["start µs", "start RL", "start check"] if on_gpu else [])
+        + ["best", "compile s"] + (["start µs", "start RL", "start check"] if on_gpu else []) \
+        + [c for k in others for c in (f"{k} µs", f"{k} vs best", f"{k} check")]
     if on_gpu:
         knobs = ", ".join(f"{k}={v}" for k, v in task["start"]["knobs"].items()) or "no knobs"
         lines += [f"Starting kernel `{task['start']['entry']}` ({knobs}), built in "
@@ -112,8 +140,17 @@ def task_table(task: dict[str, Any]) -> list[str]:
             cells += [_timed(timed), _fraction(start["roofline_us"] if start else None,
                                                timed.get("median_us")),
                       start["start_check"] if start else "—"]
+        for name in others:
+            timed = (start or {}).get("kernels", {}).get(name)
+            cells += [_timed(timed), _speedup(best[1] if best else None,
+                                              (timed or {}).get("median_us")),
+                      (start or {}).get("kernel_checks", {}).get(name, "—")]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    notes = [f"- {name} skipped: {why}" for name, why in task["skipped"].items()]
+    notes = [f"- {line}" for name in others
+             if (line := kernel_summary(name, task["best"], starts))]
+    notes += [f"- {name} skipped: {why}" for name, why in task["skipped"].items()]
+    notes += [f"- {language} start skipped: {why}"
+              for language, why in task.get("starts_missing", {}).items()]
     notes += [f"- {shape} {name}: {entry['error']}" for shape, row in task["shapes"].items()
               for name, entry in row.items() if entry.get("error")]
     notes += [f"- {shape} compile: {row['compile']['detail']}"
@@ -183,6 +220,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="the compile and baseline cache (default: the evaluator's)")
     parser.add_argument("--refresh", action="store_true",
                         help="measure again even where the baseline cache has the figures")
+    parser.add_argument("--starts", default="",
+                        help="GPU only: comma-separated kernel languages (e.g. cute,triton) "
+                             "whose starting kernels are timed too, each beside the baselines "
+                             "(tasks without a start in a language skip it, saying so)")
     args = parser.parse_args(argv)
     args.command = "python -m kernelswarm.experiments.benchmarks.baselines " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
@@ -192,6 +233,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error(str(exc))
     if not args.task_paths:
         parser.error("--tasks names no task")
+    from kernelswarm.search import SPECS
+
+    args.start_languages = [n.strip() for n in args.starts.split(",") if n.strip()]
+    unknown = [n for n in args.start_languages if n not in SPECS or not SPECS[n].runs_on("cuda")]
+    if unknown:
+        parser.error(f"--starts: {', '.join(unknown)} are not kernel languages that run on a GPU "
+                     f"({', '.join(n for n, s in SPECS.items() if s.runs_on('cuda'))})")
     return args
 
 
@@ -210,17 +258,34 @@ def write(report: dict[str, Any], out: Path | None, markdown: Path | None) -> No
             path.write_text(text() + "\n")
 
 
+def start_kernels(path: Path, languages: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The task's starting kernels in ``languages`` as candidates named "<language> start", and
+    why each language without one is left out."""
+    from kernelswarm.search import load_task
+
+    task = load_task(path, "cuda")
+    found, missing = {}, {}
+    for language in languages:
+        if language in task.kernels:
+            found[f"{language} start"] = task.starting_candidate(language)
+        else:
+            missing[language] = f"the task has no {language} starting kernel"
+    return found, missing
+
+
 def _measure_task(bench: Any, settings: EvaluatorSettings, path: Path,
-                  refresh: bool) -> dict[str, Any]:
+                  refresh: bool, languages: list[str] | None = None) -> dict[str, Any]:
     """One task's report entry, or its error."""
     from kernelswarm.evaluators.baselines import measure_baselines
 
     print(f"{path.name}: measuring ...", file=sys.stderr, flush=True)
+    missing: dict[str, str] = {}
     try:
         # on a GPU the evaluator's cache entry (the starting cuda kernel timed alongside)
         language = "cuda" if settings.device.startswith("cuda") else None
         table = measure_baselines(path, settings, refresh=refresh, language=language)
-        start = asdict(bench.task(path)) if bench is not None else None
+        kernels, missing = start_kernels(path, languages or []) if bench is not None else ({}, {})
+        start = asdict(bench.task(path, kernels=kernels)) if bench is not None else None
     except Exception as exc:  # one task's failure must not stop the others
         traceback.print_exc(file=sys.stderr)
         return {"task": path.name, "error": f"{type(exc).__name__}: {exc}"}
@@ -230,7 +295,7 @@ def _measure_task(bench: Any, settings: EvaluatorSettings, path: Path,
     return {"task": table.task, "error": None, "baseline_names": table.names,
             "shapes": doc["shapes"], "skipped": doc["skipped"], "best": best,
             "versions": doc["versions"], "key": table.key, "cached": table.cached,
-            "start": start}
+            "start": start, "starts_missing": missing}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -252,7 +317,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "timing": TimingSettings.of(settings).as_dict(), "tasks": {}}
     for path in args.task_paths:
         started = time.perf_counter()
-        entry = _measure_task(bench, settings, path, args.refresh)
+        entry = _measure_task(bench, settings, path, args.refresh, args.start_languages)
         entry["wall_s"] = time.perf_counter() - started
         report["versions"].update(entry.get("versions", {}))
         if path == args.task_paths[0]:

@@ -2,7 +2,7 @@
 suite over every storage backend.
 
 For each language, on the built-in task's starting kernel and with the real compilers (g++,
-NVRTC, load_inline, Triton): it builds; it loads and launches through the task's launcher and is
+NVRTC, NVRTC with CUTLASS's headers, load_inline, Triton): it builds; it loads and launches through the task's launcher and is
 correct on every shape; knob values change the built binary; a file with its knob values baked
 in (``self_contained_source``, what ``candidates/`` and ``best/`` hold) builds alone; a cheat is
 rejected before it builds; a compile error comes back with the compiler's message; a kernel
@@ -30,6 +30,7 @@ import torch
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.evaluators.compile_cache import Build, CompileCache
 from kernelswarm.evaluators.languages import get_language
+from kernelswarm.evaluators.languages.cute import cutlass_include_dir
 from kernelswarm.evaluators.nvrtc import read_artifact
 from kernelswarm.experiments.sinks.sources import self_contained_source
 from kernelswarm.search import SPECS, Candidate, Evaluation, Status, Syntax
@@ -69,6 +70,9 @@ CASES = {
     # The artifact is the source and its knob values, so the baked file is another artifact.
     "triton": Case(SILU_TASK, "cpu", "import os\n", "imports",
                    f"def {UNDECLARED}(:\n    pass\n", baked_same_binary=False),
+    # CuTe is device code: it may not bring PyTorch's headers (nor any host library).
+    "cute": Case(SILU_TASK, "cuda", "#include <ATen/ATen.h>\n", "PyTorch, Python or host code",
+                 f'extern "C" __global__ void ks_broken() {{ cute::{UNDECLARED}(); }}\n'),
 }
 
 GPU_REASON = None if torch.cuda.is_available() else "no NVIDIA GPU visible to torch"
@@ -78,6 +82,18 @@ NVRTC_REASON = (None if importlib.util.find_spec("cuda") is not None
                      "cuda-bindings nvidia-cuda-nvrtc)")
 
 
+def _cutlass_reason() -> str | None:
+    try:
+        cutlass_include_dir()
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
+# What each NVRTC-built language needs before it can build at all (a GPU is not among them).
+MISSING = {"cuda": NVRTC_REASON, "cute": NVRTC_REASON or _cutlass_reason()}
+
+
 def _params(*, runs: bool = False, builds: bool = False) -> list:
     """One parameter per language, with the marks and skips the step needs: ``builds`` for a
     step that builds variants of its own (slow where a build is), ``runs`` for one that runs
@@ -85,8 +101,8 @@ def _params(*, runs: bool = False, builds: bool = False) -> list:
     params = []
     for name, case in CASES.items():
         marks = [pytest.mark.slow] if builds and case.slow_builds else []
-        if name == "cuda" and NVRTC_REASON:
-            marks.append(pytest.mark.skip(reason=NVRTC_REASON))
+        if MISSING.get(name):
+            marks.append(pytest.mark.skip(reason=MISSING[name]))
         if runs and case.device == "cuda":
             marks.append(pytest.mark.gpu)
         params.append(pytest.param(name, marks=marks, id=name))

@@ -20,10 +20,10 @@ from kernelswarm.search import (
 from kernelswarm.search.language_spec import Dispatch
 
 
-def test_the_four_languages_and_their_launchers():
-    assert LANGUAGES == ("cpp", "cuda", "torch-ext", "triton")
+def test_the_five_languages_and_their_launchers():
+    assert LANGUAGES == ("cpp", "cuda", "torch-ext", "triton", "cute")
     assert [SPECS[n].launcher for n in LANGUAGES] == [
-        "launch_cpp", "launch_cuda", "launch_torch_ext", "launch_triton"]
+        "launch_cpp", "launch_cuda", "launch_torch_ext", "launch_triton", "launch_cute"]
 
 
 @pytest.mark.parametrize("file, language", [
@@ -37,8 +37,13 @@ def test_a_cpp_file_is_cpp_unless_told_otherwise():
     assert SPECS["torch-ext"].suffix == ".cpp" and spec_for_suffix(".cpp").name == "cpp"
 
 
+def test_a_cu_file_is_cuda_unless_told_otherwise():
+    # cute sources are .cu files too; the suffix alone never picks cute.
+    assert SPECS["cute"].suffix == ".cu" and spec_for_suffix(".cu").name == "cuda"
+
+
 def test_unknown_names_and_suffixes_list_the_known_ones():
-    with pytest.raises(UnknownLanguage, match="'rust'; known: cpp, cuda, torch-ext, triton"):
+    with pytest.raises(UnknownLanguage, match="'rust'; known: cpp, cuda, torch-ext, triton, cute"):
         language_spec("rust")
     with pytest.raises(UnknownLanguage, match=r"'\.rs' files; known: \.cpp -> cpp"):
         spec_for_suffix(".rs")

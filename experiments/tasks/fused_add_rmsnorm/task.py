@@ -74,6 +74,11 @@ KERNELS = {
         "entry": "fused_add_rmsnorm",
         "knobs": {"BLOCK": [4096, 1024, 2048, 8192], "ROWS": [4, 1, 2, 8]},
     },
+    "cute": {
+        "source": "fused_add_rmsnorm_cute.cu",
+        "entry": "fused_add_rmsnorm_bf16",
+        "knobs": {"BLOCK": [256, 128, 512, 1024], "VEC": [8, 4, 2]},
+    },
 }
 _CUDA_KERNELS = {torch.bfloat16: "fused_add_rmsnorm_bf16", torch.float16: "fused_add_rmsnorm_f16"}
 
@@ -143,6 +148,16 @@ def launch_cuda(fn, inputs, outputs, shape):
         return
     block = int(fn.knobs.get("BLOCK", 256))
     kernel(shape["tokens"], block, x_out, residual_out, x, residual, weight, shape["hidden"], EPS)
+
+
+def launch_cute(fn, inputs, outputs, shape):
+    # One block of BLOCK threads per token (up to 65535 blocks, which then loop over the rest);
+    # the row's float sums wait in shared memory: hidden floats a block
+    (x, residual, weight), (x_out, residual_out) = inputs, outputs
+    kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
+    block, tokens, hidden = int(fn.knobs.get("BLOCK", 256)), shape["tokens"], shape["hidden"]
+    kernel(min(tokens, 65535), block, x_out, residual_out, x, residual, weight, hidden, EPS,
+           tokens, shared_mem=4 * hidden)
 
 
 def launch_triton(fn, inputs, outputs, shape):

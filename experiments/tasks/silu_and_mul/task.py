@@ -73,6 +73,11 @@ KERNELS = {
         "entry": "silu_and_mul",
         "knobs": {},
     },
+    "cute": {
+        "source": "silu_and_mul_cute.cu",
+        "entry": "silu_and_mul_bf16",
+        "knobs": {"BLOCK": [256, 128, 512, 1024], "VEC": [8, 4, 2]},
+    },
 }
 _CUDA_KERNELS = {torch.bfloat16: "silu_and_mul_bf16", torch.float16: "silu_and_mul_f16"}
 
@@ -150,6 +155,17 @@ def launch_cuda(fn, inputs, outputs, shape):
         target = _BLOCKS_PER_SM * fn.device.sm_count
         split = max(1, min(split, steps, -(-target // tokens)))
     kernel((tokens, split) if split > 1 else tokens, block, out, x, d)
+
+
+def launch_cute(fn, inputs, outputs, shape):
+    # grid (blocks along a row, rows): each thread one VEC-element vector of its row, or one
+    # element where d is not a multiple of VEC; rows past the grid's 65535 loop inside
+    (x,), (out,) = inputs, outputs
+    kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
+    block, vec = int(fn.knobs.get("BLOCK", 256)), int(fn.knobs.get("VEC", 8))
+    tokens, d = shape["tokens"], shape["d"]
+    steps = d // vec if d % vec == 0 else d
+    kernel((-(-steps // block), min(tokens, 65535)), block, out, x, d, tokens)
 
 
 def launch_triton(fn, inputs, outputs, shape):
