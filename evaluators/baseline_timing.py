@@ -177,6 +177,14 @@ class BaselineBench:
             torch.cuda.empty_cache()
         return result
 
+    def shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
+              others: dict[str, tuple[Any, Callable[..., None]]] | None = None
+              ) -> ShapeBaseline:
+        """One shape of ``task``: ``launch(fn, inputs, outputs, shape)`` as the start and each of
+        ``others`` (by name: the kernel and its launcher), checked against the reference and
+        timed on the same copies of the problem (benchmarks/cute_gemm.py: cuBLAS as the start)."""
+        return self._shape(task, shape, launch, fn, others)
+
     def _shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
                others: dict[str, tuple[Any, Callable[..., None]]] | None = None
                ) -> ShapeBaseline:

@@ -69,14 +69,17 @@ def _has_cute(folder: str | os.PathLike[str]) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def cutlass_include_dir() -> str:
-    """The folder holding ``cute/`` and ``cutlass/``; ``RuntimeError`` with the install hint."""
-    tried = []
+    """The folder holding ``cute/`` and ``cutlass/``: ``$CUTLASS_PATH/include`` when the variable
+    is set (a folder without the headers is an error, not a reason to look elsewhere), else the
+    ``nvidia-cutlass`` wheel's; ``RuntimeError`` with the install hint."""
     root = os.environ.get("CUTLASS_PATH")
     if root:
         folder = os.path.join(root, "include")
         if _has_cute(folder):
             return os.path.realpath(folder)
-        tried.append(f"CUTLASS_PATH={root} (no include/cute/tensor.hpp)")
+        raise RuntimeError(f"CUTLASS_PATH={root} has no include/cute/tensor.hpp; point it at a "
+                           f"CUTLASS checkout, or unset it and pip install 'kernelswarm[cute]'")
+    tried = []
     spec = importlib.util.find_spec("cutlass_library")
     for location in (spec.submodule_search_locations or []) if spec else []:
         folder = os.path.join(location, "source", "include")

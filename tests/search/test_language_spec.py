@@ -111,6 +111,7 @@ def test_the_facts_each_language_states_today():
     assert facts == {"cpp": ((), Dispatch.ENTRY_POINT, "cpu", "cpp"),
                      "cuda": ((), Dispatch.LAUNCH, None, None),
                      "torch-ext": ((), Dispatch.NONE, None, None),
-                     "triton": (("cuda",), Dispatch.NONE, "cuda", "triton")}
+                     "triton": (("cuda",), Dispatch.NONE, "cuda", "triton"),
+                     "cute": ((), Dispatch.LAUNCH, None, None)}
     assert SPECS["triton"].compiles_at_first_call("cuda:1")
     assert not SPECS["triton"].compiles_at_first_call("cpu")
