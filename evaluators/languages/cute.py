@@ -99,27 +99,27 @@ def cutlass_version() -> str:
 
 @functools.lru_cache(maxsize=1)
 def libcudacxx_include_dirs() -> tuple[str, ...]:
-    """Where ``<cuda/std/cassert>`` is: a toolkit's include folder (CUDA 12) or its ``cccl/``
-    (CUDA 13), the one NVRTC's headers come from first, then ``$CUDA_HOME``'s, ``$CUDA_PATH``'s
-    and /usr/local/cuda's, else the ``nvidia-cuda-cccl`` wheels'; none when not found."""
+    """Where libcu++'s headers are, as CUTLASS includes them: ``<cuda/std/...>`` (CUDA 12) or
+    ``<cccl/cuda/std/...>`` (CUDA 13, whose toolkit keeps them in ``include/cccl``). Looked for
+    in the include folder NVRTC's headers come from, then ``$CUDA_HOME``'s, ``$CUDA_PATH``'s and
+    /usr/local/cuda's, then the ``nvidia`` wheels'; none when not found."""
     folders = list(toolkit_include_dirs())
     for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if root:
             folders.append(os.path.join(root, "include"))
-    candidates = []
-    for folder in folders:
-        candidates += [folder, os.path.join(folder, "cccl")]
     for package in ("nvidia", "nvidia.cu13", "nvidia.cuda_cccl"):
         try:
             spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
             continue
         for location in (spec.submodule_search_locations or []) if spec else []:
-            candidates += [os.path.join(location, "include"),
-                           os.path.join(location, "include", "cccl"),
-                           os.path.join(location, "cuda_cccl", "include"),
-                           os.path.join(location, "cu13", "include", "cccl")]
-    for folder in candidates:
+            folders += [os.path.join(location, "include"),
+                        os.path.join(location, "cuda_cccl", "include"),
+                        os.path.join(location, "cu13", "include")]
+    for folder in folders:
+        if os.path.isfile(os.path.join(folder, "cccl", "cuda", "std", "cassert")):
+            # both spellings: <cccl/cuda/std/...> from the folder, <cuda/std/...> from cccl/
+            return (os.path.realpath(os.path.join(folder, "cccl")), os.path.realpath(folder))
         if os.path.isfile(os.path.join(folder, "cuda", "std", "cassert")):
             return (os.path.realpath(folder),)
     return ()
@@ -144,7 +144,13 @@ class CuteLanguage(CudaLanguage):
         return arch_specific(super().arch)
 
     def include_dirs(self) -> list[str]:
-        return [cutlass_include_dir(), *libcudacxx_include_dirs(), *toolkit_include_dirs()]
+        """CUTLASS's, libcu++'s and the toolkit's headers; ``RuntimeError`` (the machine's
+        fault, not the candidate's) naming what is missing."""
+        libcudacxx = libcudacxx_include_dirs()
+        if not libcudacxx:
+            raise RuntimeError("the cute language needs libcu++'s headers (<cuda/std/...>, which "
+                               "CuTe includes): install the CUDA toolkit or set CUDA_HOME to it")
+        return [cutlass_include_dir(), *libcudacxx, *toolkit_include_dirs()]
 
     def cache_key_parts(self, candidate: Candidate) -> Sequence[str]:
         return (self.arch, "-std=c++17", "-default-device", "-DNDEBUG", nvrtc_identity(),
