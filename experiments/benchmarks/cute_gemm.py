@@ -132,39 +132,42 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if report["builds"][name]["ok"]:
             build = language_build(settings, language, candidate)
             loaded[name] = language.load(build, candidate.entry, candidate.spec_dict)
+    kernels = {name: kernel.fn for name, kernel in loaded.items()}
 
     def matmul(_fn: Any, inputs: tuple, outputs: tuple, _shape: Any) -> None:
         torch.matmul(*inputs, out=outputs[0])
 
     bench = BaselineBench(settings)
     launch = task.module.launch_cute
-    header = ["shape", "cuBLAS µs", "cuBLAS TFLOP/s"] + [f"{n}: µs, TFLOP/s, of cuBLAS"
-                                                        for n in loaded]
     print(f"{report['device']}; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items())
           + f"\n\nCommand: `{args.command}`\n")
-    print("| " + " | ".join(header) + " |\n|" + "---|" * len(header), flush=True)
+    print("| shape | kernel | µs (± IQR) | TFLOP/s | of cuBLAS |\n|---|---|---|---|---|",
+          flush=True)
     for shape in shapes:
-        others = {name: (fn, launch) for name, fn in loaded.items()}
+        others = {name: (fn, launch) for name, fn in kernels.items()}
         found = bench.shape(task, shape, matmul, None, others)
         base = found.start.median_us if found.start_check == "ok" else None
         row = {"cuBLAS": {"median_us": base, "iqr_us": found.start.iqr_us,
                           "tflops": tflops(shape, base), "check": found.start_check}}
-        cells = [shape.label, f"{base:.1f} ±{found.start.iqr_us:.1f}" if base else
-                 found.start_check, f"{tflops(shape, base) or 0:.0f}"]
-        for name in loaded:
+        size = f"{shape['m']} x {shape['n']} x {shape['k']}"
+        print(f"| {size} | torch.matmul (cuBLAS) | " + (
+            f"{base:.1f} ±{found.start.iqr_us:.1f} | {tflops(shape, base):.0f} | 100% |"
+            if base else f"{found.start_check} | — | — |"), flush=True)
+        for name in kernels:
             timed, check = found.kernels[name], found.kernel_checks[name]
             us = timed.median_us if check == "ok" else None
             row[name] = {"median_us": us, "iqr_us": timed.iqr_us, "tflops": tflops(shape, us),
                          "of_cublas": base / us if base and us else None, "check": check}
-            cells.append(f"{us:.1f} ±{timed.iqr_us:.1f}, {tflops(shape, us):.0f}, "
-                         f"{100 * base / us:.0f}%" if us and base else check)
+            print(f"| {size} | cute {name} | " + (
+                f"{us:.1f} ±{timed.iqr_us:.1f} | {tflops(shape, us):.0f} | "
+                f"{100 * base / us:.0f}% |" if us and base else f"{check} | — | — |"),
+                flush=True)
         report["shapes"][shape.label] = row
-        print("| " + " | ".join(cells) + " |", flush=True)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(report, indent=2) + "\n")
-    for fn in loaded.values():
-        language.unload(fn)
+    for kernel in loaded.values():
+        language.unload(kernel)
     return report
 
 

@@ -56,9 +56,10 @@ nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 queue0() {
   case "$plan" in
     check)
-      KERNELSWARM_BASELINE_COMPILE=0 step tests 0 240 python -m pytest -q -m gpu \
-        -p no:cacheprovider tests/evaluators/test_cute_language.py \
-        tests/conformance/test_languages.py -k cute
+      KERNELSWARM_BASELINE_COMPILE=0 step tests-cute 0 200 python -m pytest -q -m gpu \
+        -p no:cacheprovider -rfE --tb=short tests/evaluators/test_cute_language.py
+      KERNELSWARM_BASELINE_COMPILE=0 step tests-conformance 0 120 python -m pytest -q -m gpu \
+        -p no:cacheprovider -rfE --tb=short tests/conformance/test_languages.py -k cute
       step baselines 0 320 python -m kernelswarm.experiments.benchmarks.baselines \
         --tasks silu_and_mul,fused_add_rmsnorm --starts cute --budget-s 0.15 \
         --out "$out/baselines-cute-$stamp.json" --markdown "$out/baselines-cute-$stamp.md" ;;

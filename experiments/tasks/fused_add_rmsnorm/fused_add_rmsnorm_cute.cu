@@ -1,11 +1,12 @@
 // fused_add_rmsnorm in CuTe: residual_out = x + residual; x_out = rmsnorm(residual_out) * weight,
 // 16-bit in and out, float math. One block per row (rows past the grid loop). A thread moves
-// VEC-element vectors of x and residual with copy atoms of VEC * 16 bits (128-bit at VEC = 8);
-// the float sums wait in shared memory, a CuTe tensor laid out (VEC, vectors) with the vectors
-// contiguous, so that a warp's accesses fall in distinct banks; after the block's reduction of
-// the sum of squares, a second pass scales them by the inverse RMS and the weight. A row whose
-// length is not a multiple of VEC takes the element-wise path. Shared memory: hidden floats,
-// passed by the launcher.
+// VEC-element vectors of x, residual and weight with copy atoms of VEC * 16 bits (128-bit at
+// VEC = 8). A row of up to BLOCK * ITEMS vectors stays in registers: a thread issues all its
+// loads at once, then sums, reduces the sum of squares over the block and scales. A longer row's
+// float sums wait in shared memory, a CuTe tensor laid out (VEC, vectors) with the vectors
+// contiguous, so that a warp's accesses fall in distinct banks, and a second pass scales them. A
+// row whose length is not a multiple of VEC takes the element-wise path. Shared memory: hidden
+// floats, passed by the launcher.
 #include <cute/tensor.hpp>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,8 +17,12 @@
 #ifndef VEC
 #define VEC 8  // elements a thread moves per copy: 8 x 16 bits = one 128-bit access
 #endif
+#ifndef ITEMS
+#define ITEMS 4  // vectors of a row a thread keeps in registers (rows up to BLOCK * ITEMS * VEC)
+#endif
 static_assert(BLOCK >= 32 && BLOCK <= 1024 && BLOCK % 32 == 0, "BLOCK: whole warps, at most 1024");
 static_assert(VEC == 2 || VEC == 4 || VEC == 8, "VEC: 2, 4 or 8 elements");
+static_assert(ITEMS >= 1 && ITEMS <= 16, "ITEMS: 1 to 16 vectors a thread");
 
 using namespace cute;
 
@@ -72,6 +77,56 @@ __device__ __forceinline__ void fused_add_rmsnorm_rows(
     for (long long row = blockIdx.x; row < tokens; row += gridDim.x) {
         const long long base = row * hidden;
         float squares = 0.0f;
+        if (vectors_fit && vectors <= (long long)BLOCK * ITEMS) {
+            // The row in registers: every load issued before the first use, one pass over HBM.
+            Tensor gx = make_tensor(make_gmem_ptr(x + base), gmem);
+            Tensor gr = make_tensor(make_gmem_ptr(residual + base), gmem);
+            Tensor ro = make_tensor(make_gmem_ptr(reinterpret_cast<Vector*>(residual_out + base)),
+                                    vectors);
+            Tensor xo = make_tensor(make_gmem_ptr(reinterpret_cast<Vector*>(x_out + base)),
+                                    vectors);
+            Tensor rx = make_tensor<T>(make_shape(Int<VEC>{}, Int<ITEMS>{}));
+            Tensor rr = make_tensor<T>(make_shape(Int<VEC>{}, Int<ITEMS>{}));
+            Tensor rw = make_tensor<T>(make_shape(Int<VEC>{}, Int<ITEMS>{}));
+            Tensor sum = make_tensor<float>(make_shape(Int<VEC>{}, Int<ITEMS>{}));
+            CUTE_UNROLL
+            for (int j = 0; j < ITEMS; ++j) {
+                const long long v = threadIdx.x + (long long)j * BLOCK;
+                if (v < vectors) {
+                    copy(Copy_Atom<UniversalCopy<Vector>, T>{}, gx(_, v), rx(_, j));
+                    copy(Copy_Atom<UniversalCopy<Vector>, T>{}, gr(_, v), rr(_, j));
+                    copy(Copy_Atom<UniversalCopy<Vector>, T>{}, w(_, v), rw(_, j));
+                }
+            }
+            CUTE_UNROLL
+            for (int j = 0; j < ITEMS; ++j) {
+                const long long v = threadIdx.x + (long long)j * BLOCK;
+                if (v >= vectors) break;
+                uint32_t words[VEC / 2];
+                CUTE_UNROLL
+                for (int i = 0; i < VEC; i += 2) {
+                    sum(i, j) = float(rx(i, j)) + float(rr(i, j));
+                    sum(i + 1, j) = float(rx(i + 1, j)) + float(rr(i + 1, j));
+                    squares += sum(i, j) * sum(i, j) + sum(i + 1, j) * sum(i + 1, j);
+                    words[i / 2] = pack2(T{}, sum(i, j), sum(i + 1, j));
+                }
+                ro(v) = as_vector(words);
+            }
+            const float inv_rms = rsqrtf(block_sum(squares, partial) / float(hidden) + eps);
+            CUTE_UNROLL
+            for (int j = 0; j < ITEMS; ++j) {
+                const long long v = threadIdx.x + (long long)j * BLOCK;
+                if (v >= vectors) break;
+                uint32_t words[VEC / 2];
+                CUTE_UNROLL
+                for (int i = 0; i < VEC; i += 2)
+                    words[i / 2] = pack2(T{}, sum(i, j) * inv_rms * float(rw(i, j)),
+                                         sum(i + 1, j) * inv_rms * float(rw(i + 1, j)));
+                xo(v) = as_vector(words);
+            }
+            __syncthreads();  // the next row overwrites partial
+            continue;
+        }
         if (vectors_fit) {
             Tensor gx = make_tensor(make_gmem_ptr(x + base), gmem);
             Tensor gr = make_tensor(make_gmem_ptr(residual + base), gmem);

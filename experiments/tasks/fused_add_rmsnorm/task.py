@@ -77,7 +77,7 @@ KERNELS = {
     "cute": {
         "source": "fused_add_rmsnorm_cute.cu",
         "entry": "fused_add_rmsnorm_bf16",
-        "knobs": {"BLOCK": [256, 128, 512, 1024], "VEC": [8, 4, 2]},
+        "knobs": {"BLOCK": [256, 128, 512, 1024], "VEC": [8, 4, 2], "ITEMS": [4, 2, 8]},
     },
 }
 _CUDA_KERNELS = {torch.bfloat16: "fused_add_rmsnorm_bf16", torch.float16: "fused_add_rmsnorm_f16"}
@@ -151,13 +151,16 @@ def launch_cuda(fn, inputs, outputs, shape):
 
 
 def launch_cute(fn, inputs, outputs, shape):
-    # One block of BLOCK threads per token (up to 65535 blocks, which then loop over the rest);
-    # the row's float sums wait in shared memory: hidden floats a block
+    # One block of BLOCK threads per token (up to 65535 blocks, which then loop over the rest).
+    # A row of up to BLOCK * ITEMS VEC-element vectors stays in registers; a longer one (or one
+    # whose length is not a multiple of VEC) keeps its float sums in shared memory: hidden floats
     (x, residual, weight), (x_out, residual_out) = inputs, outputs
     kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
     block, tokens, hidden = int(fn.knobs.get("BLOCK", 256)), shape["tokens"], shape["hidden"]
+    vec, items = int(fn.knobs.get("VEC", 8)), int(fn.knobs.get("ITEMS", 4))
+    in_registers = hidden % vec == 0 and hidden // vec <= block * items
     kernel(min(tokens, 65535), block, x_out, residual_out, x, residual, weight, hidden, EPS,
-           tokens, shared_mem=4 * hidden)
+           tokens, shared_mem=0 if in_registers else 4 * hidden)
 
 
 def launch_triton(fn, inputs, outputs, shape):

@@ -1,9 +1,10 @@
 // silu_and_mul in CuTe: out[t, i] = silu(x[t, i]) * x[t, d + i], 16-bit in and out, float math.
 // Each row is viewed as a CuTe tensor of VEC-element vectors, (VEC, d / VEC); a thread loads one
 // vector of the gate half and one of the up half with a copy atom of VEC * 16 bits (128-bit at
-// VEC = 8) and stores its VEC results, packed in pairs, as one access of the same width. The grid is
-// (vectors of a row / BLOCK, rows): small token counts still fill the GPU. A row whose length is
-// not a multiple of VEC (or whose halves are not VEC-aligned) takes the element-wise path.
+// VEC = 8) and stores its VEC results, packed in pairs, as one access of the same width; with
+// ITEMS > 1 it loads ITEMS such pairs (BLOCK vectors apart) before computing any. The grid is
+// (vectors of a row / (BLOCK * ITEMS), rows): small token counts still fill the GPU. A row whose
+// length is not a multiple of VEC takes the element-wise path.
 #include <cute/tensor.hpp>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,8 +15,12 @@
 #ifndef VEC
 #define VEC 8  // elements a thread moves per copy: 8 x 16 bits = one 128-bit access
 #endif
+#ifndef ITEMS
+#define ITEMS 1  // vectors a thread loads before it computes: more bytes in flight per thread
+#endif
 static_assert(BLOCK >= 32 && BLOCK <= 1024 && BLOCK % 32 == 0, "BLOCK: whole warps, at most 1024");
 static_assert(VEC == 2 || VEC == 4 || VEC == 8, "VEC: 2, 4 or 8 elements");
+static_assert(ITEMS >= 1 && ITEMS <= 8, "ITEMS: 1 to 8 vectors a thread");
 
 using namespace cute;
 
@@ -42,7 +47,9 @@ __device__ __forceinline__ uint4 as_vector(const uint32_t (&w)[4]) {
 __device__ __forceinline__ uint2 as_vector(const uint32_t (&w)[2]) { return make_uint2(w[0], w[1]); }
 __device__ __forceinline__ uint32_t as_vector(const uint32_t (&w)[1]) { return w[0]; }
 
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+__device__ __forceinline__ float silu_mul(float g, float u) {
+    return __fdividef(g, 1.0f + __expf(-g)) * u;
+}
 
 template <class T>
 __device__ __forceinline__ void silu_and_mul_rows(T* __restrict__ out, const T* __restrict__ x,
@@ -58,18 +65,32 @@ __device__ __forceinline__ void silu_and_mul_rows(T* __restrict__ out, const T* 
             Tensor u = make_tensor(make_gmem_ptr(gate + d), layout);
             // the output as whole vectors: one store per thread, built from packed registers
             Tensor y = make_tensor(make_gmem_ptr(reinterpret_cast<Vector*>(o)), vectors);
-            for (long long v = (long long)blockIdx.x * BLOCK + threadIdx.x; v < vectors;
-                 v += (long long)gridDim.x * BLOCK) {
-                Tensor rg = make_tensor<T>(Int<VEC>{});
-                Tensor ru = make_tensor<T>(Int<VEC>{});
-                copy(Copy_Atom<UniversalCopy<Vector>, T>{}, g(_, v), rg);
-                copy(Copy_Atom<UniversalCopy<Vector>, T>{}, u(_, v), ru);
-                uint32_t words[VEC / 2];  // the results packed in pairs, whole registers
+            // ITEMS vectors a thread, BLOCK apart: every load is issued before the first use
+            const long long step = (long long)BLOCK * ITEMS;
+            for (long long first = (long long)blockIdx.x * step + threadIdx.x; first < vectors;
+                 first += (long long)gridDim.x * step) {
+                Tensor rg = make_tensor<T>(make_shape(Int<VEC>{}, Int<ITEMS>{}));
+                Tensor ru = make_tensor<T>(make_shape(Int<VEC>{}, Int<ITEMS>{}));
                 CUTE_UNROLL
-                for (int i = 0; i < VEC / 2; ++i)
-                    words[i] = pack2(T{}, silu_mul(float(rg(2 * i)), float(ru(2 * i))),
-                                     silu_mul(float(rg(2 * i + 1)), float(ru(2 * i + 1))));
-                y(v) = as_vector(words);
+                for (int j = 0; j < ITEMS; ++j) {
+                    const long long v = first + (long long)j * BLOCK;
+                    if (v < vectors) {
+                        copy(Copy_Atom<UniversalCopy<Vector>, T>{}, g(_, v), rg(_, j));
+                        copy(Copy_Atom<UniversalCopy<Vector>, T>{}, u(_, v), ru(_, j));
+                    }
+                }
+                CUTE_UNROLL
+                for (int j = 0; j < ITEMS; ++j) {
+                    const long long v = first + (long long)j * BLOCK;
+                    if (v >= vectors) break;
+                    uint32_t words[VEC / 2];  // the results packed in pairs, whole registers
+                    CUTE_UNROLL
+                    for (int i = 0; i < VEC / 2; ++i)
+                        words[i] = pack2(T{}, silu_mul(float(rg(2 * i, j)), float(ru(2 * i, j))),
+                                         silu_mul(float(rg(2 * i + 1, j)),
+                                                  float(ru(2 * i + 1, j))));
+                    y(v) = as_vector(words);
+                }
             }
         } else {
             for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < d;

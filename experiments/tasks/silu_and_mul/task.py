@@ -76,7 +76,7 @@ KERNELS = {
     "cute": {
         "source": "silu_and_mul_cute.cu",
         "entry": "silu_and_mul_bf16",
-        "knobs": {"BLOCK": [256, 128, 512, 1024], "VEC": [8, 4, 2]},
+        "knobs": {"BLOCK": [256, 128, 512, 1024], "VEC": [8, 4, 2], "ITEMS": [1, 2, 4]},
     },
 }
 _CUDA_KERNELS = {torch.bfloat16: "silu_and_mul_bf16", torch.float16: "silu_and_mul_f16"}
@@ -158,14 +158,15 @@ def launch_cuda(fn, inputs, outputs, shape):
 
 
 def launch_cute(fn, inputs, outputs, shape):
-    # grid (blocks along a row, rows): each thread one VEC-element vector of its row, or one
-    # element where d is not a multiple of VEC; rows past the grid's 65535 loop inside
+    # grid (blocks along a row, rows): each thread ITEMS VEC-element vectors of its row (one
+    # element where d is not a multiple of VEC); rows past the grid's 65535 loop inside
     (x,), (out,) = inputs, outputs
     kernel = fn.kernel(_CUDA_KERNELS[x.dtype])
     block, vec = int(fn.knobs.get("BLOCK", 256)), int(fn.knobs.get("VEC", 8))
     tokens, d = shape["tokens"], shape["d"]
+    per_block = block * int(fn.knobs.get("ITEMS", 1)) if d % vec == 0 else block
     steps = d // vec if d % vec == 0 else d
-    kernel((-(-steps // block), min(tokens, 65535)), block, out, x, d, tokens)
+    kernel((-(-steps // per_block), min(tokens, 65535)), block, out, x, d, tokens)
 
 
 def launch_triton(fn, inputs, outputs, shape):
