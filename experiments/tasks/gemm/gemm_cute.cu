@@ -51,8 +51,10 @@ using SmemLayoutB = decltype(tile_to_shape(SmemAtomB{},
 using CopyAtom = Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, T>;
 using TiledCopyA = decltype(make_tiled_copy(
     CopyAtom{}, Layout<Shape<_16, _8>, Stride<_8, _1>>{}, Layout<Shape<_1, _8>>{}));
+// B: BN / 8 threads along n (a whole row of the tile), the rest of the 128 along k.
 using TiledCopyB = decltype(make_tiled_copy(
-    CopyAtom{}, Layout<Shape<_16, _8>, Stride<_1, _16>>{}, Layout<Shape<_8, _1>>{}));
+    CopyAtom{}, Layout<Shape<Int<BN / 8>, Int<128 / (BN / 8)>>, Stride<_1, Int<BN / 8>>>{},
+    Layout<Shape<_8, _1>>{}));
 
 // The MMA: m16n8k16 bf16 -> f32 atoms on 2 x 2 warps, repeated over the CTA tile.
 using TiledMma = TiledMMA<MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>, Layout<Shape<_2, _2, _1>>,
