@@ -252,7 +252,8 @@ def _table(report: dict[str, Any]) -> str:
                   f"{report['best_move']}) · baselines skipped: {skipped}"
                   + (f" · torch.compile's kernel as the start (re-timed): "
                      f"{j['geomean_compile_start_vs_compile']:.3f}x compile in geomean"
-                     if started else ""), "", _throughput_line(report)]
+                     if started else ""), "", _throughput_line(report),
+              *language_lines(report)]
     return "\n".join(lines)
 
 
@@ -288,7 +289,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "best_source": best.source, "curve": curve, "diversity": summary.diversity,
             "migrations": summary.migrations, "utilisation": outcome.result.utilisation,
             "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged,
-            "throughput": throughput(outcome.run_dir)}
+            "throughput": throughput(outcome.run_dir),
+            "language_bests": language_bests(outcome.run_dir)}
+
+
+def language_bests(run_dir: Path) -> dict[str, Any]:
+    """Each searched language's best as the run's summary.json states it (over its own start,
+    the reference's start and, in search, the best baseline); {} where the run wrote none."""
+    try:
+        languages = json.loads((run_dir / "summary.json").read_text()).get("languages") or {}
+    except (OSError, ValueError):
+        return {}
+    return {name: entry.get("best") for name, entry in languages.items()}
+
+
+def language_lines(report: dict[str, Any]) -> list[str]:
+    """One line per language of a run of several: its best, in search."""
+    bests = report.get("language_bests") or {}
+    if len(bests) < 2:
+        return []
+    lines = ["", "Each language's best, in search:", ""]
+    for name, best in bests.items():
+        lines.append(f"- {name}: " + ("no correct kernel" if not best else
+                     f"{_times(best.get('speedup_vs_start'))} its own start, "
+                     f"{_times(best.get('speedup_vs_reference'))} the reference start, "
+                     f"{_times(best.get('speedup_vs_best_baseline'))} the best baseline "
+                     f"({best.get('candidate_id')})"))
+    return lines
+
+
+def _times(value: Any) -> str:
+    return f"{value:.3f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "—"
 
 
 def compare(fewer: dict[str, Any], more: dict[str, Any]) -> str:
