@@ -44,7 +44,7 @@ class CudaRestrict(Transformation):
     """
 
     name = "restrict"
-    languages = ("cuda",)
+    languages = ("cuda", "cute")
     stage = MEMORY
     description = ("mark kernel pointer parameters __restrict__ (and const where only read), so "
                    "loads can be reordered past stores and go through the read-only cache")
@@ -202,7 +202,7 @@ class CudaUnroll(Transformation):
     per thread before the first is used. Factor 1 compiles as before the rewrite."""
 
     name = "unroll"
-    languages = ("cuda",)
+    languages = ("cuda", "cute")
     stage = COMPUTE
     description = ("unroll thread-strided loops by a tunable factor, knob KS_UNROLL in "
                    f"{UNROLL_VALUES}, so each thread has several loads in flight")

@@ -16,12 +16,14 @@ from .cuda_geometry import RowsPerBlock, SplitRows
 from .cuda_rewrites import CudaRestrict, CudaUnroll, FastMath
 from .cuda_structures import Stream, WarpRows
 from .cuda_vectorize import Vectorize
+from .cute_rewrites import CpAsyncL1, Swizzle
 from .transformation import Transformation
 
 _LIBRARY: tuple[Transformation, ...] = (
     Restrict(), FastExp(), Simd(), Unroll(), TargetIsa(),  # cpp
     Vectorize(), SplitRows(), RowsPerBlock(), CudaRestrict(), CudaUnroll(), FastMath(),  # cuda
     WarpRows(), Stream(),  # cuda kernel structures: whole kernels for a contract
+    Swizzle(), CpAsyncL1(),  # cute
 )
 
 
