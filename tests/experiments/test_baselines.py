@@ -68,3 +68,39 @@ def test_every_builtin_gpu_task_names_its_library_anchors():
         assert set(module.ANCHORS) == anchors
         for anchor in module.ANCHORS.values():
             assert callable(getattr(module, anchor["call"])) and anchor["devices"] == ["cuda"]
+
+
+def test_starts_names_gpu_languages_and_tasks_without_one_say_so(capsys):
+    from kernelswarm.experiments.benchmarks.baselines import start_kernels, task_path
+
+    args = _arguments(["--tasks", "gemm", "--starts", "cute, triton"])
+    assert args.start_languages == ["cute", "triton"]
+    with pytest.raises(SystemExit):
+        _arguments(["--starts", "cpp"])
+    assert "--starts: cpp are not kernel languages that run on a GPU" in capsys.readouterr().err
+    found, missing = start_kernels(task_path("gemm"), ["cute", "triton"])
+    assert list(found) == ["cute start"] and found["cute start"].language == "cute"
+    assert missing == {"triton": "the task has no triton starting kernel"}
+
+
+def test_other_kernels_get_columns_against_the_best_baseline_and_a_geomean_line():
+    from kernelswarm.experiments.benchmarks.baselines import task_table
+
+    def timed(us):
+        return {"median_us": us, "iqr_us": 0.1, "samples": 10, "mode": "graph", "error": None}
+
+    shapes = ["n=1", "n=2"]
+    task = {"task": "t", "error": None, "baseline_names": ["eager"], "skipped": {},
+            "starts_missing": {"triton": "the task has no triton starting kernel"},
+            "shapes": {s: {"eager": timed(10.0)} for s in shapes},
+            "best": {"n=1": ("eager", 10.0), "n=2": ("eager", 10.0)},
+            "start": {"entry": "k", "knobs": {}, "build_s": 0.1, "shapes": [
+                {"shape": s, "roofline_us": 5.0, "start": timed(20.0), "start_check": "ok",
+                 "kernels": {"cute start": timed(us)}, "kernel_checks": {"cute start": "ok"}}
+                for s, us in zip(shapes, (8.0, 12.5), strict=True)]}}
+    text = "\n".join(task_table(task))
+    assert "| cute start µs | cute start vs best | cute start check |" in text
+    assert "| 8.00 ±0.10 | 1.250x | ok |" in text and "| 12.5 ±0.10 | 0.800x | ok |" in text
+    assert "- cute start: 1.000x the best baseline (geometric mean over 2 shapes), worst " \
+           "0.800x at n=2" in text
+    assert "- triton start skipped: the task has no triton starting kernel" in text
