@@ -7,8 +7,6 @@ is read back.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from kernelswarm.agents.builtin.cute_rewrites import CP_ASYNC_KNOB, SWIZZLE_KNOB
@@ -24,19 +22,10 @@ from kernelswarm.evaluators.languages.cute import (
 )
 from kernelswarm.search import SPECS, load_task
 from tests.conftest import ROOT
+from tests.evaluators.test_cute_language import _missing
 
 TASKS = ROOT / "experiments" / "tasks"
 LIB = TRANSFORMATIONS["cute"]
-
-
-def _missing() -> str | None:
-    if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.core") is None:
-        return "NVRTC through cuda.core is not installed (pip install cuda-core cuda-bindings)"
-    try:
-        cutlass_include_dir()
-    except RuntimeError as exc:
-        return str(exc)
-    return None
 
 
 def _start(task: str):
