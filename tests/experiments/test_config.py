@@ -27,8 +27,8 @@ def test_overrides_are_typed_toml_values():
 @pytest.mark.parametrize("override, message", [
     ("search.lineage=3", "search.lineage: unknown key; allowed here: candidates_per_lineage"),
     ("search.lineages=0", "search.lineages: Input should be greater than or equal to 1"),
-    ('task.language="rust"', "task.language: Input should be 'cpp', 'cuda', 'torch-ext' or "
-                             "'triton'"),
+    ('task.language="rust"', "task.language: Input should be 'cpp', 'cuda', 'torch-ext', "
+                             "'triton' or 'cute'"),
     ("evaluator.workers=0", "evaluator.workers: must be >= 1"),
     ("bogus.key=1", "bogus: unknown key; allowed here: agent, cluster"),
 ])
