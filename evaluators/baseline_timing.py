@@ -164,7 +164,7 @@ class BaselineBench:
             for shape in task.tuning_shapes[:max_shapes]:
                 # a dispatch kernel launches each shape with its route (LoadedKernel.fn alone
                 # would run every shape with the first route's knobs)
-                found = self._shape(task, shape, launch, language.for_shape(kernel, shape),
+                found = self.shape(task, shape, launch, language.for_shape(kernel, shape),
                                     {name: (own.for_shape(k, shape), own_launch)
                                      for name, (own, k, own_launch) in others.items()})
                 result.shapes.append(found)
@@ -180,16 +180,9 @@ class BaselineBench:
     def shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
               others: dict[str, tuple[Any, Callable[..., None]]] | None = None
               ) -> ShapeBaseline:
-        """One shape of ``task``: ``launch(fn, inputs, outputs, shape)`` as the start and each of
-        ``others`` (by name: the kernel and its launcher), checked against the reference and
-        timed on the same copies of the problem (benchmarks/cute_gemm.py: cuBLAS as the start)."""
-        return self._shape(task, shape, launch, fn, others)
-
-    def _shape(self, task: Task, shape: Shape, launch: Callable[..., None], fn: Any,
-               others: dict[str, tuple[Any, Callable[..., None]]] | None = None
-               ) -> ShapeBaseline:
-        """One shape: copies of the problem, each kernel's check and time (``others``: by name,
-        the kernel and its language's launcher)."""
+        """One shape: copies of the problem, ``launch(fn, ...)`` (the start) and each of
+        ``others`` (by name: the kernel and its language's launcher) checked and timed on them
+        (benchmarks/cute_gemm.py passes cuBLAS as the start)."""
         module, params = task.module, dict(shape)
         first = tuple(module.make_inputs(params, TIMING_SEED, self.device))
         first_out = tuple(module.make_outputs(params, self.device))

@@ -36,6 +36,18 @@ _SWIZZLE = re.compile(r"\bSwizzle\s*<\s*(?P<bits>\d+)\s*,\s*(?P<base>\d+)\s*,\s*
 _CACHE_GLOBAL = re.compile(r"\bSM80_CP_ASYNC_CACHEGLOBAL\b")
 
 
+def _code_start(source: str, knob: str, knob_space: KnobSpace) -> tuple[str, int] | None:
+    """(masked source, where file-level code may go) for a rewrite adding ``knob``; None where
+    the knob is there already or the source cannot be read with confidence."""
+    if knob in knob_space or re.search(rf"\b{knob}\b", source):
+        return None
+    try:
+        masked, start = mask(source), code_start(source)
+    except SourceError:
+        return None
+    return None if start is None else (masked, start)
+
+
 class Swizzle(Transformation):
     """Every literal ``Swizzle<B, M, S>`` of the source under one knob, ``SWIZZLE_BITS``, with
     the values B (as written), then each smaller count down to 0 (no swizzle)."""
@@ -49,16 +61,12 @@ class Swizzle(Transformation):
     initial_knobs: Mapping[str, Any] = MappingProxyType({})
 
     def apply(self, source: str, knob_space: KnobSpace) -> tuple[str, dict[str, tuple[Any, ...]]] | None:
-        if SWIZZLE_KNOB in knob_space or re.search(rf"\b{SWIZZLE_KNOB}\b", source):
+        if (read := _code_start(source, SWIZZLE_KNOB, knob_space)) is None:
             return None
-        try:
-            masked = mask(source)
-            start = code_start(source)
-        except SourceError:
-            return None
+        masked, start = read
         found = list(_SWIZZLE.finditer(masked))
         bits = {int(m.group("bits")) for m in found}
-        if start is None or len(bits) != 1 or not 0 < next(iter(bits)) <= 3:
+        if len(bits) != 1 or not 0 < next(iter(bits)) <= 3:
             return None  # none, or swizzles of different widths that one knob cannot stand for
         written = next(iter(bits))
         edits = [(m.start("bits"), m.end("bits"), SWIZZLE_KNOB) for m in found]
@@ -83,15 +91,11 @@ class CpAsyncL1(Transformation):
     initial_knobs: Mapping[str, Any] = MappingProxyType({CP_ASYNC_KNOB: 1})
 
     def apply(self, source: str, knob_space: KnobSpace) -> tuple[str, dict[str, tuple[Any, ...]]] | None:
-        if CP_ASYNC_KNOB in knob_space or re.search(rf"\b{CP_ASYNC_KNOB}\b", source):
+        if (read := _code_start(source, CP_ASYNC_KNOB, knob_space)) is None:
             return None
-        try:
-            masked = mask(source)
-            start = code_start(source)
-        except SourceError:
-            return None
+        masked, start = read
         found = list(_CACHE_GLOBAL.finditer(masked))
-        if not found or start is None:
+        if not found:
             return None
         edits = [(m.start(), m.end(), "KS_CP_ASYNC_ATOM") for m in found]
         prelude = (f"// cp_async_l1: cp.async copies through L1 too when {CP_ASYNC_KNOB} is 1 (a "

@@ -120,16 +120,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
           file=sys.stderr, flush=True)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         jobs = [(language, c, str(settings.cache_dir), 600.0) for c in candidates.values()]
-        for name, (ok, _artifact, log, seconds) in zip(candidates, pool.map(_build, jobs),
-                                                       strict=True):
+        artifacts = {}
+        for name, (ok, artifact, log, seconds) in zip(candidates, pool.map(_build, jobs),
+                                                      strict=True):
             report["builds"][name] = {"ok": ok, "seconds": seconds, "log": "" if ok else log}
+            if ok:
+                artifacts[name] = Path(artifact)
             print(f"  {name}: {'built' if ok else 'FAILED'} in {seconds:.1f} s"
                   + ("" if ok else f"\n{log}"), file=sys.stderr, flush=True)
-    loaded = {}
-    for name, candidate in candidates.items():
-        if report["builds"][name]["ok"]:
-            build = language_build(settings, language, candidate)
-            loaded[name] = language.load(build, candidate.entry, candidate.spec_dict)
+    loaded = {name: language.load(artifact, candidates[name].entry, candidates[name].spec_dict)
+              for name, artifact in artifacts.items()}
     kernels = {name: kernel.fn for name, kernel in loaded.items()}
 
     matmul = task.module.launch_matmul  # cuBLAS through torch.matmul, into the output
@@ -166,16 +166,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for kernel in loaded.values():
         language.unload(kernel)
     return report
-
-
-def language_build(settings: Any, language: Any, candidate: Any) -> Path:
-    """The artifact of ``candidate`` (built by the pool already: a cache hit)."""
-    from kernelswarm.evaluators.compile_cache import CompileCache
-
-    build = CompileCache(settings.cache_dir).build(language, candidate, 600.0)
-    if not build.result.ok:
-        raise RuntimeError(build.result.log)
-    return build.artifact
 
 
 def main(argv: list[str] | None = None) -> int:
