@@ -24,6 +24,7 @@ import ctypes
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..search.language_spec import SPECS
@@ -210,9 +211,9 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str, mode: s
 
 
 def capture_shape(task: Task, language: str, shape: Mapping[str, Any],
-                  mode: str = "default") -> ShapeCode:
+                  mode: str = "default", keep: Callable[[str], None] | None = None) -> ShapeCode:
     """One shape's compiled graph (in the ``torch.compile`` ``mode``) and launcher call (see
-    the module docstring)."""
+    the module docstring); ``keep`` is given Inductor's code before it is read."""
     import torch
 
     device = inductor_device(language)
@@ -223,6 +224,8 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any],
     fn, positions = target(inputs) if target else (task.module.reference, range(len(inputs)))
     positions = list(positions)
     code, example, configs = _compile(fn, [inputs[p] for p in positions], language, mode)
+    if keep is not None:
+        keep(code)
     parsed = parse_output_code(code)
     graph_inputs = []
     for k, tensor in enumerate(example):
@@ -288,13 +291,15 @@ if set(_GENERATORS) != {n for n, s in SPECS.items() if s.inductor_device is not 
 def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]],
                    optional: Sequence[Mapping[str, Any]] = (),
                    modes: Mapping[str, str] | None = None,
-                   configs: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None
-                   ) -> GeneratedStart:
+                   configs: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
+                   keep_code: Path | None = None) -> GeneratedStart:
     """The starting kernel in ``language`` with a version for each of ``shapes`` and of the
     ``optional`` shapes on which the task's own code runs (others are listed in ``skipped``,
     with the error); ``modes``: per shape label, the ``torch.compile`` mode to compile it in
     (default: "default"); ``configs``: per shape label, launch settings per kernel to use
-    instead of those this compile's autotuning kept (``adopt_configs``: the baselines' own).
+    instead of those this compile's autotuning kept (``adopt_configs``: the baselines' own);
+    ``keep_code``: a folder where Inductor's code for each shape is written as it is captured
+    (``<n>.py``, the shapes in ``shapes.txt``), to read why a start could not be made of it.
     ``GenerationError`` says why there can be none."""
     modes, configs = dict(modes or {}), dict(configs or {})
     if inductor_device(language) == "cuda":
@@ -306,9 +311,19 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
                                   f"here); generate it on a GPU machine, or use --language "
                                   f"cpp")
     entry = task.kernel(language).entry if language in task.kernels else "forward"
+    kept: list[str] = []
+
     def capture(shape: Mapping[str, Any]) -> ShapeCode:
         label = Shape.of(shape).label
-        code = capture_shape(task, language, shape, modes.get(label, "default"))
+
+        def keep(text: str) -> None:
+            if keep_code is not None:
+                keep_code.mkdir(parents=True, exist_ok=True)
+                (keep_code / f"{len(kept)}.py").write_text(text)
+                kept.append(f"{len(kept)}.py {label}")
+                (keep_code / "shapes.txt").write_text("\n".join(kept) + "\n")
+
+        code = capture_shape(task, language, shape, modes.get(label, "default"), keep)
         return adopt_configs(code, configs[label]) if label in configs else code
 
     captured = [capture(shape) for shape in shapes]

@@ -78,9 +78,11 @@ def _replaceable(path: Path) -> bool:
 
 
 def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bool = False,
-                       evaluate: bool = True, settings: Any = None) -> StartResult:
+                       evaluate: bool = True, settings: Any = None,
+                       keep_code: Path | None = None) -> StartResult:
     """Generate, write and judge the starting kernel; ``TaskError`` with the reason when it
-    cannot be generated (the task folder is then left as it was)."""
+    cannot be generated (the task folder is then left as it was). ``keep_code``: a folder for
+    Inductor's code of each shape (``generate_start``)."""
     from kernelswarm.evaluators.inductor_code import GenerationError
     from kernelswarm.evaluators.inductor_start import generate_start
 
@@ -92,7 +94,7 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
                         f"replace it (the old file is kept as {destination.name}.orig)")
     own, checks = _shapes(task, language)
     try:
-        generated = generate_start(task, language, own, optional=checks)
+        generated = generate_start(task, language, own, optional=checks, keep_code=keep_code)
     except GenerationError as exc:
         raise TaskError(f"no {language} start can be generated for task {task.name!r}: {exc}"
                         ) from None

@@ -36,7 +36,8 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ from kernelswarm.experiments.kernelbench.template import TASK_PY
 from kernelswarm.search.language_spec import SPECS
 
 P_VALUES = (1.0, 1.5)
+NOT_SEARCHED = "start written, not searched (--no-search)"
+INDUCTOR_CODE = "inductor"  # a task folder's copy of the code torch.compile wrote for it
+RESULTS = "results.jsonl"
 # The languages an imported KernelBench task launches: those its task.py defines a launcher for.
 LANGUAGES = tuple(name for name, spec in SPECS.items()
                   if f"\ndef {spec.launcher}(" in TASK_PY.template)
@@ -62,6 +66,16 @@ class ProblemResult:
     best_move: str = ""
     run_dir: str = ""
     start: str = ""  # "given" (from --starts) or "compiled" (from torch.compile)
+    wall_s: float = math.nan  # the problem's process, start to end
+    slot: str = ""  # where it ran ("gpu 2")
+
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> ProblemResult:
+        """A row of results.jsonl (JSON: NaN written as null) back as a result."""
+        known = {f.name: f for f in fields(cls)}
+        values = {k: (math.nan if v is None and known[k].type == "float" else v)
+                  for k, v in row.items() if k in known}
+        return cls(**values)
 
     @property
     def correct(self) -> bool:
@@ -93,9 +107,27 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any configuration override, as for kernelswarm run")
+    parser.add_argument("--parallel", type=int, metavar="N",
+                        help="problems at once (default: one per visible GPU on cuda, 1 on cpu)")
+    parser.add_argument("--problem-timeout", type=float, metavar="S",
+                        help="a problem's limit in seconds, start to end (default: the search's "
+                             "wall time plus 600 s)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the problems OUT/results.jsonl already has, run the others")
+    parser.add_argument("--no-search", action="store_true",
+                        help="stop after each problem's starting kernel is written (which "
+                             "problems get a start, and why not)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # one problem's own process
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.starts is None and not args.compile_starts:
         parser.error("give --starts DIR, --compile-starts, or both")
+    if args.parallel is not None and args.parallel < 1:
+        parser.error("--parallel must be at least 1")
+    if args.problem_timeout is not None and args.problem_timeout <= 0:
+        parser.error("--problem-timeout must be positive")
+    if (args.one is None) != (args.result is None):
+        parser.error("--one and --result go together")
     args.argv = list(argv if argv is not None else sys.argv[1:])
     return args
 
@@ -118,8 +150,9 @@ def _overrides(args: argparse.Namespace, task: Path, name: str) -> list[str]:
             "tracking.mlflow=false", *args.set]
 
 
-def _search(args: argparse.Namespace, task: Path, problem: str) -> ProblemResult:
-    """The built-in agent's search on one imported problem."""
+def _search(args: argparse.Namespace, task: Path, problem: str,
+            stage: Callable[[str], None] = lambda _: None) -> ProblemResult:
+    """The built-in agent's search on one imported problem (``stage`` is told each step)."""
     from rich.console import Console
 
     from kernelswarm.experiments.config import load_config
@@ -134,14 +167,19 @@ def _search(args: argparse.Namespace, task: Path, problem: str) -> ProblemResult
     elif args.compile_starts:
         from kernelswarm.experiments.authoring.compiled_start import start_from_compile
 
+        stage("generating the start from torch.compile")
         try:  # judged by the search itself, as a given start is
-            start_from_compile(task, args.language, force=True, evaluate=False)
+            start_from_compile(task, args.language, force=True, evaluate=False,
+                               keep_code=task / INDUCTOR_CODE)
         except TaskError as exc:
             return ProblemResult(problem, f"no starting kernel: {_line(str(exc))}",
                                  start="compiled")
         origin = "compiled"
     else:
         return ProblemResult(problem, f"no starting kernel ({problem}{suffix} not in --starts)")
+    if args.no_search:
+        return ProblemResult(problem, NOT_SEARCHED, start=origin)
+    stage(f"searching: {args.lineages} lineage(s), {args.minutes:g} min")
     quiet = Console(file=io.StringIO(), width=160)
     try:
         outcome = run_search(load_config(None, _overrides(args, task, problem)), quiet)
@@ -207,25 +245,98 @@ def _versions(device: str) -> dict[str, str]:
     return {**versions(), "device": device_name(device)}
 
 
+def _problem_timeout(args: argparse.Namespace) -> float:
+    return args.problem_timeout or args.minutes * 60 + 600
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Import, search and summarise the subset; the report."""
+    """Import the subset, search every problem (in processes of their own, one per GPU at a
+    time, results.jsonl written as each ends) and summarise; the report."""
+    from kernelswarm.experiments.kernelbench.jobs import ResultsFile, child_command, run_jobs, slots
     from kernelswarm.experiments.kernelbench.level import ImportStatus, import_level
 
     began = time.time()
     files = _subset(args)
+    results_file = ResultsFile(args.out / RESULTS)
+    kept = results_file.rows()
+    if kept and not args.resume:
+        raise SystemExit(f"{results_file.path} holds {len(kept)} problem(s) of an earlier run: "
+                         f"give --resume to go on from it, or another --out")
+    where = slots(args.device, args.parallel)
     imports = import_level(args.kernelbench, args.level, args.out / "tasks", only=files)
-    results = []
+    results: dict[str, ProblemResult] = {}
+    todo = []
     for item in imports:
         if item.status is ImportStatus.FAILED:
-            results.append(ProblemResult(item.problem, f"not imported: {item.reason}"))
-            continue
-        results.append(_search(args, item.folder, item.problem))
+            results[item.problem] = ProblemResult(item.problem, f"not imported: {item.reason}")
+        elif item.problem in kept:
+            results[item.problem] = ProblemResult.of_row(kept[item.problem])
+        else:
+            todo.append(item.problem)
+    limit = _problem_timeout(args)
+    print(f"{len(imports)} problems: {len(results)} already done or not imported, {len(todo)} "
+          f"to run on {len(where)} slot(s) ({', '.join(s.name for s in where)}), at most "
+          f"{limit:.0f} s each; rows in {results_file.path}", flush=True)
+    finished = len(results)
+
+    def done(row: dict[str, Any]) -> None:
+        nonlocal finished
+        finished += 1
+        result = results[row["problem"]] = ProblemResult.of_row(row)
+        print(f"[{finished}/{len(imports)}] {_progress(result)}", flush=True)
+
+    run_jobs(todo, lambda problem, result: child_command(_child_argv(args), problem, result),
+             where, limit, args.out, results_file, done)
+    ordered = [results[item.problem] for item in imports if item.problem in results]
     command = "python -m kernelswarm.experiments.benchmarks.kernelbench " + " ".join(
         shlex.quote(a) for a in args.argv)
     return {"command": command, "level": args.level, "language": args.language,
             "device": args.device, "lineages": args.lineages, "minutes": args.minutes,
             "versions": _versions(args.device), "wall_s": time.time() - began,
-            "summary": summarise(results), "problems": [asdict(r) for r in results]}
+            "problem_timeout_s": limit, "slots": [s.name for s in where],
+            "summary": summarise(ordered), "problems": [asdict(r) for r in ordered]}
+
+
+def _progress(result: ProblemResult) -> str:
+    figures = "" if not result.correct else (
+        f", {_x(result.speedup_vs_compile)} vs compile, {_x(result.speedup_vs_eager)} vs eager")
+    return (f"{result.problem}: {result.status[:160]}{figures} ({result.slot}, "
+            f"{result.wall_s:.0f} s)")
+
+
+def _child_argv(args: argparse.Namespace) -> list[str]:
+    """This invocation's arguments for one problem's process (less what only the run uses)."""
+    argv, skip = [], False
+    for arg in args.argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--json", "--parallel", "--problem-timeout", "--only", "--first"):
+            skip = True
+            continue
+        if arg == "--resume" or arg.split("=")[0] in ("--json", "--parallel",
+                                                      "--problem-timeout", "--only", "--first"):
+            continue
+        argv.append(arg)
+    return argv
+
+
+def run_one(args: argparse.Namespace) -> int:
+    """One problem's process: its search, its row written to ``--result``."""
+    from kernelswarm.experiments.kernelbench.jobs import write_stage
+
+    task = args.out / "tasks" / args.one
+    began = time.time()
+    try:
+        result = _search(args, task, args.one, lambda stage: write_stage(args.result, stage))
+    except Exception as exc:  # a bug or the machine: the row says what, the run goes on
+        result = ProblemResult(args.one, f"failed: {type(exc).__name__}: {_line(str(exc))}")
+        import traceback
+
+        traceback.print_exc()
+    row = {**asdict(result), "wall_s": round(time.time() - began, 1)}
+    args.result.write_text(json.dumps(_finite(row), default=str))
+    return 0
 
 
 def _x(value: float) -> str:
@@ -275,6 +386,8 @@ def _finite(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    if args.one is not None:
+        return run_one(args)
     report = run(args)
     print(table(report), flush=True)
     if args.json:

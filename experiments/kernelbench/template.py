@@ -37,7 +37,8 @@ tensors and scalars as Python numbers.
 Scalars of ``get_inputs()`` reach ``make_inputs`` as 0-dimensional int64 tensors (a float as
 its float64 bits, so that no input scaling changes it) for ``reference``; the launchers pass
 the value traced for the shape, and a scalar must be the same for every seed. Tensors are drawn
-with the problem's seed, parameters with SEED + it.
+with the problem's seed on the device asked for (get_inputs() runs with it as the default
+device), parameters with SEED + it.
 """
 
 import contextlib
@@ -142,9 +143,16 @@ def _state(model):
     return [*model.named_parameters(), *buffers]
 
 
-def _forward_args(shape, seed):
+def _forward_args(shape, seed, device=None):
+    """forward's arguments drawn with ``seed``, on ``device`` when given: get_inputs() makes its
+    tensors there (a problem's inputs of several GB are drawn on the GPU in milliseconds, not
+    on one CPU thread and copied over), with that device's generator seeded and restored."""
     _set_sizes(shape)
-    with torch.random.fork_rng(devices=[]):
+    where = None if device is None else torch.device(device)
+    gpus = []
+    if where is not None and where.type == "cuda":
+        gpus = [where.index if where.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=gpus), (where or contextlib.nullcontext()):
         torch.manual_seed(seed)
         return list(_problem.get_inputs())
 
@@ -318,11 +326,13 @@ def make_inputs(shape, seed, device):
     key = (_fixed_key(shape), seed)
     if key not in _PARAMETERS:
         _PARAMETERS[key] = [t.detach().clone() for _, t in _state(_model(shape, seed))]
-    forward = _flatten(_forward_args(shape, seed), _traced(shape)["args"])
+    forward = _flatten(_forward_args(shape, seed, device), _traced(shape)["args"])
     fixed = torch.tensor(_fixed_key(shape), dtype=torch.int64)
-    # a copy every call: a kernel that writes an input must not change the next problem's
-    return tuple(t.detach().to(device=device, copy=True).contiguous()
-                 for t in (*forward, *_PARAMETERS[key], fixed))
+    # forward's tensors are drawn for this call; the parameters are copied every call: a
+    # kernel that writes an input must not change the next problem's
+    return (*(t.detach().to(device).contiguous() for t in forward),
+            *(t.detach().to(device=device, copy=True).contiguous()
+              for t in (*_PARAMETERS[key], fixed)))
 
 
 def make_outputs(shape, device):
