@@ -65,9 +65,14 @@ def plan_copies(footprint_bytes: int, l2_bytes: int) -> CopyPlan:
 
     As many as span ``SPREAD_L2S`` times the L2 (within the caps): the time of a small kernel
     depends a little on where its buffers landed in device memory, which differs between
-    processes, and more copies average over more placements.
+    processes, and more copies average over more placements. A footprint of at least twice
+    the L2 gets one copy: a call on it moves twice the L2 itself, so the next call on the same
+    copy finds its first bytes evicted (cold, as after a flush), and a KernelBench-size problem
+    (8-17 GB) cannot afford a second copy per kernel (evaluators/judge/memory_plan.py).
     """
     footprint = max(footprint_bytes, 1)
+    if l2_bytes > 0 and footprint >= 2 * l2_bytes:
+        return CopyPlan(1, cold_reuse=True)
     wanted = math.ceil(SPREAD_L2S * l2_bytes / footprint) + 1
     allowed = max(2, min(MAX_COPIES, MAX_COPIES_BYTES // footprint))
     copies = max(2, min(wanted, allowed))

@@ -6,7 +6,9 @@ on every tuning shape (a starting kernel that fails its own task is a ``TaskErro
 tester's extra checks (one the starting kernel fails, or the task cannot set up, is dropped with
 the reason), and the timing of every tuning shape, whose starting-kernel medians and null-batch
 costs are the clean figures later candidates are cross-checked against. The runner is then
-killed; the arena's size is fixed here for the evaluator's lifetime.
+killed; the arena's size and the memory plan (evaluators/judge/memory_plan.py: the
+references' budget, whether a spare runner is started in advance, or a ``MemoryPlanError``
+before any runner starts) are fixed here for the evaluator's lifetime.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from ..baselines import measured_once
 from ..compile_cache import Build
 from ..device_arena import evaluation_arena
 from ..languages import KernelLanguage
-from ..protocol import REFILL_SEED, START
+from ..protocol import REFILL_SEED, START, layout
 from ..settings import EvaluatorSettings
 from .calibration_cache import calibration_path, keep_calibration, read_calibration
 from .checks import Checker, arena_bytes
+from .deadlines import Deadline
 from .figures import Calibration, acquire_baselines
+from .memory_plan import MemoryPlan, TimedProblem, device_memory_bytes, plan_memory
 from .references import References
 from .runner_process import RunnerProcess, SandboxError
 from .spares import Spares
-from .timing import CleanFigures, ShapeTimer, returned_copies
+from .timing import CleanFigures, ShapeTimer, l2_bytes, returned_copies
 from .trial import CandidateFault, Stopped, Trial
 
 
@@ -42,6 +46,8 @@ class SandboxEvaluator(Protocol):
     start_candidate: Candidate
 
     def startup_s(self) -> float: ...
+
+    def run_deadline(self) -> Deadline: ...
 
 
 def prepare_message(evaluator: SandboxEvaluator, start: Build) -> dict[str, Any]:
@@ -71,24 +77,47 @@ def _extra_shapes(evaluator: SandboxEvaluator, references: References
     return usable, dropped
 
 
+def plan(evaluator: SandboxEvaluator, references: References,
+         extra: list[tuple[dict[str, Any], str]]) -> MemoryPlan:
+    """The arena's size and the memory plan, from the problems' sizes (each drawn once); the
+    references' budget follows the plan. ``MemoryPlanError`` where it cannot fit."""
+    task, settings = evaluator.task, evaluator.settings
+    seeds = [*range(settings.seeds), REFILL_SEED]
+    shapes = [*task.tuning_shapes, *task.heldout_shapes, *(c["shape"] for c, _ in extra)]
+    l2 = l2_bytes(settings)
+    timed, checked = [], 0
+    for shape in task.tuning_shapes:
+        inputs, outputs = (layout(x)[1] for x in references.described(shape, 0))
+        timed.append((shape, TimedProblem(inputs, outputs)))
+    for shape in shapes:
+        for seed in seeds:
+            checked = max(checked, layout([*(x for d in references.described(shape, seed)
+                                              for x in d)])[1])
+    size = arena_bytes(references, shapes, seeds,
+                       [(s, returned_copies(settings, p.footprint, l2)) for s, p in timed])
+    made = plan_memory(device_memory_bytes(settings.device), [p for _, p in timed], checked,
+                       size, l2, references.budget_bytes)
+    references.set_budget(made.references_budget)
+    return made
+
+
 def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
-              spares: Callable[[int], Spares]) -> tuple[Calibration, Spares]:
-    """The evaluator's ``Calibration``, and its ``Spares`` made by ``spares(arena size)`` as soon
-    as the size is known (the first spare prepares while the calibration runs, and is ready
-    before the calibration times anything)."""
+              spares: Callable[[int, bool], Spares]) -> tuple[Calibration, Spares, MemoryPlan]:
+    """The evaluator's ``Calibration``, its memory plan, and its ``Spares`` made by
+    ``spares(arena size, in advance)`` as soon as the plan is known (the first spare, where the
+    plan allows one in advance, prepares while the calibration runs, and is ready before the
+    calibration times anything)."""
     task, settings = evaluator.task, evaluator.settings
     if start.artifact is None:
         raise TaskError(f"task {task.name!r}: the starting {evaluator.language.name} kernel "
                         f"does not compile:\n{start.result.log}")
     extra, dropped = _extra_shapes(evaluator, references)
-    seeds = [*range(settings.seeds), REFILL_SEED]
-    shapes = [*task.tuning_shapes, *task.heldout_shapes, *(c["shape"] for c, _ in extra)]
-    copies = returned_copies(settings)
-    size = arena_bytes(references, shapes, seeds, [(s, copies) for s in task.tuning_shapes])
+    memory = plan(evaluator, references, extra)
+    size = memory.arena_bytes
     kept_at = calibration_path(task, evaluator.language.name, evaluator.start_candidate.id,
                                settings)
     kept = read_calibration(kept_at)
-    made = spares(size)
+    made = spares(size, memory.spare_in_advance)
     if kept is None:
         # one evaluator of this machine measures; the others that need the same figures wait
         # for it and read them
@@ -98,8 +127,8 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
                 calibration, made = _measure(evaluator, start, references, made, size, extra,
                                              dropped)
                 keep_calibration(kept_at, calibration)
-                return calibration, made
-    return replace(kept, cached=True), made
+                return calibration, made, memory
+    return replace(kept, cached=True), made, memory
 
 
 def _measure(evaluator: SandboxEvaluator, start: Build, references: References, made: Spares,
@@ -111,7 +140,9 @@ def _measure(evaluator: SandboxEvaluator, start: Build, references: References, 
                            prepare_message(evaluator, start), settings.memory_limit_mb)
     try:
         ready = runner.wait_ready(evaluator.startup_s())
-        trial = Trial(runner, evaluator.startup_s(), trusted=True)
+        # trusted: its limit is generous (the start-up's and a candidate's run phase together)
+        trial = Trial(runner, evaluator.startup_s() + evaluator.run_deadline().seconds,
+                      trusted=True)
         machine, baselines = acquire_baselines(trial, task, settings,
                                                evaluator.language.name)
         target = {**prepare_message(evaluator, start)["start"],

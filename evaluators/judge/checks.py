@@ -52,10 +52,12 @@ class Checker:
         self.references = references
         self.task = task
 
-    def _call(self, kernel: str, shape: Shape, inputs: tuple | None,
+    def _call(self, kernel: str, shape: Shape, inputs: tuple | None, sent: tuple,
               specs: tuple[list[TensorSpec], list[TensorSpec]], poison: str, fresh: bool,
-              where: str) -> tuple[tuple, tuple]:
-        """One call; the outputs and the inputs as they came back (copies, judge's device)."""
+              where: str, place: str) -> tuple:
+        """One call; its outputs (a copy on the judge's device), once the inputs as they came
+        back have been found bit-identical to ``sent`` (REJECTED otherwise). The inputs read
+        back are dropped here: on a problem of several GB each copy held counts."""
         in_specs, out_specs = specs
         if inputs is not None:
             for spec, tensor in zip(in_specs, inputs, strict=True):
@@ -67,20 +69,19 @@ class Checker:
                                "called")
         self.trial.call_problem(reply, where, shape.label)
         device = self.references.device
-        return (tuple(self.arena.read(s, device) for s in out_specs),
-                tuple(self.arena.read(s, device) for s in in_specs))
-
-    def _inputs_unchanged(self, sent: tuple, back: tuple, shape: Shape, where: str) -> None:
-        changed = first_bit_difference(sent, back)
+        outputs = tuple(self.arena.read(s, device) for s in out_specs)
+        changed = first_bit_difference(sent, tuple(self.arena.read(s, device) for s in in_specs))
         if changed is not None:
             raise CandidateFault(Status.REJECTED,
-                                 f"the kernel modified its {changed.where('input')} {where}: "
+                                 f"the kernel modified its {changed.where('input')} {place}: "
                                  f"inputs are read-only (write only into the outputs)",
                                  [ShapeResult(shape=shape.label)])
+        return outputs
 
     def check_once(self, kernel: str, shape: Shape, seed: int, where: str,
                    scale: float = 1.0) -> Comparison:
-        """The three calls of one check; raises ``CandidateFault`` with the verdict."""
+        """The three calls of one check; raises ``CandidateFault`` with the verdict. What is
+        no longer needed is dropped as it goes (``del``): the cache may not hold the problem."""
         inputs, reference = self.references.get(shape, seed, scale)
         problem = structure_problem(self.references.outputs_template(shape), reference)
         if problem:
@@ -90,9 +91,10 @@ class Checker:
         out_specs, _ = layout(describe(reference), end)
         specs = (in_specs, out_specs)
         place = f"{where}, seed {seed}"
-        outputs, back = self._call(kernel, shape, inputs, specs, FIRST_POISON, True, where)
-        self._inputs_unchanged(inputs, back, shape, place)
+        outputs = self._call(kernel, shape, inputs, inputs, specs, FIRST_POISON, True, where,
+                             place)
         comparison = compare(outputs, reference, self.task.tolerance)
+        del reference
         if comparison.mismatch is not None:
             raise CandidateFault(
                 Status.INCORRECT,
@@ -101,9 +103,10 @@ class Checker:
                 + _hint(self.task),
                 [ShapeResult(shape=shape.label, max_abs_err=comparison.max_abs_err,
                              max_rel_err=comparison.max_rel_err)])
-        again, back = self._call(kernel, shape, None, specs, SECOND_POISON, False, where)
-        self._inputs_unchanged(inputs, back, shape, f"{place} (second call)")
+        again = self._call(kernel, shape, None, inputs, specs, SECOND_POISON, False, where,
+                           f"{place} (second call)")
         differs = first_bit_difference(outputs, again)
+        del outputs, again
         if differs is not None:
             raise CandidateFault(
                 Status.INCORRECT,
@@ -111,18 +114,19 @@ class Checker:
                 f"{differs.where('output')} (outputs are poisoned differently before each "
                 f"call, so an element written only sometimes shows here too)",
                 [ShapeResult(shape=shape.label)])
-        self._check_refilled(kernel, shape, inputs, specs, place, scale, where)
-        return comparison
-
-    def _check_refilled(self, kernel: str, shape: Shape, inputs: tuple,
-                        specs: tuple[list[TensorSpec], list[TensorSpec]], place: str,
-                        scale: float, where: str) -> None:
-        """A third call on the same buffers refilled with new values must give the new answer."""
         fresh, reference = self.references.get(shape, REFILL_SEED, scale)
         if first_bit_difference(inputs, fresh) is None:
-            return  # the task draws the same values for every seed: nothing to tell apart
-        outputs, back = self._call(kernel, shape, fresh, specs, FIRST_POISON, False, where)
-        self._inputs_unchanged(fresh, back, shape, f"{place} (refilled inputs)")
+            return comparison  # the task draws the same values for every seed
+        del inputs
+        self._check_refilled(kernel, shape, fresh, reference, specs, place, where)
+        return comparison
+
+    def _check_refilled(self, kernel: str, shape: Shape, fresh: tuple, reference: tuple,
+                        specs: tuple[list[TensorSpec], list[TensorSpec]], place: str,
+                        where: str) -> None:
+        """A third call on the same buffers refilled with new values must give the new answer."""
+        outputs = self._call(kernel, shape, fresh, fresh, specs, FIRST_POISON, False, where,
+                             f"{place} (refilled inputs)")
         comparison = compare(outputs, reference, self.task.tolerance)
         if comparison.mismatch is not None:
             raise CandidateFault(
@@ -158,15 +162,16 @@ class Checker:
 def arena_bytes(references: References, shapes: Sequence[Shape], seeds: Sequence[int],
                 timed: Sequence[tuple[Shape, int]]) -> int:
     """Bytes the arena needs: one check's inputs and outputs on any shape, and ``copies``
-    returned copies (outputs and inputs) of each timed shape."""
+    returned copies (outputs and inputs) of each timed shape. Sizes come from
+    ``References.described``: each problem is drawn once, never all kept at once."""
     size = 1
     for shape in shapes:
         for seed in seeds:
-            inputs, reference = references.get(shape, seed)
-            _, end = layout(describe(inputs) + describe(reference))
+            inputs, outputs = references.described(shape, seed)
+            _, end = layout([*inputs, *outputs])
             size = max(size, end)
     for shape, copies in timed:
-        inputs, reference = references.get(shape, 0)
-        _, end = layout((describe(reference) + describe(inputs)) * copies)
+        inputs, outputs = references.described(shape, 0)
+        _, end = layout([*outputs, *inputs] * copies)
         size = max(size, end)
     return size

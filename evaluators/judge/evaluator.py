@@ -32,7 +32,7 @@ from ...search.candidate import Candidate
 from ...search.evaluation import Evaluation, ShapeResult, Status
 from ...search.evaluator import CompileResult, Evaluator
 from ...search.measured import EvaluationCost, Profile, kernel_resources
-from ...search.task import load_task
+from ...search.task import Shape, load_task
 from ..compile_cache import Build, CompileCache
 from ..device_arena import arena_refusal
 from ..languages import get_language
@@ -50,6 +50,8 @@ from .figures import (
     roofline_verdict,
 )
 from .observations import foreign_launches
+from .deadlines import Deadline, run_deadline, startup_deadline
+from .memory_plan import MemoryPlan
 from .references import References
 from .runner_process import Crashed, SandboxError
 from .spares import Spares
@@ -89,6 +91,8 @@ class SandboxEvaluator(Evaluator):
         self._references: References | None = None
         self._calibration: Calibration | None = None
         self._spares: Spares | None = None
+        self._memory: MemoryPlan | None = None
+        self._deadline: Deadline | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"task_path": self.task_path, "language": self.language.name,
@@ -137,10 +141,11 @@ class SandboxEvaluator(Evaluator):
         if self._calibration is None or self._references is None or self._spares is None:
             start = self._build(self.start_candidate)
             references = References(self.task, self.settings.device)
-            self._calibration, self._spares = calibrate(
+            self._calibration, self._spares, self._memory = calibrate(
                 self, start, references,
-                lambda size: Spares(size, prepare_message(self, start),
-                                    self.settings.memory_limit_mb, self.startup_s()))
+                lambda size, in_advance: Spares(size, prepare_message(self, start),
+                                                self.settings.memory_limit_mb,
+                                                self.startup_s(), in_advance))
             self._references = references
             # an evaluator dropped without close() still stops its spare
             weakref.finalize(self, self._spares.close)
@@ -155,8 +160,19 @@ class SandboxEvaluator(Evaluator):
         return {"calibration": "read from the cache" if calibration.cached else "measured"}
 
     def startup_s(self) -> float:
-        """How long a runner may take to get ready (import torch, load the task, warm up)."""
-        return 120.0 + 2 * self.settings.timing_budget_s * len(self.task.tuning_shapes)
+        """How long a runner may take to get ready (import torch, load the task, warm up): a
+        base, and more for a problem of many bytes (evaluators/judge/deadlines.py)."""
+        base = 120.0 + 2 * self.settings.timing_budget_s * len(self.task.tuning_shapes)
+        return startup_deadline(self.task, self.settings, base).seconds
+
+    def run_deadline(self) -> Deadline:
+        """The run phase's limit: ``run_timeout_s`` and an allowance for the problem's bytes
+        (evaluators/judge/deadlines.py)."""
+        if self._deadline is None:
+            self._deadline = run_deadline(self.task, self.settings,
+                                          [Shape.of(c["shape"])
+                                           for c in self.settings.extra_checks])
+        return self._deadline
 
     def _evaluate(self, candidate: Candidate) -> Evaluation:
         build = self._build(candidate)
@@ -173,7 +189,8 @@ class SandboxEvaluator(Evaluator):
                   "resources": {"artifact_bytes": build.artifact.stat().st_size},
                   "metrics": self._metrics(calibration), "kernel_resources": (),
                   "profile": None}
-        trial = Trial(runner, self.settings.run_timeout_s)
+        deadline = self.run_deadline()
+        trial = Trial(runner, deadline.seconds)
         refusal = arena_refusal(self.settings.device)
         cost = {"phase_s": phases, "request_s": trial.request_s, "runner_start_s": runner.ready_s,
                 "runner_started_as": runner.started_as,
@@ -181,6 +198,12 @@ class SandboxEvaluator(Evaluator):
         try:
             status, message, shapes = self._run(candidate, build, spec, trial, calibration,
                                                 references, spares, phases, common)
+            common["metrics"]["run_limit_s"] = deadline.seconds
+            common["metrics"]["references"] = {"budget_bytes": references.budget_bytes,
+                                               "held_bytes": references.held_bytes,
+                                               "hits": references.hits,
+                                               "misses": references.misses,
+                                               "evictions": references.evictions}
         finally:
             runner.close()
             if runner.unkillable:
@@ -209,7 +232,8 @@ class SandboxEvaluator(Evaluator):
             shapes = (ShapeResult(shape=stop.shape),) if stop.shape else ()
             if isinstance(stop.outcome, Crashed):
                 return Status.RUNTIME_ERROR, crash_message(stop.outcome, stop.where), shapes
-            return Status.TIMEOUT, timeout_message(stop.outcome, stop.where), shapes
+            return Status.TIMEOUT, timeout_message(stop.outcome, stop.where,
+                                                   self.run_deadline().describe()), shapes
 
     def _judge(self, candidate: Candidate, build: Build, spec: dict[str, Any], trial: Trial,
                calibration: Calibration, references: References, spares: Spares,
@@ -247,6 +271,7 @@ class SandboxEvaluator(Evaluator):
                 raise
         phases["correctness"] = time.perf_counter() - clock
         self._seal(trial)
+        release_device_memory(s.device)  # the checks' copies: timing needs the room
         clock = time.perf_counter()
         spares.settle()  # the next runner's start-up must not share the CPU with timing
         phases["spare_wait"] = time.perf_counter() - clock
@@ -348,7 +373,8 @@ class SandboxEvaluator(Evaluator):
                 "check_heldout": s.check_heldout, "torch_threads": 1,
                 "extra_checks": [dict(c["shape"]) | {"scale": c["scale"]}
                                  for c in s.extra_checks],
-                "roofline_margin": ROOFLINE_MARGIN}
+                "roofline_margin": ROOFLINE_MARGIN,
+                "memory_plan": self._memory.metrics() if self._memory else {}}
 
 
 @contextmanager
@@ -366,6 +392,13 @@ def one_thread() -> Iterator[None]:
 
 def runner_arena(trial: Trial) -> Any:
     return trial.runner.arena
+
+
+def release_device_memory(device: str) -> None:
+    """Hand the judge's cached free blocks back to the device (PyTorch's allocator keeps them
+    otherwise): the runner's timed copies need the room the checks' copies held."""
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
 __all__ += ["SandboxError"]

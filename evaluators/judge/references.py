@@ -1,17 +1,27 @@
-"""Inputs and references, computed by the judge and cached for the evaluator's lifetime.
+"""Inputs and references, computed by the judge and cached within a budget of bytes.
 
 Every problem a candidate is checked on is drawn here with the task's ``make_inputs`` and
 answered with the task's ``reference``, on the evaluator's device (on a GPU, in the judge's own
-CUDA context). A (shape, seed, scale) is computed once and reused for every candidate; the
-inputs of timed copies, whose seeds are secret per evaluation, are computed on demand.
+CUDA context). A (shape, seed, scale) is kept in a least-recently-used cache bounded by
+``budget_bytes`` (evaluators/judge/memory_plan.py sets it): a problem of 8-17 GB cannot be kept
+for every seed and shape, and ``make_inputs`` is deterministic per seed, so an evicted problem
+is computed again, identical. A problem larger than the whole budget is computed and not kept.
+The inputs of timed copies, whose seeds are secret per evaluation, are computed on demand.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from ...search.task import Shape, Task
 from ..correctness import clones
+from ..shared_memory import describe
+from .memory_plan import default_reference_budget
+
+Key = tuple[str, int, float]
+Problem = tuple[tuple[Any, ...], tuple[Any, ...]]
+Described = tuple[tuple[tuple[str, tuple[int, ...], int], ...], ...]
 
 
 def scaled(inputs: tuple, scale: float) -> tuple:
@@ -23,32 +33,72 @@ def scaled(inputs: tuple, scale: float) -> tuple:
     return inputs
 
 
-class References:
-    """(shape, seed, scale) -> (inputs, reference outputs), each computed once."""
+def nbytes(tensors: tuple) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "element_size"))
 
-    def __init__(self, task: Task, device: str) -> None:
+
+class References:
+    """(shape, seed, scale) -> (inputs, reference outputs), kept while they fit the budget.
+
+    ``hits``, ``misses`` and ``evictions`` count the cache's work (an evaluation's metrics)."""
+
+    def __init__(self, task: Task, device: str, budget_bytes: int | None = None) -> None:
         self.task = task
         self.device = device
-        self._cache: dict[tuple[str, int, float], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.budget_bytes = default_reference_budget(device) if budget_bytes is None \
+            else budget_bytes
+        self.held_bytes = 0
+        self.hits = self.misses = self.evictions = 0
+        self._cache: OrderedDict[Key, tuple[Problem, int]] = OrderedDict()
+        self._described: dict[Key, Described] = {}
         self._templates: dict[str, tuple[Any, ...]] = {}
 
-    def compute(self, shape: Shape, seed: int, scale: float = 1.0
-                ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    def compute(self, shape: Shape, seed: int, scale: float = 1.0) -> Problem:
         """Fresh inputs and their reference (the reference runs on copies of the inputs)."""
         module = self.task.module
         inputs = scaled(tuple(module.make_inputs(dict(shape), seed, self.device)), scale)
         return inputs, tuple(module.reference(*clones(inputs)))
 
-    def get(self, shape: Shape, seed: int, scale: float = 1.0
-            ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    def get(self, shape: Shape, seed: int, scale: float = 1.0) -> Problem:
         key = (shape.label, seed, scale)
-        if key not in self._cache:
-            self._cache[key] = self.compute(shape, seed, scale)
-        return self._cache[key]
+        if key in self._cache:
+            self.hits += 1
+            self._cache.move_to_end(key)
+            return self._cache[key][0]
+        self.misses += 1
+        problem = self.compute(shape, seed, scale)
+        self._described[key] = (tuple(describe(problem[0])), tuple(describe(problem[1])))
+        size = nbytes(problem[0]) + nbytes(problem[1])
+        if size <= self.budget_bytes:
+            self._cache[key] = (problem, size)
+            self.held_bytes += size
+            self._evict()
+        return problem
+
+    def set_budget(self, budget_bytes: int) -> None:
+        """A new budget; the least recently used problems beyond it are dropped now."""
+        self.budget_bytes = budget_bytes
+        self._evict()
+
+    def _evict(self) -> None:
+        while self.held_bytes > self.budget_bytes and self._cache:
+            _, (_, size) = self._cache.popitem(last=False)
+            self.held_bytes -= size
+            self.evictions += 1
+
+    def described(self, shape: Shape, seed: int = 0, scale: float = 1.0) -> Described:
+        """(inputs, outputs) of a problem as ``shared_memory.describe`` gives them (dtype,
+        shape, item size), remembered for good: sizes never need the problem kept."""
+        key = (shape.label, seed, scale)
+        if key not in self._described:
+            self.get(shape, seed, scale)
+        return self._described[key]
 
     def outputs_template(self, shape: Shape) -> tuple[Any, ...]:
-        """The outputs the task allocates for ``shape`` (their structure, never their data)."""
+        """The outputs the task allocates for ``shape``: their structure (type, shape, dtype,
+        device), never their data; each kept as one element expanded to the shape."""
         if shape.label not in self._templates:
+            made = tuple(self.task.module.make_outputs(dict(shape), self.device))
             self._templates[shape.label] = tuple(
-                self.task.module.make_outputs(dict(shape), self.device))
+                t.new_empty(()).expand(t.shape) if hasattr(t, "new_empty") else t for t in made)
         return self._templates[shape.label]

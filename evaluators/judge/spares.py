@@ -7,6 +7,10 @@ task, the starting kernel and, on a GPU, CUDA; as an interpreter of its own, tor
 spare and at once starts the next one, which prepares while the candidate is checked;
 ``settle`` waits for it to be ready before timing starts on a GPU, and on a machine of fewer
 than ``OWN_CORES`` CPUs, so that no start-up disturbs a timed call.
+
+Where the memory plan says a second runner would not fit beside an evaluation (a problem of
+several GB: evaluators/judge/memory_plan.py), there is no spare: ``take`` starts the runner then
+(its ``started_as`` says so), and two big arenas never coexist.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ class Spares:
     """The spare runner of one evaluator."""
 
     def __init__(self, arena_bytes: int, prepare: dict[str, Any], memory_limit_mb: int | None,
-                 startup_s: float) -> None:
+                 startup_s: float, in_advance: bool = True) -> None:
         self.arena_bytes = arena_bytes
         self.prepare = prepare
         self.memory_limit_mb = memory_limit_mb
         self.startup_s = startup_s
+        self.in_advance = in_advance
         self.on_gpu = str(prepare["settings"]["device"]).startswith("cuda")
-        self.spare: RunnerProcess | None = self._spawn()
+        self.spare: RunnerProcess | None = self._spawn() if in_advance else None
 
     def _spawn(self) -> RunnerProcess:
         arena = evaluation_arena(self.arena_bytes, str(self.prepare["settings"]["device"]))
@@ -41,8 +46,13 @@ class Spares:
             raise
 
     def take(self) -> RunnerProcess:
-        """A prepared runner (the spare, or a new one if the spare died), and a new spare."""
+        """A prepared runner (the spare, or a new one if the spare died or there is none), and
+        a new spare when spares are started in advance."""
+        on_demand = self.spare is None and not self.in_advance
         runner, self.spare = self.spare or self._spawn(), None
+        if on_demand:
+            runner.started_as = f"on demand, no spare in advance (memory plan); " \
+                                f"{runner.started_as}"
         try:
             runner.wait_ready(self.startup_s)
         except SandboxError:
@@ -53,7 +63,8 @@ class Spares:
             except BaseException:
                 runner.close()
                 raise
-        self.spare = self._spawn()
+        if self.in_advance:
+            self.spare = self._spawn()
         return runner
 
     def settle(self) -> None:

@@ -51,6 +51,8 @@ from typing import Any
 from ...search.evaluation import ShapeResult, Status
 from ...search.task import Shape
 from ..correctness import compare, first_bit_difference
+from ..gpu_timing import plan_copies
+from ..machine import device_cache_bytes
 from ..protocol import (
     CANDIDATE,
     CPU_TIMING_COPIES,
@@ -61,7 +63,7 @@ from ..protocol import (
     timing_seed,
 )
 from ..settings import EvaluatorSettings
-from ..shared_memory import Arena, describe
+from ..shared_memory import Arena
 from ..timing import TimingStats, summarize
 from .references import References
 from .trial import CandidateFault, Trial, field, malformed
@@ -107,8 +109,19 @@ class Timed:
     errors: tuple[float, float]  # max abs and max rel error of the returned copies
 
 
-def returned_copies(settings: EvaluatorSettings) -> int:
-    return GPU_RETURNED_COPIES if settings.device.startswith("cuda") else CPU_TIMING_COPIES
+def returned_copies(settings: EvaluatorSettings, footprint_bytes: int, l2_bytes: int) -> int:
+    """The arena's slots for the returned copies of a timed problem of ``footprint_bytes``:
+    every copy on the CPU; on a GPU ``GPU_RETURNED_COPIES``, or fewer where the runner holds
+    fewer copies per kernel (``plan_copies``: one for a footprint of twice the L2 or more; the
+    batch then returns its one copy, each burst calls and returns one)."""
+    if not settings.device.startswith("cuda"):
+        return CPU_TIMING_COPIES
+    return min(GPU_RETURNED_COPIES, plan_copies(footprint_bytes, l2_bytes).copies)
+
+
+def l2_bytes(settings: EvaluatorSettings) -> int:
+    """The L2 the runner plans its copies with (the same call, the same device); 0 on the CPU."""
+    return device_cache_bytes(settings.device) if settings.device.startswith("cuda") else 0
 
 
 def _samples(reply: dict[str, Any], rounds: int) -> list[list[int]]:
@@ -135,13 +148,15 @@ class ShapeTimer:
         self.references = references
         self.task = task
         self.settings = settings
+        self.l2_bytes = l2_bytes(settings)
 
     def _slots(self, shape: Shape) -> list[dict[str, Any]]:
-        inputs, reference = self.references.get(shape, 0)
+        inputs, outputs = self.references.described(shape, 0)
+        footprint = layout([*inputs, *outputs])[1]
         end, slots = 0, []
-        for _ in range(returned_copies(self.settings)):
-            outs, end = layout(describe(reference), end)
-            ins, end = layout(describe(inputs), end)
+        for _ in range(returned_copies(self.settings, footprint, self.l2_bytes)):
+            outs, end = layout(outputs, end)
+            ins, end = layout(inputs, end)
             slots.append({"outputs": [s.as_json() for s in outs],
                           "inputs": [s.as_json() for s in ins]})
         return slots
@@ -266,18 +281,27 @@ class ShapeTimer:
 
     def _recheck(self, returned: list[tuple[int, int, tuple, tuple]], secret: int,
                  shape: Shape) -> tuple[float, float]:
-        """Each returned copy against the judge's reference of its re-derived inputs."""
+        """Each returned copy against the judge's reference of its re-derived inputs; ``returned``
+        is emptied as it goes and the reference computed on the re-derived inputs themselves,
+        found identical to those returned (on a problem of several GB, one copy less held)."""
         max_abs = max_rel = 0.0
         where = f"on shape {shape.label} during timing"
-        for copy, index, outputs, inputs in returned:
-            expected, reference = self.references.compute(shape, timing_seed(secret, index))
+        module = self.task.module
+        while returned:
+            copy, index, outputs, inputs = returned.pop()
+            expected = tuple(module.make_inputs(dict(shape), timing_seed(secret, index),
+                                                self.references.device))
             changed = first_bit_difference(expected, inputs)
+            del inputs
             if changed is not None:
                 raise CandidateFault(Status.REJECTED,
                                      f"the kernel modified its {changed.where('input')} {where} "
                                      f"(copy {copy}), or the runner misreported them: inputs "
                                      f"are read-only", [ShapeResult(shape=shape.label)])
+            reference = tuple(module.reference(*expected))
+            del expected
             comparison = compare(outputs, reference, self.task.tolerance)
+            del outputs, reference
             if comparison.mismatch is not None:
                 raise CandidateFault(
                     Status.INCORRECT,

@@ -10,10 +10,12 @@ def _with_log(message: str, log_tail: str) -> str:
     return f"{message}\nsandbox log (tail):\n{log_tail}" if log_tail else message
 
 
-def timeout_message(outcome: TimedOut, where: str) -> str:
-    return _with_log(f"the run phase exceeded run_timeout_s={outcome.limit_s:g} s {where} and "
-                     f"the sandbox was killed — an endless loop, or a kernel far too slow for "
-                     f"this shape", outcome.log_tail)
+def timeout_message(outcome: TimedOut, where: str, limit: str = "") -> str:
+    """``limit``: the limit used and how it was set (``Deadline.describe``)."""
+    limit = limit or f"run_timeout_s={outcome.limit_s:g} s"
+    return _with_log(f"the run phase exceeded its limit of {limit} {where} and the sandbox was "
+                     f"killed — an endless loop, or a kernel far too slow for this shape",
+                     outcome.log_tail)
 
 
 def crash_message(outcome: Crashed, where: str) -> str:

@@ -74,6 +74,10 @@ class Runner:
     def time(self, message: Mapping[str, Any]) -> dict[str, Any]:
         step = message.get("step")
         if step == "warm":
+            # the previous shape's copies and the checks' buffers go first: on a problem of
+            # several GB the device holds one shape's copies at a time
+            self.timing = None
+            self.session.release_buffers()
             self.timing = ShapeTiming(self.session, Shape.of(message["shape"]),
                                       int(message["secret"]))
             return self.timing.warm()

@@ -112,6 +112,7 @@ class Session:
         self._warm_start()
         if self.on_gpu and (self.settings.profile_kernels or self.language.host_code):
             self._warm_profiler()
+        self.release_buffers()  # a spare waits holding its arena, not its warm-up's draws
         return {"type": "ready", "cache_bytes": self.cache_bytes,
                 "flush_bytes": self.flusher.nbytes if self.flusher else 0}
 
@@ -197,6 +198,16 @@ class Session:
             raise CallFailed(error_report(exc)) from None
         if problem:
             raise CallFailed({"problem": problem[:_TEXT_LIMIT]})
+
+    def release_buffers(self) -> None:
+        """Drop the checks' buffers and hand the allocator's free blocks back to the device
+        (PyTorch keeps them otherwise; another process may need the room)."""
+        self._buffers = None
+        if self.on_gpu:
+            try:
+                torch.cuda.empty_cache()
+            except Exception:  # a context the kernel broke: the next call says so
+                pass
 
     def synchronize(self) -> None:
         assert self.language is not None

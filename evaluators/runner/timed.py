@@ -53,6 +53,17 @@ def _nbytes(tensors: tuple) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _as_copy(first: tuple) -> tuple:
+    """``first`` itself where it is laid out as ``torch.empty_like`` lays out the other copies
+    (each tensor dense on a storage of its own), else such a copy of it."""
+    alone = len({t.untyped_storage().data_ptr() for t in first}) == len(first)
+    if alone and all(t.is_contiguous() and t.storage_offset() == 0
+                     and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+                     for t in first):
+        return first
+    return tuple(torch.empty_like(t).copy_(t) for t in first)
+
+
 class ShapeTiming:
     """The timed copies of one shape and the state of its measurement."""
 
@@ -63,17 +74,28 @@ class ShapeTiming:
         self.secret = secret
         self.index = 0
         module, device = session.task.module, session.device
-        self._first = tuple(module.make_inputs(self.params, timing_seed(secret, 0), device))
+        first = tuple(module.make_inputs(self.params, timing_seed(secret, 0), device))
         outputs = tuple(module.make_outputs(self.params, device))
         if session.on_gpu:
-            self.copy_plan = plan_copies(_nbytes(self._first) + _nbytes(outputs),
+            self.copy_plan = plan_copies(_nbytes(first) + _nbytes(outputs),
                                          session.cache_bytes)
             self.copies = self.copy_plan.copies
         else:
             self.copies = CPU_TIMING_COPIES
+        # the first draw is the candidate's copy 0 (refreshed before use like any copy), and
+        # only its layout is kept for the other copies: on a problem of several GB a draw
+        # kept aside would be one more copy of the inputs on the device
+        self._layout = tuple(torch.empty_like(t, device="meta") for t in first)
         self.inputs: dict[str, list[tuple]] = {k: [] for k in KERNELS}
         self.outputs: dict[str, list[tuple]] = {k: [] for k in KERNELS}
         self.refreshed: dict[str, dict[int, int]] = {k: {} for k in KERNELS}
+        # as ``refresh`` would make it: the draw of index 0, its outputs poisoned
+        poison(outputs, FIRST_POISON)
+        self.inputs[CANDIDATE].append(_as_copy(first))
+        self.outputs[CANDIDATE].append(outputs)
+        self.refreshed[CANDIDATE][0] = self.index
+        self.index += 1
+        del first, outputs
         began = time.perf_counter()
         # copies are made as the measurement needs them: a graph of n calls uses n of them
         self.ensure(min(self.copies, WARM_COPIES))
@@ -86,7 +108,8 @@ class ShapeTiming:
         module, device = self.session.task.module, self.session.device
         for kernel in KERNELS:
             while len(self.inputs[kernel]) < min(count, self.copies):
-                self.inputs[kernel].append(tuple(torch.empty_like(t) for t in self._first))
+                self.inputs[kernel].append(tuple(torch.empty_like(t, device=device)
+                                                 for t in self._layout))
                 self.outputs[kernel].append(tuple(module.make_outputs(self.params, device)))
                 self.refresh(kernel, len(self.inputs[kernel]) - 1)
 
