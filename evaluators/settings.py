@@ -26,7 +26,9 @@ class EvaluatorSettings:
     """Frozen settings of a ``SandboxEvaluator``; invalid values raise ``ValueError`` naming the field.
 
     ``run_timeout_s`` bounds the whole run phase of one evaluation in the sandbox (correctness,
-    held-out shapes and timing together); ``timing_budget_s`` is the soft budget of timing one
+    held-out shapes and timing together), plus an allowance for the bytes the protocol moves
+    (evaluators/judge/deadlines.py: under a second for small problems, minutes for a
+    KernelBench-size one); ``timing_budget_s`` is the soft budget of timing one
     shape (at least ``min_repeats`` rounds are always measured). ``memory_limit_mb`` caps the
     sandbox's address space (``RLIMIT_AS``), which includes torch itself: leave room for a few GB;
     it must stay None on ``cuda``, whose driver maps the GPU's memory into the address space.
