@@ -43,15 +43,15 @@ from ..screen import screen
 from ..settings import EvaluatorSettings
 from .calibration import calibrate, prepare_message
 from .checks import Checker
+from .deadlines import Deadline, run_deadline, startup_deadline
 from .figures import (
     ROOFLINE_MARGIN,
     Calibration,
     derive_shape_figures,
     roofline_verdict,
 )
-from .observations import foreign_launches
-from .deadlines import Deadline, run_deadline, startup_deadline
 from .memory_plan import MemoryPlan
+from .observations import foreign_launches
 from .references import References
 from .runner_process import Crashed, SandboxError
 from .spares import Spares
@@ -199,11 +199,7 @@ class SandboxEvaluator(Evaluator):
             status, message, shapes = self._run(candidate, build, spec, trial, calibration,
                                                 references, spares, phases, common)
             common["metrics"]["run_limit_s"] = deadline.seconds
-            common["metrics"]["references"] = {"budget_bytes": references.budget_bytes,
-                                               "held_bytes": references.held_bytes,
-                                               "hits": references.hits,
-                                               "misses": references.misses,
-                                               "evictions": references.evictions}
+            common["metrics"]["references"] = references.metrics()
         finally:
             runner.close()
             if runner.unkillable:

@@ -86,6 +86,11 @@ class References:
             self.held_bytes -= size
             self.evictions += 1
 
+    def metrics(self) -> dict[str, int]:
+        """The budget and the cache's work so far (an evaluation's metrics)."""
+        return {"budget_bytes": self.budget_bytes, "held_bytes": self.held_bytes,
+                "hits": self.hits, "misses": self.misses, "evictions": self.evictions}
+
     def described(self, shape: Shape, seed: int = 0, scale: float = 1.0) -> Described:
         """(inputs, outputs) of a problem as ``shared_memory.describe`` gives them (dtype,
         shape, item size), remembered for good: sizes never need the problem kept."""

@@ -57,7 +57,7 @@ def test_references_keep_what_fits_the_budget_and_recompute_the_same_values():
     assert [shape for _, shape, _ in inputs] == [tuple(t.shape) for t in big[0]]
     assert refs.misses == misses + 2
     refs.set_budget(0)
-    assert refs.held_bytes == 0 and not refs.get(small, 0) is refs.get(small, 0)
+    assert refs.held_bytes == 0 and refs.get(small, 0) is not refs.get(small, 0)
 
 
 def test_outputs_template_keeps_the_structure_not_the_data():
