@@ -34,6 +34,7 @@ import json
 import math
 import shlex
 import shutil
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -46,6 +47,7 @@ from kernelswarm.search.language_spec import SPECS
 
 P_VALUES = (1.0, 1.5)
 NOT_SEARCHED = "start written, not searched (--no-search)"
+NOT_RUN = "not run: the benchmark was stopped first (--resume runs it)"
 INDUCTOR_CODE = "inductor"  # a task folder's copy of the code torch.compile wrote for it
 RESULTS = "results.jsonl"
 # The languages an imported KernelBench task launches: those its task.py defines a launcher for.
@@ -113,7 +115,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="a problem's limit in seconds, start to end (default: the search's "
                              "wall time plus 600 s)")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the problems OUT/results.jsonl already has, run the others")
+                        help="keep the problems the results file already has, run the others")
+    parser.add_argument("--results", type=Path, metavar="FILE",
+                        help="the rows, appended as problems end (default OUT/results.jsonl)")
     parser.add_argument("--no-search", action="store_true",
                         help="stop after each problem's starting kernel is written (which "
                              "problems get a start, and why not)")
@@ -245,6 +249,14 @@ def _versions(device: str) -> dict[str, str]:
     return {**versions(), "device": device_name(device)}
 
 
+class _Stopped(Exception):
+    """SIGTERM while problems run (a device call's limit, a scheduler)."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped
+
+
 def _problem_timeout(args: argparse.Namespace) -> float:
     return args.problem_timeout or args.minutes * 60 + 600
 
@@ -257,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     began = time.time()
     files = _subset(args)
-    results_file = ResultsFile(args.out / RESULTS)
+    results_file = ResultsFile(args.results or args.out / RESULTS)
     kept = results_file.rows()
     if kept and not args.resume:
         raise SystemExit(f"{results_file.path} holds {len(kept)} problem(s) of an earlier run: "
@@ -285,15 +297,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result = results[row["problem"]] = ProblemResult.of_row(row)
         print(f"[{finished}/{len(imports)}] {_progress(result)}", flush=True)
 
-    run_jobs(todo, lambda problem, result: child_command(_child_argv(args), problem, result),
-             where, limit, args.out, results_file, done)
-    ordered = [results[item.problem] for item in imports if item.problem in results]
+    stopped = False
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        run_jobs(todo, lambda problem, result: child_command(_child_argv(args), problem, result),
+                 where, limit, args.out, results_file, done)
+    except _Stopped:  # the problems in flight are killed; the report covers those that ended
+        stopped = True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    ordered = [results.get(item.problem) or ProblemResult(item.problem, NOT_RUN)
+               for item in imports]
     command = "python -m kernelswarm.experiments.benchmarks.kernelbench " + " ".join(
         shlex.quote(a) for a in args.argv)
     return {"command": command, "level": args.level, "language": args.language,
             "device": args.device, "lineages": args.lineages, "minutes": args.minutes,
             "versions": _versions(args.device), "wall_s": time.time() - began,
-            "problem_timeout_s": limit, "slots": [s.name for s in where],
+            "problem_timeout_s": limit, "slots": [s.name for s in where], "stopped": stopped,
             "summary": summarise(ordered), "problems": [asdict(r) for r in ordered]}
 
 
@@ -304,6 +324,9 @@ def _progress(result: ProblemResult) -> str:
             f"{result.wall_s:.0f} s)")
 
 
+_RUN_ONLY = ("--json", "--parallel", "--problem-timeout", "--only", "--first", "--results")
+
+
 def _child_argv(args: argparse.Namespace) -> list[str]:
     """This invocation's arguments for one problem's process (less what only the run uses)."""
     argv, skip = [], False
@@ -311,11 +334,10 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
         if skip:
             skip = False
             continue
-        if arg in ("--json", "--parallel", "--problem-timeout", "--only", "--first"):
+        if arg in _RUN_ONLY:
             skip = True
             continue
-        if arg == "--resume" or arg.split("=")[0] in ("--json", "--parallel",
-                                                      "--problem-timeout", "--only", "--first"):
+        if arg == "--resume" or arg.split("=")[0] in _RUN_ONLY:
             continue
         argv.append(arg)
     return argv
@@ -363,13 +385,15 @@ def table(report: dict[str, Any]) -> str:
                      f"({s[f'geomean_vs_{baseline}_over']} of {s['problems']}) |")
     lines += ["", f"{s['correct']} of {s['problems']} problems have a correct kernel.", "",
               "| problem | start | status | vs eager | vs compile | vs start | evaluations | "
-              "best move |",
-              "|---|---|---|---|---|---|---|---|"]
+              "best move | wall |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in report["problems"]:
+        wall = r.get("wall_s")
         lines.append(f"| {r['problem']} | {r.get('start') or '—'} | {r['status']} | "
                      f"{_x(r['speedup_vs_eager'])} | "
                      f"{_x(r['speedup_vs_compile'])} | {_x(r['speedup_vs_start'])} | "
-                     f"{r['evaluations']} | {r['best_move'] or '—'} |")
+                     f"{r['evaluations']} | {r['best_move'] or '—'} | "
+                     f"{'—' if wall is None or wall != wall else f'{wall:.0f} s'} |")
     return "\n".join(lines)
 
 

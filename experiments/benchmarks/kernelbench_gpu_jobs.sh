@@ -12,7 +12,7 @@
 # The problems come from .gpu-kb/KernelBench.tar.xz (KernelBench's level1/ and level2/ files).
 # A run goes on from .gpu-kb/results-<PLAN>-l<LEVEL>.jsonl when there (--resume: a device call
 # killed at its limit loses only the problems in flight; copy OUT's results.jsonl there for the
-# next call). OUT gets the report (JSON and markdown), results.jsonl, and one archive of the
+# next call). KB_DEADLINE_S (default 500) bounds the benchmark itself. OUT gets the report (JSON and markdown), results.jsonl, and one archive of the
 # logs, the rows and Inductor's code of every problem.
 set -u
 plan=${1:?PLAN: starts or search}
@@ -29,7 +29,7 @@ mkdir -p "$KERNELSWARM_CACHE"
 work=/tmp/kb-$plan-l$level
 mkdir -p "$work"
 previous=.gpu-kb/results-$plan-l$level.jsonl
-[ -f "$previous" ] && cp "$previous" "$work/results.jsonl"
+[ -f "$previous" ] && cp "$previous" "$out/results.jsonl"
 only=()
 for prefix in "$@"; do only+=(--only "$prefix"); done
 case "$plan" in
@@ -38,14 +38,16 @@ case "$plan" in
   *) echo "unknown PLAN $plan" >&2; exit 2 ;;
 esac
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
-python -m kernelswarm.experiments.benchmarks.kernelbench --kernelbench /tmp/kbsrc --level "$level" \
+# stopped (SIGTERM) at KB_DEADLINE_S, the benchmark kills the problems in flight and still
+# writes its report of those that ended, leaving time to pack
+timeout -k 20 "${KB_DEADLINE_S:-500}" python -m kernelswarm.experiments.benchmarks.kernelbench --kernelbench /tmp/kbsrc --level "$level" \
   --compile-starts --language triton --device cuda --lineages 2 --minutes "$minutes" \
-  --problem-timeout "$limit" --resume --out "$work" "${mode[@]}" "${only[@]}" \
+  --problem-timeout "$limit" --resume --out "$work" --results "$out/results.jsonl" \
+  "${mode[@]}" "${only[@]}" \
   --set search.confirm_repeats=2 \
   --json "$out/kernelbench-l$level-$plan-$stamp.json" 2>"$work/stderr.log" \
   | tee "$out/kernelbench-l$level-$plan.md"
 echo "exit ${PIPESTATUS[0]}"
-cp "$work/results.jsonl" "$out/results.jsonl"
 tail -5 "$work/stderr.log"
 tar -C "$work" -czf "$out/kb-l$level-$plan.tgz" logs rows stderr.log \
   $(cd "$work" && ls -d tasks/*/inductor 2>/dev/null) 2>/dev/null

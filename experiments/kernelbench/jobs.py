@@ -101,8 +101,12 @@ class ResultsFile:
 
     def append(self, row: Mapping[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(row, default=str) + "\n")
+        with self.path.open("ab+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            cut = size > 0 and (handle.seek(size - 1) or handle.read(1)) != b"\n"
+            # a line cut short by a kill stays a line of its own, skipped when read
+            line = ("\n" if cut else "") + json.dumps(row, default=str) + "\n"
+            handle.write(line.encode())
             handle.flush()
             os.fsync(handle.fileno())
 
