@@ -191,6 +191,34 @@ def test_parameters_are_inputs_and_the_reference_is_the_models_forward(imported)
     assert [o.shape for o in module.make_outputs(shape, "cpu")] == [(8, 128)]
 
 
+def test_the_compile_baseline_compiles_the_models_forward_as_one_graph(imported):
+    """torch.compile is given the model's forward with the model and scalars fixed, not the
+    reference's unpacking of its inputs (the sizes tensor, scalars as tensors), whose
+    .tolist() and .item() would break the graph: compile is timed at its best."""
+    from kernelswarm.evaluators.baseline_worker import _compile_target, compile_reference
+
+    task = imported["linear"].task
+    shape = dict(task.tuning_shapes[0])
+    copies = [tuple(task.module.make_inputs(shape, seed, "cpu")) for seed in (0, 1)]
+    body, args = _compile_target(task, copies)
+    assert [len(a) for a in args] == [3, 3]  # x, weight, bias: not the sizes tensor
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        compiled = compile_reference(body, "default", backend=record)
+        for copy, arguments in zip(copies, args, strict=True):
+            (got,) = compiled(*arguments)
+            torch.testing.assert_close(got, task.module.reference(*copy)[0])
+    finally:
+        torch._dynamo.reset()
+    assert len(graphs) == 1  # one graph, reused by the second copy: no break, no recompile
+
+
 def test_shapes_come_from_the_problems_constants(tmp_path):
     problem = read_problem(_problem_file(tmp_path, "linear", LINEAR))
     assert dict(problem.constants) == {"batch_size": 8, "in_features": 256, "out_features": 128}
