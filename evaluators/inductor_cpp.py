@@ -39,6 +39,7 @@ PRELUDE = """\
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 
 // Helpers of Inductor's scalar C++ code, defined for a kernel without PyTorch's headers.
 // An integer division by zero sets this flag in Inductor's code, which then raises; a kernel
