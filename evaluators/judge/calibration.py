@@ -117,7 +117,8 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
     kept_at = calibration_path(task, evaluator.language.name, evaluator.start_candidate.id,
                                settings)
     kept = read_calibration(kept_at)
-    made = spares(size, memory.spare_in_advance)
+    beside = kept is not None or memory.spare_beside_calibration
+    made = spares(size, memory.spare_in_advance and beside)
     if kept is None:
         # one evaluator of this machine measures; the others that need the same figures wait
         # for it and read them
@@ -127,7 +128,11 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
                 calibration, made = _measure(evaluator, start, references, made, size, extra,
                                              dropped)
                 keep_calibration(kept_at, calibration)
+                if memory.spare_in_advance and not beside:  # the calibration runner is gone
+                    made.start_in_advance()
                 return calibration, made, memory
+    if memory.spare_in_advance and not beside:
+        made.start_in_advance()
     return replace(kept, cached=True), made, memory
 
 

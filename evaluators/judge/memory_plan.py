@@ -35,6 +35,7 @@ CPU_REFERENCE_BUDGET = 2 * GIB
 REFERENCE_SHARE = 8  # at most an eighth of the device for the judge's cached references
 USABLE_SHARE = 0.9  # what the driver and the allocators' fragmentation leave usable
 CONTEXT_BYTES = GIB  # a CUDA context and its allocator's slack, per process on the device
+BASELINE_FOOTPRINTS = 3  # the calibration runner's baselines: the problem, eager's and compile's outputs
 
 
 class MemoryPlanError(TaskError):
@@ -89,6 +90,18 @@ class MemoryPlan:
 
     def metrics(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def spare_beside_calibration(self) -> bool:
+        """Whether a spare may prepare while the calibration runner measures the baselines:
+        those hold the problem and each baseline's outputs (eager, compile in each mode, about
+        ``BASELINE_FOOTPRINTS`` footprints) beside the evaluation's own peak. Where it does not
+        fit, the first spare starts once the calibration runner is gone."""
+        if not self.device_bytes:
+            return True
+        return self.spare_in_advance and (self.evaluation_bytes + self.spare_bytes
+                                          + BASELINE_FOOTPRINTS * self.footprint
+                                          <= self.usable_bytes)
 
 
 def evaluation_peak(timed: Sequence[TimedProblem], checked_bytes: int, arena_bytes: int,

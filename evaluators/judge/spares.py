@@ -45,6 +45,12 @@ class Spares:
             arena.close()
             raise
 
+    def start_in_advance(self) -> None:
+        """From now on keep a spare prepared (the first one starts now)."""
+        self.in_advance = True
+        if self.spare is None:
+            self.spare = self._spawn()
+
     def take(self) -> RunnerProcess:
         """A prepared runner (the spare, or a new one if the spare died or there is none), and
         a new spare when spares are started in advance."""

@@ -173,8 +173,8 @@ def _search(args: argparse.Namespace, task: Path, problem: str,
 
         stage("generating the start from torch.compile")
         try:  # judged by the search itself, as a given start is
-            start_from_compile(task, args.language, force=True, evaluate=False,
-                               keep_code=task / INDUCTOR_CODE)
+            _in_own_process(start_from_compile, task, args.language, force=True,
+                            evaluate=False, keep_code=task / INDUCTOR_CODE)
         except TaskError as exc:
             return ProblemResult(problem, f"no starting kernel: {_line(str(exc))}",
                                  start="compiled")
@@ -202,6 +202,17 @@ def _search(args: argparse.Namespace, task: Path, problem: str,
                          _positive(evaluation.speedup_vs_compile),
                          _positive(evaluation.speedup), summary.records, best.origin.move,
                          str(outcome.run_dir), origin)
+
+
+def _in_own_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a process of its own, its exception raised here: generating a
+    start runs the problem on the device, and a process keeps the memory its allocator
+    cached until it ends; the search that follows needs that memory for its runners."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
 
 
 def _line(text: str) -> str:
