@@ -19,6 +19,9 @@ from ..search.task import Tolerance
 # Before the checked call, outputs hold NaN (floats) or the dtype's maximum (integers): an element
 # the kernel does not write then shows as NaN-where-finite. The second, different poison is for
 # the determinism call, so that an unwritten element differs between the two calls.
+# Elements compared at once: a chunk's float64 temporaries are about a GB; a KernelBench output
+# of 1.6e9 elements compared whole needed about 80 GB of them.
+CHUNK_ELEMENTS = 1 << 24
 FIRST_POISON = "first"
 SECOND_POISON = "second"
 
@@ -73,10 +76,13 @@ def first_bit_difference(before: Sequence[torch.Tensor],
     for i, (a, b) in enumerate(zip(before, after, strict=True)):
         if a.shape != b.shape or a.dtype != b.dtype:
             return Difference(i, ())
-        differs = _bytes(a) != _bytes(b)
-        if bool(differs.any()):
-            flat = int(torch.argmax(differs.to(torch.uint8))) // max(a.element_size(), 1)
-            return Difference(i, _unravel(flat, a.shape))
+        left, right = _bytes(a), _bytes(b)
+        step = CHUNK_ELEMENTS * 8
+        for start in range(0, left.numel(), step):
+            differs = left[start:start + step] != right[start:start + step]
+            if bool(differs.any()):
+                at = start + int(torch.argmax(differs.to(torch.uint8)))
+                return Difference(i, _unravel(at // max(a.element_size(), 1), a.shape))
     return None
 
 
@@ -127,32 +133,61 @@ class Comparison:
     mismatch: Mismatch | None
 
 
+@dataclass
+class _Tally:
+    """One output's comparison so far, over the chunks seen."""
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    special: bool = False  # a NaN or an infinity where the reference has none, or the reverse
+    bad: int = 0
+    unwritten: int = 0
+    first: tuple[int, float, float] | None = None  # flat index, got, expected
+
+
+def _compare_chunk(o: torch.Tensor, r: torch.Tensor, tol: Tolerance, offset: int,
+                   tally: _Tally) -> None:
+    o, r = o.to(torch.float64), r.to(torch.float64)
+    o_nan, r_nan, o_inf, r_inf = o.isnan(), r.isnan(), o.isinf(), r.isinf()
+    finite = ~(o_nan | r_nan | o_inf | r_inf)
+    diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+    rel = diff / r.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    bad = ((o_nan != r_nan) | (o_inf != r_inf) | (o_inf & r_inf & (o.sign() != r.sign()))
+           | (finite & (diff > tol.atol + tol.rtol * r.abs())))
+    tally.special |= bool(((o_nan != r_nan) | (o_inf != r_inf)).any())
+    if diff.numel():
+        tally.max_abs = max(tally.max_abs, float(diff.max()))
+        tally.max_rel = max(tally.max_rel, float(rel.max()))
+    count = int(bad.sum())
+    tally.bad += count
+    tally.unwritten += int((o_nan & ~r_nan).sum())
+    if count and tally.first is None:
+        at = int(torch.argmax(bad.to(torch.uint8)))
+        tally.first = (offset + at, float(o[at]), float(r[at]))
+
+
 def compare(outputs: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
             tolerance_for: Callable[[str], Tolerance]) -> Comparison:
-    """Compare outputs with the reference, element by element."""
+    """Compare outputs with the reference, element by element, ``CHUNK_ELEMENTS`` at a time (in
+    float64: a comparison's temporaries stay near a GB however large the outputs)."""
     max_abs = max_rel = 0.0
     first: Mismatch | None = None
     for i, (out, ref) in enumerate(zip(outputs, reference, strict=True)):
         exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
         tol = Tolerance(0.0, 0.0) if exact else tolerance_for(dtype_name(ref.dtype))
-        o, r = out.detach().to(torch.float64), ref.detach().to(torch.float64)
-        o_nan, r_nan, o_inf, r_inf = o.isnan(), r.isnan(), o.isinf(), r.isinf()
-        finite = ~(o_nan | r_nan | o_inf | r_inf)
-        diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
-        rel = diff / r.abs().clamp_min(torch.finfo(torch.float64).tiny)
-        bad = ((o_nan != r_nan) | (o_inf != r_inf) | (o_inf & r_inf & (o.sign() != r.sign()))
-               | (finite & (diff > tol.atol + tol.rtol * r.abs())))
-        special_mismatch = bool(((o_nan != r_nan) | (o_inf != r_inf)).any())
-        if diff.numel():
-            max_abs = max(max_abs, math.inf if special_mismatch else float(diff.max()))
-            max_rel = max(max_rel, math.inf if special_mismatch else float(rel.max()))
-        count = int(bad.sum())
-        if count and first is None:
-            flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
-            first = Mismatch(tensor=i, index=_unravel(flat, out.shape),
-                             got=float(o.reshape(-1)[flat]), expected=float(r.reshape(-1)[flat]),
-                             bad=count, total=bad.numel(), unwritten=int((o_nan & ~r_nan).sum()),
-                             tolerance=tol)
+        o_flat, r_flat = out.detach().reshape(-1), ref.detach().reshape(-1)
+        tally = _Tally()
+        for start in range(0, o_flat.numel(), CHUNK_ELEMENTS):
+            end = start + CHUNK_ELEMENTS
+            _compare_chunk(o_flat[start:end], r_flat[start:end], tol, start, tally)
+        if o_flat.numel():
+            max_abs = max(max_abs, math.inf if tally.special else tally.max_abs)
+            max_rel = max(max_rel, math.inf if tally.special else tally.max_rel)
+        if tally.first is not None and first is None:
+            flat, got, expected = tally.first
+            first = Mismatch(tensor=i, index=_unravel(flat, out.shape), got=got,
+                             expected=expected, bad=tally.bad, total=o_flat.numel(),
+                             unwritten=tally.unwritten, tolerance=tol)
     return Comparison(max_abs, max_rel, first)
 
 
