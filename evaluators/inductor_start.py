@@ -21,6 +21,7 @@ tasks use it: their reference builds a model from a sizes tensor).
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -327,15 +328,39 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
         return adopt_configs(code, configs[label]) if label in configs else code
 
     captured = [capture(shape) for shape in shapes]
-    skipped = []
+    found: list[ShapeCode | str] = []
     for shape in optional:
         try:
-            captured.append(capture(shape))
-        except GenerationError:
-            raise
-        except Exception as exc:  # the task's make_inputs or reference fails on it
-            reason = (str(exc).splitlines() or [""])[0][:160]
-            skipped.append(f"{Shape.of(shape).label} ({type(exc).__name__}: {reason})")
-    source, knobs = _GENERATORS[language](task, entry, captured)
-    return GeneratedStart(language, source, entry, tuple(s.label for s in captured), knobs,
-                          tuple(skipped))
+            found.append(capture(shape))
+        except Exception as exc:  # the task's code fails on it, or Inductor's is not usable
+            reason = (str(exc).splitlines() or [""])[0][:300]
+            found.append(f"{Shape.of(shape).label} ({type(exc).__name__}: {reason})")
+    write = functools.partial(_GENERATORS[language], task, entry)
+    kept, skipped = writable_optional(captured, found, write)
+    source, knobs = write(captured + kept)
+    return GeneratedStart(language, source, entry, tuple(s.label for s in captured + kept),
+                          knobs, tuple(skipped))
+
+
+def writable_optional(required: list[ShapeCode], optional: Sequence[ShapeCode | str],
+                      write: Callable[[list[ShapeCode]], Any]
+                      ) -> tuple[list[ShapeCode], list[str]]:
+    """The optional shapes (captured, or the reason they could not be) that ``write`` can make
+    a version of beside the required ones, and why each other is left out: a check shape whose
+    code the start cannot hold (a split scan Inductor chose for one row, a kernel kind it does
+    not launch) costs that check, not the start. The required shapes alone must be writable
+    (``GenerationError`` otherwise)."""
+    write(required)
+    kept: list[ShapeCode] = []
+    skipped: list[str] = []
+    for item in optional:
+        if isinstance(item, str):
+            skipped.append(item)
+            continue
+        try:
+            write([*required, *kept, item])
+        except GenerationError as exc:
+            skipped.append(f"{item.label} (GenerationError: {str(exc)[:300]})")
+            continue
+        kept.append(item)
+    return kept, skipped

@@ -32,7 +32,8 @@ class StartResult:
     path: Path
     language: str
     shapes: tuple[str, ...]  # the shapes the kernel has a version for
-    skipped: tuple[str, ...]  # tester check shapes the reference cannot run (with the reason)
+    skipped: tuple[str, ...]  # tester check shapes left out (the reference cannot run them, or
+    # the start cannot hold their code), each with the reason
     status: Status | None  # None: not evaluated (the language does not run on this machine)
     message: str
     backup: Path | None = None

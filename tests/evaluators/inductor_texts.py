@@ -261,3 +261,103 @@ def welford_layer_norm(rows: int, cols: int) -> str:
         tl.store(out_ptr2 + (r0_1 + {cols}*x0), tmp15, r0_mask & xmask)
 """
     return _looped("triton_red_fused_native_layer_norm_0", rows, cols, body)
+
+
+_ADD_COMBINE = """
+@triton.jit
+def _triton_helper_fn_add0(arg0_0, arg1_0):
+    tmp0 = arg0_0 + arg1_0
+    return tmp0
+"""
+
+
+def looped_cumsum(rows: int, cols: int) -> str:
+    """cumsum over the last dimension by a looped reduction kernel: a scan of each chunk with
+    the combine function defined beside the kernel, the chunk's total carried to the next one
+    (Inductor's ``select_one`` picks it)."""
+    name = "triton_red_fused_cumsum_0"
+    kernel = f"""{_RUNTIME}{_ADD_COMBINE}
+@triton_heuristics.reduction(
+    size_hints={{'x': {rows}, 'r0_': {cols}}}, reduction_hint=ReductionHint.INNER,
+    filename=__file__, inductor_meta={{'kernel_name': '{name}'}}
+)
+@triton.jit
+def {name}(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
+    xnumel = {rows}
+    r0_numel = {cols}
+    rnumel = r0_numel
+    RBLOCK: tl.constexpr = R0_BLOCK
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    rbase = r0_base
+    x0 = xindex
+    tmp3 = tl.full([XBLOCK, 1], float('nan'), tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        roffset = r0_offset
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + {cols}*x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp2 = tl.broadcast_to(tmp0, [XBLOCK, R0_BLOCK])
+        tmp4, = tl.associative_scan((tmp2,), 1, _triton_helper_fn_add0)
+        tmp5 = triton_helpers.select_one((tmp4), rbase == (RBLOCK - 1), dim=-1, keep_dims=True)
+        tmp6 = tmp3 + tmp5
+        tmp7 = tmp3 + tmp4
+        tmp8 = tl.where(roffset > 0, tmp7, tmp4)
+        tmp3 = tl.where(roffset > 0, tmp6, tmp5)
+        tl.store(out_ptr0 + (r0_1 + {cols}*x0), tmp8, r0_mask & xmask)
+"""
+    return _rows_module(name, kernel, rows, cols, "buf2")
+
+
+def split_scan_cumsum(cols: int) -> str:
+    """cumsum of one long row as Inductor writes it for a single row: a split scan whose blocks
+    pass their totals on through a workspace it zeroes before the launch."""
+    name = "triton_spl_fused_cumsum_0"
+    kernel = f"""{_RUNTIME}{_ADD_COMBINE}
+@triton_heuristics.split_scan(
+    size_hints={{'x': 1, 'r0_': {cols}}}, reduction_hint=ReductionHint.INNER, filename=__file__,
+)
+@triton.jit
+def {name}(in_ptr0, out_ptr0, ws_ptr, xnumel, r0_numel, R0_BLOCK : tl.constexpr):
+    xnumel = 1
+    XBLOCK: tl.constexpr = 1
+    r0_numel = {cols}
+    xoffset = tl.program_id(1) * XBLOCK
+    r0_offset = tl.program_id(0) * R0_BLOCK
+    r0_index = r0_offset + tl.arange(0, R0_BLOCK)[:]
+    r0_mask = r0_index < r0_numel
+    tmp0 = tl.load(in_ptr0 + (r0_index), r0_mask, other=0.0)
+    tmp2 = ws_ptr.to(tl.pointer_type(tl.uint64)) + xoffset * tl.num_programs(0)
+    tmp5 = tl.reduce(tmp0, 0, _triton_helper_fn_add0)
+    tmp6 = triton_helpers.exclusive_scan_decoupled_lookback(
+        tmp2, tmp5, tl.program_id(0), _triton_helper_fn_add0,
+        DTYPE_VALUE_AS_UINT=tl.uint32, DTYPE_PACK=tl.uint64)
+    tmp7 = tl.associative_scan(tmp0, 0, _triton_helper_fn_add0)
+    tmp8 = _triton_helper_fn_add0(tmp6, tmp7)
+    tl.store(out_ptr0 + (r0_index), tl.where(r0_offset == 0, tmp7, tmp8), r0_mask)
+"""
+    return f"""{_HEADER}
+{name} = async_compile.triton('{name}', '''
+{kernel}''', device_str='cuda')
+
+async_compile.wait(globals())
+del async_compile
+
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        args.clear()
+        assert_size_stride(arg0_1, (1, {cols}), ({cols}, 1))
+        with torch.cuda._DeviceGuard(0):
+            torch.cuda.set_device(0)
+            buf0 = empty_strided_cuda((1, {cols}), ({cols}, 1), torch.float32)
+            workspace_0 = empty_strided_cuda((1024, ), (1, ), torch.uint8)
+            workspace_0.zero_()
+            stream0 = get_raw_stream(0)
+            {name}.run(arg0_1, buf0, workspace_0, 1, {cols}, stream=stream0)
+            del workspace_0
+        return (buf0, )
+"""

@@ -265,3 +265,67 @@ def test_a_version_launches_as_the_baselines_compile_did_where_it_ran_the_same_k
     source, _ = triton_start("silu_and_mul", [timed])
     assert "XBLOCK=(XBLOCK or 256)" in source and "num_warps=(NUM_WARPS or 2), num_stages=1" \
         in source
+
+
+_RUN_CUMSUM = """
+import sys, importlib.util, torch
+spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+x = torch.randn(5, 3000)
+out = torch.full((5, 3000), float("nan"))
+module.start(out, x, 5, 3000, RED_XBLOCK=2, RED_RBLOCK=1024)
+torch.testing.assert_close(out, torch.cumsum(x, -1), atol=1e-3, rtol=1e-3)
+print("matches cumsum")
+"""
+
+
+def _cumsum_shape(text: str, label: str, rows: int, cols: int) -> ShapeCode:
+    arguments = (Argument(ArgKind.OUTPUT, 0), Argument(ArgKind.INPUT, 0),
+                 Argument(ArgKind.SCALAR, value=(rows,)), Argument(ArgKind.SCALAR, value=(cols,)))
+    return ShapeCode(label, parse_output_code(text), (0,), arguments, ("float32",),
+                     (((rows, cols), "float32"),), ((rows, cols),))
+
+
+def test_a_scan_keeps_its_combine_function_and_computes_the_cumulative_sum(tmp_path: Path
+                                                                             ) -> None:
+    # KernelBench's cumsum problems: Inductor scans each chunk of a row with a combine function
+    # defined beside the kernel, and carries the chunk's total with triton_helpers.select_one
+    shape = _cumsum_shape(inductor_texts.looped_cumsum(5, 3000), "rows=5,cols=3000", 5, 3000)
+    source, knobs = triton_start("start", [shape])
+    assert set(knobs) == {"RED_XBLOCK", "RED_RBLOCK", "NUM_WARPS"}
+    assert "def helper_select_one(" in source and "def s0__triton_helper_fn_add0(" in source
+    assert screen(source, TritonLanguage.screen_rules) is None
+    (tmp_path / "kernel.py").write_text(source)
+    done = subprocess.run([sys.executable, "-c", _RUN_CUMSUM, str(tmp_path / "kernel.py")],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "matches cumsum" in done.stdout
+
+
+def test_a_check_shape_whose_code_the_start_cannot_hold_costs_the_check_not_the_start() -> None:
+    # On KernelBench's 89_cumsum Inductor wrote a split scan (a workspace zeroed on the host)
+    # for the tester's one-row check shape: that shape is left out, with the reason
+    from kernelswarm.evaluators.inductor_start import writable_optional
+
+    required = [_cumsum_shape(inductor_texts.looped_cumsum(5, 3000), "rows=5", 5, 3000)]
+    try:
+        parse_output_code(inductor_texts.split_scan_cumsum(3000))
+    except GenerationError as exc:
+        split = f"rows=1 (GenerationError: {exc})"
+    template = _cumsum_shape(inductor_texts.looped_cumsum(3, 3000).replace(
+        "triton_red_fused_cumsum_0", "triton_tem_fused_cumsum_0"), "rows=3", 3, 3000)
+    odd = _cumsum_shape(inductor_texts.looped_cumsum(7, 3000), "rows=7", 7, 3000)
+
+    def write(shapes: list[ShapeCode]) -> tuple[str, dict]:
+        return triton_start("start", shapes, {"rows=5"})
+
+    kept, skipped = writable_optional(required, [split, template, odd], write)
+    assert [s.label for s in kept] == ["rows=7"]
+    assert "workspace_0.zero_" in skipped[0] and skipped[1].startswith("rows=3 (GenerationError:")
+    assert "not one of Inductor's pointwise or reduction kernels" in skipped[1]
+    source, _ = write(required + kept)
+    assert "rows=5, rows=7" in source  # both versions, none for the left-out shapes
+    with pytest.raises(GenerationError, match="triton_tem_"):  # the required shapes must hold
+        writable_optional([template], [], write)
