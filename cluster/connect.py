@@ -46,3 +46,8 @@ def disconnect(info: ClusterInfo) -> None:
     """Shut down a local instance this process started; leave a shared cluster alone."""
     if info.started_here and ray.is_initialized():
         ray.shutdown()
+
+
+def current_address() -> str | None:
+    """The address of the Ray instance this process is connected to; None when it is not."""
+    return ray.get_runtime_context().gcs_address if ray.is_initialized() else None

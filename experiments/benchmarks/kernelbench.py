@@ -37,15 +37,24 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kernelswarm.experiments.kernelbench.report import (  # noqa: F401 (the benchmark's API)
+    P_VALUES,
+    ProblemResult,
+    fast_p,
+    finite,
+    geomean,
+    summarise,
+    table,
+    x_times,
+)
 from kernelswarm.experiments.kernelbench.template import TASK_PY
 from kernelswarm.search.language_spec import SPECS
 
-P_VALUES = (1.0, 1.5)
 NOT_SEARCHED = "start written, not searched (--no-search)"
 NOT_RUN = "not run: the benchmark was stopped first (--resume runs it)"
 INDUCTOR_CODE = "inductor"  # a task folder's copy of the code torch.compile wrote for it
@@ -53,35 +62,6 @@ RESULTS = "results.jsonl"
 # The languages an imported KernelBench task launches: those its task.py defines a launcher for.
 LANGUAGES = tuple(name for name, spec in SPECS.items()
                   if f"\ndef {spec.launcher}(" in TASK_PY.template)
-
-
-@dataclass(frozen=True)
-class ProblemResult:
-    """One problem of the subset: whether its best kernel is correct, and how fast."""
-
-    problem: str
-    status: str  # "ok", or why there is no correct kernel
-    speedup_vs_eager: float = math.nan
-    speedup_vs_compile: float = math.nan
-    speedup_vs_start: float = math.nan
-    evaluations: int = 0
-    best_move: str = ""
-    run_dir: str = ""
-    start: str = ""  # "given" (from --starts) or "compiled" (from torch.compile)
-    wall_s: float = math.nan  # the problem's process, start to end
-    slot: str = ""  # where it ran ("gpu 2")
-
-    @classmethod
-    def of_row(cls, row: dict[str, Any]) -> ProblemResult:
-        """A row of results.jsonl (JSON: NaN written as null) back as a result."""
-        known = {f.name: f for f in fields(cls)}
-        values = {k: (math.nan if v is None and known[k].type == "float" else v)
-                  for k, v in row.items() if k in known}
-        return cls(**values)
-
-    @property
-    def correct(self) -> bool:
-        return self.status == "ok"
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -223,35 +203,6 @@ def _positive(value: float) -> float:
     return value if value > 0 and math.isfinite(value) else math.nan
 
 
-def geomean(values: list[float]) -> float:
-    """The geometric mean of the finite positive values; NaN when there are none."""
-    good = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(sum(map(math.log, good)) / len(good)) if good else math.nan
-
-
-def fast_p(results: list[ProblemResult], p: float, field: str) -> float:
-    """The share of all problems whose best kernel is correct and more than ``p`` times faster
-    than the baseline ``field`` names; NaN when no problem has that baseline measured."""
-    if not results or all(math.isnan(getattr(r, field)) for r in results if r.correct):
-        return math.nan
-    fast = sum(1 for r in results if r.correct and getattr(r, field) > p)
-    return fast / len(results)
-
-
-def summarise(results: list[ProblemResult]) -> dict[str, Any]:
-    """fast_p and geomeans over eager and compile, and how many problems are correct."""
-    correct = [r for r in results if r.correct]
-    figures: dict[str, Any] = {"problems": len(results), "correct": len(correct)}
-    for baseline in ("eager", "compile"):
-        field = f"speedup_vs_{baseline}"
-        for p in P_VALUES:
-            figures[f"fast_{p:g}_vs_{baseline}"] = fast_p(results, p, field)
-        values = [getattr(r, field) for r in correct]
-        figures[f"geomean_vs_{baseline}"] = geomean(values)
-        figures[f"geomean_vs_{baseline}_over"] = sum(1 for v in values if v > 0)
-    return figures
-
-
 def _versions(device: str) -> dict[str, str]:
     """The software and the device the figures come from."""
     from kernelswarm.evaluators.baseline_timing import versions
@@ -330,7 +281,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _progress(result: ProblemResult) -> str:
     figures = "" if not result.correct else (
-        f", {_x(result.speedup_vs_compile)} vs compile, {_x(result.speedup_vs_eager)} vs eager")
+        f", {x_times(result.speedup_vs_compile)} vs compile, {x_times(result.speedup_vs_eager)} vs eager")
     return (f"{result.problem}: {result.status[:160]}{figures} ({result.slot}, "
             f"{result.wall_s:.0f} s)")
 
@@ -368,55 +319,8 @@ def run_one(args: argparse.Namespace) -> int:
 
         traceback.print_exc()
     row = {**asdict(result), "wall_s": round(time.time() - began, 1)}
-    args.result.write_text(json.dumps(_finite(row), default=str))
+    args.result.write_text(json.dumps(finite(row), default=str))
     return 0
-
-
-def _x(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.2f}x"
-
-
-def _share(value: float) -> str:
-    return "not measured" if math.isnan(value) else f"{value:.0%}"
-
-
-def table(report: dict[str, Any]) -> str:
-    """The report as markdown: the figures, then one row per problem."""
-    s = report["summary"]
-    software = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
-    lines = [f"### KernelBench level {report['level']}: {s['problems']} problems, "
-             f"{report['language']} on {report['versions']['device']}", "",
-             f"Command: `{report['command']}`", "", f"Software: {software}.", "",
-             "| baseline | fast_1.0 | fast_1.5 | geomean (over correct problems) |",
-             "|---|---|---|---|"]
-    for baseline in ("eager", "compile"):
-        lines.append(f"| {baseline} | {_share(s[f'fast_1_vs_{baseline}'])} | "
-                     f"{_share(s[f'fast_1.5_vs_{baseline}'])} | "
-                     f"{_x(s[f'geomean_vs_{baseline}'])} "
-                     f"({s[f'geomean_vs_{baseline}_over']} of {s['problems']}) |")
-    lines += ["", f"{s['correct']} of {s['problems']} problems have a correct kernel.", "",
-              "| problem | start | status | vs eager | vs compile | vs start | evaluations | "
-              "best move | wall |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["problems"]:
-        wall = r.get("wall_s")
-        lines.append(f"| {r['problem']} | {r.get('start') or '—'} | {r['status']} | "
-                     f"{_x(r['speedup_vs_eager'])} | "
-                     f"{_x(r['speedup_vs_compile'])} | {_x(r['speedup_vs_start'])} | "
-                     f"{r['evaluations']} | {r['best_move'] or '—'} | "
-                     f"{'—' if wall is None or wall != wall else f'{wall:.0f} s'} |")
-    return "\n".join(lines)
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with NaN as None, recursively (JSON has no NaN)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -427,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(report), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_finite(report), indent=2, default=str))
+        args.json.write_text(json.dumps(finite(report), indent=2, default=str))
     return 0 if report["summary"]["correct"] else 1
 
 

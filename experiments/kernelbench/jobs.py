@@ -49,19 +49,19 @@ def visible_gpus() -> list[str]:
                              check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+    listed = [row for row in out.splitlines() if row.startswith("GPU ")]
+    return [str(i) for i in range(len(listed))]
 
 
 def shared_ray() -> dict[str, str]:
     """``RAY_ADDRESS`` of the Ray instance this process is connected to, if any: the problems'
     processes join it rather than each starting one (a test's shared instance, a cluster)."""
-    if "ray" not in sys.modules:
+    if "ray" not in sys.modules:  # never connected: nothing to share (and no import of Ray)
         return {}
-    import ray
+    from kernelswarm.cluster.connect import current_address
 
-    if not ray.is_initialized():
-        return {}
-    return {"RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    address = current_address()
+    return {"RAY_ADDRESS": address} if address else {}
 
 
 def slots(device: str, parallel: int | None) -> list[Slot]:

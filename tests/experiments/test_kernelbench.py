@@ -219,6 +219,25 @@ def test_the_compile_baseline_compiles_the_models_forward_as_one_graph(imported)
     assert len(graphs) == 1  # one graph, reused by the second copy: no break, no recompile
 
 
+def test_inputs_are_drawn_on_the_device_asked_for(tmp_path):
+    """KernelBench's own sizes (19_ReLU: a 4096 x 393216 input, 6.4 GB) are drawn where they are
+    used: get_inputs() runs with the evaluation's device as its default. On the meta device a
+    draw costs nothing; one drawn on the CPU and copied over would take 6.4 GB and seconds."""
+    import time
+
+    big = RELU.replace("batch_size = 16", "batch_size = 4096").replace("dim = 4096",
+                                                                       "dim = 393216")
+    task = import_problem(_problem_file(tmp_path, "relu", big), tmp_path / "task").task
+    shape = {"batch_size": 4096, "dim": 393216, "dtype": "float32"}
+    began = time.perf_counter()
+    (x, fixed) = task.module.make_inputs(shape, 0, "meta")
+    assert x.device.type == "meta" and tuple(x.shape) == (4096, 393216)
+    assert time.perf_counter() - began < 2.0
+    small = dict(task.tuning_shapes[0])  # the cpu sizes: the same draw on the same device
+    first, again = (task.module.make_inputs(small, 3, "cpu")[0] for _ in range(2))
+    assert torch.equal(first, again)
+
+
 def test_shapes_come_from_the_problems_constants(tmp_path):
     problem = read_problem(_problem_file(tmp_path, "linear", LINEAR))
     assert dict(problem.constants) == {"batch_size": 8, "in_features": 256, "out_features": 128}
