@@ -32,6 +32,7 @@ import argparse
 import io
 import json
 import math
+import re
 import shlex
 import shutil
 import signal
@@ -196,7 +197,8 @@ def _in_own_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def _line(text: str) -> str:
-    return " ".join(text.split())[:300]
+    """``text`` on one line, without terminal colours, at most 300 characters."""
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", text).split())[:300]
 
 
 def _positive(value: float) -> float:
@@ -314,10 +316,11 @@ def run_one(args: argparse.Namespace) -> int:
     try:
         result = _search(args, task, args.one, lambda stage: write_stage(args.result, stage))
     except Exception as exc:  # a bug or the machine: the row says what, the run goes on
-        result = ProblemResult(args.one, f"failed: {type(exc).__name__}: {_line(str(exc))}")
         import traceback
 
         traceback.print_exc()
+        cause = getattr(exc, "cause", None) or exc  # a Ray task's error: the one it carries
+        result = ProblemResult(args.one, f"failed: {type(cause).__name__}: {_line(str(cause))}")
     row = {**asdict(result), "wall_s": round(time.time() - began, 1)}
     args.result.write_text(json.dumps(finite(row), default=str))
     return 0
