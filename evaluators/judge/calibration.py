@@ -30,7 +30,7 @@ from .checks import Checker, arena_bytes
 from .deadlines import Deadline
 from .figures import Calibration, acquire_baselines
 from .memory_plan import MemoryPlan, TimedProblem, device_memory_bytes, plan_memory
-from .references import References
+from .references import References, release_device_memory
 from .runner_process import RunnerProcess, SandboxError
 from .spares import Spares
 from .timing import CleanFigures, ShapeTimer, l2_bytes, returned_copies
@@ -113,6 +113,7 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
                         f"does not compile:\n{start.result.log}")
     extra, dropped = _extra_shapes(evaluator, references)
     memory = plan(evaluator, references, extra)
+    release_device_memory(settings.device)  # the plan drew every problem once
     size = memory.arena_bytes
     kept_at = calibration_path(task, evaluator.language.name, evaluator.start_candidate.id,
                                settings)

@@ -23,7 +23,7 @@ from ...search.task import Shape
 from ..correctness import Comparison, compare, first_bit_difference, structure_problem
 from ..protocol import FIRST_POISON, REFILL_SEED, SECOND_POISON, TensorSpec, layout
 from ..shared_memory import Arena, describe
-from .references import References
+from .references import References, release_device_memory
 from .trial import CandidateFault, Trial
 
 
@@ -62,6 +62,9 @@ class Checker:
         if inputs is not None:
             for spec, tensor in zip(in_specs, inputs, strict=True):
                 self.arena.write(spec, tensor)
+        # the runner allocates its outputs now: room for them on a large problem
+        release_device_memory(self.references.device,
+                              sum(spec.nbytes for spec in (*in_specs, *out_specs)))
         reply = self.trial.ask({"type": "call", "kernel": kernel, "shape": dict(shape),
                                 "inputs": [s.as_json() for s in in_specs],
                                 "outputs": [s.as_json() for s in out_specs],

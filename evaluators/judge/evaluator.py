@@ -52,7 +52,7 @@ from .figures import (
 )
 from .memory_plan import MemoryPlan
 from .observations import foreign_launches
-from .references import References
+from .references import References, release_device_memory
 from .runner_process import Crashed, SandboxError
 from .spares import Spares
 from .timing import ShapeTimer
@@ -388,13 +388,6 @@ def one_thread() -> Iterator[None]:
 
 def runner_arena(trial: Trial) -> Any:
     return trial.runner.arena
-
-
-def release_device_memory(device: str) -> None:
-    """Hand the judge's cached free blocks back to the device (PyTorch's allocator keeps them
-    otherwise): the runner's timed copies need the room the checks' copies held."""
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
 
 
 __all__ += ["SandboxError"]

@@ -107,3 +107,20 @@ class References:
             self._templates[shape.label] = tuple(
                 t.new_empty(()).expand(t.shape) if hasattr(t, "new_empty") else t for t in made)
         return self._templates[shape.label]
+
+
+RELEASE_ABOVE_BYTES = 1 << 30
+
+
+def release_device_memory(device: str, problem_bytes: int | None = None) -> None:
+    """Hand the judge's cached free blocks back to the device (PyTorch's allocator keeps them
+    otherwise): a runner's buffers need the room the judge's draws, references and
+    comparisons held (on a KernelBench-size problem, tens of GB). For a problem of
+    ``problem_bytes`` below ``RELEASE_ABOVE_BYTES`` nothing is done: freeing and allocating
+    again would cost small problems' evaluations time for room they do not need."""
+    if problem_bytes is not None and problem_bytes < RELEASE_ABOVE_BYTES:
+        return
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
