@@ -33,6 +33,11 @@ class GenerationError(Exception):
     """A starting kernel that cannot be generated; the message says why, in the user's terms."""
 
 
+class LibraryCall(GenerationError):
+    """The graph hands an op to a vendor library (``extern_kernels.mm``): Inductor wrote no code
+    for it in this mode (with Triton as its GEMM backend it may write a template)."""
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One generated kernel: its name in the module, language, source and (cpp) argument types."""
@@ -230,7 +235,7 @@ class _CallReader:
                                                       for a in call.args)))
             return
         if name.startswith("extern_kernels."):
-            raise GenerationError(
+            raise LibraryCall(
                 f"the graph calls the library kernel {name} ({where}): Inductor hands this op "
                 f"(a matmul, convolution or the like) to a vendor library and generates no "
                 f"code for it, so there is nothing to start from")

@@ -34,11 +34,19 @@ from .inductor_code import (
     ArgKind,
     Argument,
     GenerationError,
+    LibraryCall,
     ShapeCode,
     parse_output_code,
 )
 
 _TRITON_KERNEL = re.compile(r"^(\w+) = async_compile\.triton\(", re.M)
+# Where Inductor hands a matmul or a convolution to a library, a Triton start is captured again
+# in this mode: max-autotune with Triton alone as the GEMM and convolution backend, so that the
+# op becomes one of Inductor's Triton templates (the tile its autotuning picked), where it has
+# one for the op.
+TEMPLATE_MODE = "triton-templates"
+TEMPLATE_MODE_BASE = "max-autotune-no-cudagraphs"
+TEMPLATE_BACKENDS = {"max_autotune_gemm_backends": "TRITON", "max_autotune_conv_backends": "TRITON"}
 _ARRAY_TYPES = {ctypes.c_int64: "int64_t", ctypes.c_int32: "int32_t",
                 ctypes.c_double: "double", ctypes.c_float: "float"}
 
@@ -186,8 +194,11 @@ def _compile(fn: Callable[..., Any], args: Sequence[Any], language: str, mode: s
     if mode != "default":  # what torch.compile(mode=...) sets, less its CUDA graphs
         import torch._inductor
 
-        patch.update({k: v for k, v in torch._inductor.list_mode_options(mode).items()
+        named = TEMPLATE_MODE_BASE if mode == TEMPLATE_MODE else mode
+        patch.update({k: v for k, v in torch._inductor.list_mode_options(named).items()
                       if k != "triton.cudagraphs"})
+        if mode == TEMPLATE_MODE:
+            patch.update(TEMPLATE_BACKENDS)
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=inductor, fullgraph=True, dynamic=False)
     try:
@@ -324,7 +335,17 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
                 kept.append(f"{len(kept)}.py {label}")
                 (keep_code / "shapes.txt").write_text("\n".join(kept) + "\n")
 
-        code = capture_shape(task, language, shape, modes.get(label, "default"), keep)
+        mode = modes.get(label, "default")
+        try:
+            code = capture_shape(task, language, shape, mode, keep)
+        except LibraryCall as library:
+            if inductor_device(language) != "cuda" or mode == TEMPLATE_MODE:
+                raise
+            try:  # the op as a Triton template, where Inductor has one
+                code = capture_shape(task, language, shape, TEMPLATE_MODE, keep)
+            except GenerationError as exc:
+                raise GenerationError(f"{library}; and with Triton as Inductor's GEMM and "
+                                      f"convolution backend (max-autotune): {exc}") from None
         return adopt_configs(code, configs[label]) if label in configs else code
 
     captured = [capture(shape) for shape in shapes]

@@ -95,12 +95,24 @@ _DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16
 
 def _kind(name: str) -> str:
     for prefix, kind in (("triton_poi_", "pointwise"), ("triton_red_", "reduction"),
-                         ("triton_per_", "persistent")):
+                         ("triton_per_", "persistent"), ("triton_tem_", "template")):
         if name.startswith(prefix):
             return kind
-    raise GenerationError(f"kernel {name} is not one of Inductor's pointwise or reduction "
-                          f"kernels (triton_poi_, triton_red_, triton_per_): a template or "
-                          f"another kind, which the generated start does not launch")
+    raise GenerationError(f"kernel {name} is not one of Inductor's pointwise, reduction or "
+                          f"template kernels (triton_poi_, triton_red_, triton_per_, "
+                          f"triton_tem_): another kind (a split scan, triton_spl_), which the "
+                          f"generated start does not launch")
+
+
+def _template_settings(function: ast.FunctionDef) -> dict[str, int]:
+    """``num_warps`` and ``num_stages`` of a template's ``@triton_heuristics.template(...)``:
+    its tile sizes are constants of its body, its launch settings are the decorator's."""
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith(".template"):
+            return {k.arg: k.value.value for k in decorator.keywords
+                    if k.arg in ("num_warps", "num_stages") and isinstance(k.value, ast.Constant)
+                    and isinstance(k.value.value, int)}
+    return {}
 
 
 class _Jit:
@@ -131,6 +143,7 @@ class _Jit:
         self.axes = {axis: int(pid) for axis, pid in _OFFSET.findall(kernel.source)}
         # block sizes the body sets itself (XBLOCK = 1 for one row per program): fixed
         self.fixed = dict(_FIXED_BLOCK.findall(kernel.source))
+        self.template = _template_settings(main[0]) if self.kind == "template" else {}
 
     def knobs(self) -> list[str]:
         used = ["NUM_WARPS"]
@@ -145,6 +158,8 @@ class _Jit:
         """The Python line launching this kernel with ``args`` (already rendered); a knob at
         ``AS_COMPILED`` takes the value ``chosen`` (Inductor's config on this shape) has for
         it, else its first value in ``KNOB_VALUES``."""
+        if self.kind == "template":
+            return self._launch_template(launch, args, chosen)
         if len(args) != len(self.params):
             raise GenerationError(f"{self.name} takes {len(self.params)} arguments, call() "
                                   f"passes {len(args)}")
@@ -169,6 +184,22 @@ class _Jit:
         warps = f"(NUM_WARPS or {chosen.get('num_warps') or KNOB_VALUES['NUM_WARPS'][0]})"
         stages = f", num_stages={chosen['num_stages']}" if chosen.get("num_stages") else ""
         return (f"{self.symbol}[({', '.join(map(str, grid))},)]({', '.join(args)}{keywords}, "
+                f"num_warps={warps}{stages})")
+
+    def _launch_template(self, launch: Launch, args: list[str], chosen: Mapping[str, int]
+                         ) -> str:
+        """A template's launch: its arguments, then the grid call() passes after them (three
+        numbers: a template's grid is computed when Inductor writes it); its warps a knob
+        whose 0 is the template's own, its stages the template's."""
+        grid = launch.args[len(self.params):]
+        if len(grid) != 3 or not all(isinstance(g, int) for g in grid):
+            raise GenerationError(f"{self.name} takes {len(self.params)} arguments, call() "
+                                  f"passes {len(args)}: not those and a grid of three numbers")
+        settings = {**self.template, **{k: v for k, v in chosen.items()
+                                        if k in ("num_warps", "num_stages")}}
+        warps = f"(NUM_WARPS or {settings.get('num_warps') or KNOB_VALUES['NUM_WARPS'][0]})"
+        stages = f", num_stages={settings['num_stages']}" if settings.get("num_stages") else ""
+        return (f"{self.symbol}[{tuple(grid)!r}]({', '.join(args[:len(self.params)])}, "
                 f"num_warps={warps}{stages})")
 
     def _block(self, name: str, numel: Mapping[str, object]) -> str:

@@ -361,3 +361,97 @@ class Runner:
             del workspace_0
         return (buf0, )
 """
+
+
+def mm_template(m: int, n: int, k: int, block: int = 32, grid: int | None = None) -> str:
+    """out = a @ b for float32 [m, k] and [k, n] by one of Inductor's Triton matmul templates, as
+    max-autotune writes it with Triton as its GEMM backend: the tile and the launch settings are
+    the autotuned choice's, constants of the body and of the decorator; call() passes the grid."""
+    name = "triton_tem_fused_mm_0"
+    tiles = grid if grid is not None else -(-m // block) * -(-n // block)
+    kernel = f"""{_RUNTIME}
+@triton_heuristics.template(
+    num_stages=2,
+    num_warps=4,
+    triton_meta={{'signature': {{'arg_A': '*fp32', 'arg_B': '*fp32', 'out_ptr0': '*fp32'}}}},
+    inductor_meta={{'kernel_name': '{name}', 'grid_type': 'FixedGrid', 'fixed_grid': ['_grid_0', '_grid_1', '_grid_2']}},
+)
+@triton.jit
+def {name}(arg_A, arg_B, out_ptr0):
+    GROUP_M : tl.constexpr = 8
+    EVEN_K : tl.constexpr = False
+    ALLOW_TF32 : tl.constexpr = False
+    ACC_TYPE : tl.constexpr = tl.float32
+    BLOCK_M : tl.constexpr = {block}
+    BLOCK_N : tl.constexpr = {block}
+    BLOCK_K : tl.constexpr = 16
+    INDEX_DTYPE : tl.constexpr = tl.int32
+    A = arg_A
+    B = arg_B
+
+    M = {m}
+    N = {n}
+    K = {k}
+    stride_am = {k}
+    stride_ak = 1
+    stride_bk = {n}
+    stride_bn = 1
+
+    pid = tl.program_id(0).to(INDEX_DTYPE)
+    grid_m = (M + BLOCK_M - 1) // BLOCK_M
+    grid_n = (N + BLOCK_N - 1) // BLOCK_N
+    width = GROUP_M * grid_n
+    group_id = pid // width
+    group_size = min(grid_m - group_id * GROUP_M, GROUP_M)
+    pid_m = group_id * GROUP_M + (pid % group_size)
+    pid_n = (pid % width) // (group_size)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(INDEX_DTYPE)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N).to(INDEX_DTYPE)
+    offs_a_m = rm % M
+    offs_b_n = rn % N
+    offs_k = tl.arange(0, BLOCK_K).to(INDEX_DTYPE)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC_TYPE)
+    for k_idx in range(0, tl.cdiv(K, BLOCK_K)):
+        a_mask = offs_k[None, :] < (K - k_idx * BLOCK_K)
+        b_mask = offs_k[:, None] < (K - k_idx * BLOCK_K)
+        a_k_idx_vals = offs_k[None, :] + (k_idx * BLOCK_K)
+        b_k_idx_vals = offs_k[:, None] + (k_idx * BLOCK_K)
+        idx_m = offs_a_m[:, None]
+        idx_n = a_k_idx_vals
+        xindex = idx_n + {k}*idx_m
+        a = tl.load(A + (xindex), mask=a_mask, other=0.0)
+        idx_m = b_k_idx_vals
+        idx_n = offs_b_n[None, :]
+        xindex = idx_n + {n}*idx_m
+        b = tl.load(B + (xindex), mask=b_mask, other=0.0)
+        acc += tl.dot(a, b, allow_tf32=ALLOW_TF32, out_dtype=ACC_TYPE)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(INDEX_DTYPE)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N).to(INDEX_DTYPE)
+    idx_m = rm[:, None]
+    idx_n = rn[None, :]
+    mask = (idx_m < M) & (idx_n < N)
+    xindex = idx_n + {n}*idx_m
+    tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), acc, mask)
+"""
+    return f"""{_HEADER}
+{name} = async_compile.triton('{name}', '''
+{kernel}''', device_str='cuda')
+
+async_compile.wait(globals())
+del async_compile
+
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1 = args
+        args.clear()
+        assert_size_stride(arg0_1, ({m}, {k}), ({k}, 1))
+        assert_size_stride(arg1_1, ({k}, {n}), ({n}, 1))
+        with torch.cuda._DeviceGuard(0):
+            torch.cuda.set_device(0)
+            buf0 = empty_strided_cuda(({m}, {n}), ({n}, 1), torch.float32)
+            stream0 = get_raw_stream(0)
+            {name}.run(arg0_1, arg1_1, buf0, {tiles}, 1, 1, stream=stream0)
+            del arg0_1
+            del arg1_1
+        return (buf0, )
+"""

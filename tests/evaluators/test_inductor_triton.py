@@ -17,6 +17,7 @@ from kernelswarm.evaluators.inductor_code import (
     ArgKind,
     Argument,
     GenerationError,
+    LibraryCall,
     ShapeCode,
     parse_output_code,
 )
@@ -214,8 +215,10 @@ def call(args):
     (_SYMBOLIC, r"a size at run time \(a dynamic shape\)"),
 ])
 def test_what_inductor_did_not_generate_is_refused_with_its_name(text: str, reason: str) -> None:
-    with pytest.raises(GenerationError, match=reason):
+    with pytest.raises(GenerationError, match=reason) as refused:
         parse_output_code(text)
+    # a library call, and only that, is worth capturing again with Triton templates
+    assert isinstance(refused.value, LibraryCall) == ("extern_kernels" in reason)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine "
@@ -329,3 +332,42 @@ def test_a_check_shape_whose_code_the_start_cannot_hold_costs_the_check_not_the_
     assert "rows=5, rows=7" in source  # both versions, none for the left-out shapes
     with pytest.raises(GenerationError, match="triton_tem_"):  # the required shapes must hold
         writable_optional([template], [], write)
+
+
+_RUN_MATMUL = """
+import sys, importlib.util, torch
+spec = importlib.util.spec_from_file_location("generated", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+a, b = torch.randn(70, 40), torch.randn(40, 50)
+out = torch.full((70, 50), float("nan"))
+module.start(a, b, out)
+torch.testing.assert_close(out, a @ b, atol=1e-4, rtol=1e-4)
+print("matches matmul")
+"""
+
+
+def test_a_matmul_template_is_launched_on_the_grid_inductor_computed(tmp_path: Path) -> None:
+    # KernelBench's matmuls (and every level 2 problem): in max-autotune with Triton as the GEMM
+    # backend Inductor writes a template whose tile is its body's constants, its warps and
+    # stages the decorator's, and whose grid call() passes after the arguments
+    arguments = (Argument(ArgKind.INPUT, 0), Argument(ArgKind.INPUT, 1),
+                 Argument(ArgKind.OUTPUT, 0))
+    shape = ShapeCode("m=70,n=50,k=40", parse_output_code(inductor_texts.mm_template(70, 50, 40)),
+                      (0, 1), arguments, ("float32", "float32"), (((70, 50), "float32"),),
+                      ((70, 40), (40, 50)))
+    source, knobs = triton_start("start", [shape])
+    assert set(knobs) == {"NUM_WARPS"}  # the tile is the autotuned choice's; warps are tuned
+    assert "[(6, 1, 1)](a0, a1, a2, num_warps=(NUM_WARPS or 4), num_stages=2)" in source
+    assert screen(source, TritonLanguage.screen_rules) is None
+    (tmp_path / "kernel.py").write_text(source)
+    done = subprocess.run([sys.executable, "-c", _RUN_MATMUL, str(tmp_path / "kernel.py")],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "matches matmul" in done.stdout
+    wrong = inductor_texts.mm_template(70, 50, 40).replace("6, 1, 1, stream", "6, 1, stream")
+    bad = ShapeCode("m=70", parse_output_code(wrong), (0, 1), arguments, ("float32", "float32"),
+                    (((70, 50), "float32"),), ((70, 40), (40, 50)))
+    with pytest.raises(GenerationError, match="a grid of three numbers"):
+        triton_start("start", [bad])
