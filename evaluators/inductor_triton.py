@@ -203,6 +203,9 @@ class _Jit:
                 f"num_warps={warps}{stages})")
 
     def _block(self, name: str, numel: Mapping[str, object]) -> str:
+        if self.kind == "template":
+            raise GenerationError(f"{self.name}: a template whose signature takes the block "
+                                  f"size {name}; a template's tile is a constant of its body")
         if name == "XBLOCK":
             return {"pointwise": "TILE_X" if "YBLOCK" in self.constexprs else "XBLOCK",
                     "reduction": "RED_XBLOCK", "persistent": "PER_XBLOCK"}[self.kind]

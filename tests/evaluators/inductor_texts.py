@@ -166,9 +166,10 @@ def call(args):
 """
 
 
-def _looped(name: str, rows: int, cols: int, body: str) -> str:
-    """A looped reduction kernel (``triton_red_*``) over rows of ``cols`` and its ``call``."""
-    kernel = f"""{_RUNTIME}
+def _looped(name: str, rows: int, cols: int, body: str, prelude: str = "") -> str:
+    """A looped reduction kernel (``triton_red_*``) over rows of ``cols`` and its ``call``
+    (``prelude``: functions the kernel's module defines before it)."""
+    kernel = f"""{_RUNTIME}{prelude}
 @triton_heuristics.reduction(
     size_hints={{'x': {rows}, 'r0_': {cols}}}, reduction_hint=ReductionHint.INNER,
     filename=__file__,
@@ -275,25 +276,7 @@ def looped_cumsum(rows: int, cols: int) -> str:
     """cumsum over the last dimension by a looped reduction kernel: a scan of each chunk with
     the combine function defined beside the kernel, the chunk's total carried to the next one
     (Inductor's ``select_one`` picks it)."""
-    name = "triton_red_fused_cumsum_0"
-    kernel = f"""{_RUNTIME}{_ADD_COMBINE}
-@triton_heuristics.reduction(
-    size_hints={{'x': {rows}, 'r0_': {cols}}}, reduction_hint=ReductionHint.INNER,
-    filename=__file__, inductor_meta={{'kernel_name': '{name}'}}
-)
-@triton.jit
-def {name}(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):
-    xnumel = {rows}
-    r0_numel = {cols}
-    rnumel = r0_numel
-    RBLOCK: tl.constexpr = R0_BLOCK
-    xoffset = tl.program_id(0) * XBLOCK
-    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
-    xmask = xindex < xnumel
-    r0_base = tl.arange(0, R0_BLOCK)[None, :]
-    rbase = r0_base
-    x0 = xindex
-    tmp3 = tl.full([XBLOCK, 1], float('nan'), tl.float32)
+    body = f"""    tmp3 = tl.full([XBLOCK, 1], float('nan'), tl.float32)
     for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
         r0_index = r0_offset + r0_base
         r0_mask = r0_index < r0_numel
@@ -307,9 +290,9 @@ def {name}(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr, R0_BLOCK 
         tmp7 = tmp3 + tmp4
         tmp8 = tl.where(roffset > 0, tmp7, tmp4)
         tmp3 = tl.where(roffset > 0, tmp6, tmp5)
-        tl.store(out_ptr0 + (r0_1 + {cols}*x0), tmp8, r0_mask & xmask)
+        tl.store(out_ptr2 + (r0_1 + {cols}*x0), tmp8, r0_mask & xmask)
 """
-    return _rows_module(name, kernel, rows, cols, "buf2")
+    return _looped("triton_red_fused_cumsum_0", rows, cols, body, _ADD_COMBINE)
 
 
 def split_scan_cumsum(cols: int) -> str:

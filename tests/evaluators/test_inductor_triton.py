@@ -32,6 +32,14 @@ from . import inductor_texts
 from .conftest import quick_settings
 
 
+def _interpret(script: str, kernel: Path, *arguments: str) -> subprocess.CompletedProcess:
+    """``script`` run on the generated ``kernel`` under Triton's interpreter, in a process of its
+    own (the interpreter is chosen when triton is first imported)."""
+    return subprocess.run([sys.executable, "-c", script, str(kernel), *arguments],
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                          text=True, timeout=300)
+
+
 def _silu_shapes(task) -> list[ShapeCode]:
     """Each cpu shape of the task with the output code Inductor writes for it on CUDA."""
     shapes = []
@@ -108,9 +116,7 @@ def test_a_returned_view_is_copied_and_reductions_use_inductors_helpers(tmp_path
     assert screen(source, TritonLanguage.screen_rules) is None  # what a kernel module may use
     (tmp_path / "kernel.py").write_text(source)
     # a process of its own: Triton's interpreter is chosen when triton is first imported
-    done = subprocess.run([sys.executable, "-c", _RUN_SOFTMAX, str(tmp_path / "kernel.py")],
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                          text=True, timeout=300)
+    done = _interpret(_RUN_SOFTMAX, tmp_path / "kernel.py")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "refused: softmax_t: no version for this call" in done.stdout
 
@@ -161,9 +167,7 @@ def test_inductors_runtime_helpers_come_from_the_installed_torch(tmp_path: Path,
         assert f"def helper_{helper}(" in source, helper
     assert screen(source, TritonLanguage.screen_rules) is None
     (tmp_path / "kernel.py").write_text(source)
-    done = subprocess.run([sys.executable, "-c", _RUN_REDUCTION, str(tmp_path / "kernel.py"),
-                           kind], env={**os.environ, "TRITON_INTERPRET": "1"},
-                          capture_output=True, text=True, timeout=300)
+    done = _interpret(_RUN_REDUCTION, tmp_path / "kernel.py", kind)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"matches {kind}" in done.stdout
 
@@ -300,16 +304,15 @@ def test_a_scan_keeps_its_combine_function_and_computes_the_cumulative_sum(tmp_p
     assert "def helper_select_one(" in source and "def s0__triton_helper_fn_add0(" in source
     assert screen(source, TritonLanguage.screen_rules) is None
     (tmp_path / "kernel.py").write_text(source)
-    done = subprocess.run([sys.executable, "-c", _RUN_CUMSUM, str(tmp_path / "kernel.py")],
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                          text=True, timeout=300)
+    done = _interpret(_RUN_CUMSUM, tmp_path / "kernel.py")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "matches cumsum" in done.stdout
 
 
 def test_a_check_shape_whose_code_the_start_cannot_hold_costs_the_check_not_the_start() -> None:
     # On KernelBench's 89_cumsum Inductor wrote a split scan (a workspace zeroed on the host)
-    # for the tester's one-row check shape: that shape is left out, with the reason
+    # for the tester's one-row check shape: that shape is left out, with the reason, as is one
+    # whose kernel is of a kind the start does not launch
     from kernelswarm.evaluators.inductor_start import writable_optional
 
     required = [_cumsum_shape(inductor_texts.looped_cumsum(5, 3000), "rows=5", 5, 3000)]
@@ -317,21 +320,21 @@ def test_a_check_shape_whose_code_the_start_cannot_hold_costs_the_check_not_the_
         parse_output_code(inductor_texts.split_scan_cumsum(3000))
     except GenerationError as exc:
         split = f"rows=1 (GenerationError: {exc})"
-    template = _cumsum_shape(inductor_texts.looped_cumsum(3, 3000).replace(
-        "triton_red_fused_cumsum_0", "triton_tem_fused_cumsum_0"), "rows=3", 3, 3000)
+    split_kind = _cumsum_shape(inductor_texts.looped_cumsum(3, 3000).replace(
+        "triton_red_fused_cumsum_0", "triton_spl_fused_cumsum_0"), "rows=3", 3, 3000)
     odd = _cumsum_shape(inductor_texts.looped_cumsum(7, 3000), "rows=7", 7, 3000)
 
     def write(shapes: list[ShapeCode]) -> tuple[str, dict]:
         return triton_start("start", shapes, {"rows=5"})
 
-    kept, skipped = writable_optional(required, [split, template, odd], write)
+    kept, skipped = writable_optional(required, [split, split_kind, odd], write)
     assert [s.label for s in kept] == ["rows=7"]
     assert "workspace_0.zero_" in skipped[0] and skipped[1].startswith("rows=3 (GenerationError:")
-    assert "not one of Inductor's pointwise or reduction kernels" in skipped[1]
+    assert "not one of Inductor's pointwise, reduction or template kernels" in skipped[1]
     source, _ = write(required + kept)
     assert "rows=5, rows=7" in source  # both versions, none for the left-out shapes
-    with pytest.raises(GenerationError, match="triton_tem_"):  # the required shapes must hold
-        writable_optional([template], [], write)
+    with pytest.raises(GenerationError, match="triton_spl_"):  # the required shapes must hold
+        writable_optional([split_kind], [], write)
 
 
 _RUN_MATMUL = """
@@ -361,9 +364,7 @@ def test_a_matmul_template_is_launched_on_the_grid_inductor_computed(tmp_path: P
     assert "[(6, 1, 1)](a0, a1, a2, num_warps=(NUM_WARPS or 4), num_stages=2)" in source
     assert screen(source, TritonLanguage.screen_rules) is None
     (tmp_path / "kernel.py").write_text(source)
-    done = subprocess.run([sys.executable, "-c", _RUN_MATMUL, str(tmp_path / "kernel.py")],
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                          text=True, timeout=300)
+    done = _interpret(_RUN_MATMUL, tmp_path / "kernel.py")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "matches matmul" in done.stdout
     wrong = inductor_texts.mm_template(70, 50, 40).replace("6, 1, 1, stream", "6, 1, stream")

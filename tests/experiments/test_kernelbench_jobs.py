@@ -14,6 +14,7 @@ import pytest
 
 from kernelswarm.experiments.benchmarks.kernelbench import main
 from kernelswarm.experiments.kernelbench.jobs import ResultsFile, Slot, run_jobs, slots
+from tests.experiments.test_kernelbench import RELU
 
 # Each problem's "process" is a real Python process doing what the problem's name says.
 SCRIPT = r'''
@@ -77,29 +78,6 @@ def test_one_slot_per_visible_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(ValueError, match="no GPU is visible"):
         slots("cuda", None)
-
-
-RELU = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-batch_size = 8
-dim = 64
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-'''
 
 
 def test_resume_keeps_the_rows_of_an_earlier_run_and_refuses_to_mix_without_it(tmp_path, capsys):
