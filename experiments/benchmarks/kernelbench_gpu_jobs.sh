@@ -9,7 +9,9 @@
 #                (default 240) per problem, every visible GPU busy with one problem at a time.
 # ONLY: problem prefixes (19_ 23_ ...); default the whole level.
 #
-# The problems come from .gpu-kb/KernelBench.tar.xz (KernelBench's level1/ and level2/ files).
+# The problems come from .gpu-kb/KernelBench.tar.xz (KernelBench's level1/ and level2/ files:
+# `tar cJf .gpu-kb/KernelBench.tar.xz KernelBench/level1 KernelBench/level2` in a checkout of
+# github.com/ScalingIntelligence/KernelBench; .gpu-kb/ is carried, not committed).
 # A run goes on from .gpu-kb/results-<PLAN>-l<LEVEL>.jsonl when there (--resume: a device call
 # killed at its limit loses only the problems in flight; copy OUT's results.jsonl there for the
 # next call). KB_DEADLINE_S (default 500) bounds the benchmark itself. OUT gets the report (JSON and markdown), results.jsonl, and one archive of the
