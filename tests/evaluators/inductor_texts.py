@@ -120,9 +120,9 @@ def triton_per_fused__softmax_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK : tl
                         f"reinterpret_tensor(buf2, ({cols}, {rows}), (1, {cols}), 0)")
 
 
-def _rows_module(name: str, kernel: str, rows: int, cols: int, returned: str) -> str:
-    """Output code launching one kernel over a [rows, cols] float32 input into a buffer of the
-    same size, and returning ``returned`` (``buf2``, or a view of it)."""
+def _module(name: str, kernel: str, call: str) -> str:
+    """Output code compiling one Triton kernel and a ``Runner.call`` of body ``call`` (its
+    lines indented for the method)."""
     return f"""{_HEADER}
 {name} = async_compile.triton('{name}', '''
 {kernel}''', device_str='cuda')
@@ -132,7 +132,13 @@ del async_compile
 
 class Runner:
     def call(self, args):
-        arg0_1, = args
+{call}"""
+
+
+def _rows_module(name: str, kernel: str, rows: int, cols: int, returned: str) -> str:
+    """Output code launching one kernel over a [rows, cols] float32 input into a buffer of the
+    same size, and returning ``returned`` (``buf2``, or a view of it)."""
+    return _module(name, kernel, f"""        arg0_1, = args
         args.clear()
         assert_size_stride(arg0_1, ({rows}, {cols}), ({cols}, 1))
         with torch.cuda._DeviceGuard(0):
@@ -142,7 +148,7 @@ class Runner:
             {name}.run(arg0_1, buf2, {rows}, {cols}, stream=stream0)
             del arg0_1
         return ({returned}, )
-"""
+""")
 
 
 def matmul(n: int) -> str:
@@ -322,16 +328,7 @@ def {name}(in_ptr0, out_ptr0, ws_ptr, xnumel, r0_numel, R0_BLOCK : tl.constexpr)
     tmp8 = _triton_helper_fn_add0(tmp6, tmp7)
     tl.store(out_ptr0 + (r0_index), tl.where(r0_offset == 0, tmp7, tmp8), r0_mask)
 """
-    return f"""{_HEADER}
-{name} = async_compile.triton('{name}', '''
-{kernel}''', device_str='cuda')
-
-async_compile.wait(globals())
-del async_compile
-
-class Runner:
-    def call(self, args):
-        arg0_1, = args
+    return _module(name, kernel, f"""        arg0_1, = args
         args.clear()
         assert_size_stride(arg0_1, (1, {cols}), ({cols}, 1))
         with torch.cuda._DeviceGuard(0):
@@ -343,7 +340,7 @@ class Runner:
             {name}.run(arg0_1, buf0, workspace_0, 1, {cols}, stream=stream0)
             del workspace_0
         return (buf0, )
-"""
+""")
 
 
 def mm_template(m: int, n: int, k: int, block: int = 32, grid: int | None = None) -> str:
@@ -416,16 +413,7 @@ def {name}(arg_A, arg_B, out_ptr0):
     xindex = idx_n + {n}*idx_m
     tl.store(out_ptr0 + (tl.broadcast_to(xindex, [BLOCK_M, BLOCK_N])), acc, mask)
 """
-    return f"""{_HEADER}
-{name} = async_compile.triton('{name}', '''
-{kernel}''', device_str='cuda')
-
-async_compile.wait(globals())
-del async_compile
-
-class Runner:
-    def call(self, args):
-        arg0_1, arg1_1 = args
+    return _module(name, kernel, f"""        arg0_1, arg1_1 = args
         args.clear()
         assert_size_stride(arg0_1, ({m}, {k}), ({k}, 1))
         assert_size_stride(arg1_1, ({k}, {n}), ({n}, 1))
@@ -437,4 +425,4 @@ class Runner:
             del arg0_1
             del arg1_1
         return (buf0, )
-"""
+""")
