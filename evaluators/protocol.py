@@ -28,10 +28,25 @@ CPU_TIMING_COPIES = 8
 GPU_RETURNED_COPIES = 2
 # Element alignment of tensors in the shared arena (a cache line).
 ALIGN = 64
+# A process hands its allocator's cached free device memory back to the device (for the other
+# process of the evaluation) only when it held at least this much: below it, the room is not
+# needed, and freeing then allocating again costs every shape of a small problem a round of
+# cudaFree/cudaMalloc (on an H200 that made the timing phase's warm-up 2-3 s an evaluation).
+RELEASE_ABOVE_BYTES = 1 << 30
+
+# The folder of a runner's scratch that holds its JIT's compile cache, seeded by the judge
+# with what was built ahead for the candidate.
+JIT_CACHE = "triton"
 
 CANDIDATE = "candidate"
 START = "start"
 KERNELS = (CANDIDATE, START)
+
+
+def release_due(free_cached_bytes: int) -> bool:
+    """Whether a process whose allocator caches ``free_cached_bytes`` of free device memory
+    hands it back to the device (``RELEASE_ABOVE_BYTES``)."""
+    return free_cached_bytes >= RELEASE_ABOVE_BYTES
 
 
 def timing_seed(secret: int, index: int) -> int:

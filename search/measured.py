@@ -200,21 +200,35 @@ class EvaluationCost:
     """Where an evaluation's wall time went, for the evaluator's benchmarks: seconds per phase
     (``runner_wait``, ``correctness``, ``spare_wait``, ``timing``, ``profiling``), per request
     type to the runner, the runner's start-up, how it started and where its shared buffers
-    live (``arena``)."""
+    live (``arena``).
+
+    ``runner_s``: what the runner says its timing steps spent, summed over the shapes (making
+    copies, warm-up calls, graph capture, memory handed back): observations of a process that
+    ran candidate code, for diagnosis only. ``build_wait_s``: the seconds this evaluation
+    waited for a build, the build the judge made because none was ready (a compile pool
+    builds ahead) plus what the runner reported compiling at the kernel's first calls (a JIT
+    whose code was not built ahead); ``jit_compiles``: how many kernels the runner compiled."""
 
     phase_s: Mapping[str, float] = field(default_factory=dict)
     request_s: Mapping[str, float] = field(default_factory=dict)
     runner_start_s: float = math.nan
     runner_started_as: str = ""
     arena: str = ""
+    runner_s: Mapping[str, float] = field(default_factory=dict)
+    build_wait_s: float = 0.0
+    jit_compiles: int = 0
 
     @classmethod
     def parse(cls, figures: Mapping[str, Any]) -> EvaluationCost:
+        compiles = figures.get("jit_compiles")
         return cls(phase_s=_seconds(figures.get("phase_s")),
                    request_s=_seconds(figures.get("request_s")),
                    runner_start_s=float(_number(figures.get("runner_start_s"))),
                    runner_started_as=str(figures.get("runner_started_as") or ""),
-                   arena=str(figures.get("arena") or ""))
+                   arena=str(figures.get("arena") or ""),
+                   runner_s=_seconds(figures.get("runner_s")),
+                   build_wait_s=float(_number(figures.get("build_wait_s"), 0.0) or 0.0),
+                   jit_compiles=compiles if _is_int(compiles) else 0)
 
 
 def _is_int(value: Any) -> bool:

@@ -6,8 +6,9 @@ The entry is ``<cache_dir>/calibration/<task>-<language>-<key>.json``. Its key h
 figures depend on: the task folder's content, the language and the starting kernel (its id covers
 its source and knob values), the device's name, the versions of Python, torch, triton, the CUDA
 bindings and the task's libraries, every setting of the protocol that changes a calibration figure
-(timing, seeds, held-out shapes, extra checks, cache flush), and ``PROTOCOL`` (bumped when the way
-a figure is measured changes). A calibration whose baselines failed is not kept, so the next
+(timing, seeds, held-out shapes, extra checks, cache flush), whether ``torch.compile`` is among the
+baselines (``KERNELSWARM_BASELINE_COMPILE``), and ``PROTOCOL`` (bumped when the way a figure is
+measured changes). A calibration whose baselines failed is not kept, so the next
 evaluator measures them again. A damaged entry is measured again and replaced; entries are
 written whole (a temporary file, then a rename), so concurrent evaluators never read half of one.
 Evaluators that need the same entry at the same time (a sweep's cells starting together on
@@ -35,6 +36,7 @@ from ..baselines import (
     BaselineTable,
     _version,
     baseline_versions,
+    compile_wanted,
     device_name,
     task_content_hash,
 )
@@ -57,7 +59,8 @@ def calibration_path(task: Any, language: str, start_id: str,
     versions = {**baseline_versions(task), "cuda-bindings": _version("cuda-bindings")}
     described = [PROTOCOL, task_content_hash(task), language, start_id,
                  device_name(settings.device), versions, TimingSettings.of(settings).as_dict(),
-                 settings.check_heldout, [dict(c) for c in settings.extra_checks]]
+                 settings.check_heldout, [dict(c) for c in settings.extra_checks],
+                 compile_wanted(settings.device)[0]]
     key = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()
                          ).hexdigest()[:24]
     return Path(settings.cache_dir) / "calibration" / f"{task.name}-{language}-{key}.json"

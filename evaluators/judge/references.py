@@ -16,6 +16,7 @@ from typing import Any
 
 from ...search.task import Shape, Task
 from ..correctness import clones
+from ..protocol import release_due
 from ..shared_memory import describe
 from .memory_plan import default_reference_budget
 
@@ -109,18 +110,14 @@ class References:
         return self._templates[shape.label]
 
 
-RELEASE_ABOVE_BYTES = 1 << 30
-
-
-def release_device_memory(device: str, problem_bytes: int | None = None) -> None:
+def release_device_memory(device: str) -> None:
     """Hand the judge's cached free blocks back to the device (PyTorch's allocator keeps them
-    otherwise): a runner's buffers need the room the judge's draws, references and
-    comparisons held (on a KernelBench-size problem, tens of GB). For a problem of
-    ``problem_bytes`` below ``RELEASE_ABOVE_BYTES`` nothing is done: freeing and allocating
-    again would cost small problems' evaluations time for room they do not need."""
-    if problem_bytes is not None and problem_bytes < RELEASE_ABOVE_BYTES:
-        return
+    otherwise) where they come to ``RELEASE_ABOVE_BYTES`` or more: a runner's buffers need the
+    room the judge's draws, references and comparisons held (on a KernelBench-size problem,
+    tens of GB). Below that nothing is done: freeing and allocating again would cost small
+    problems' evaluations time for room they do not need."""
     if device.startswith("cuda"):
         import torch
 
-        torch.cuda.empty_cache()
+        if release_due(torch.cuda.memory_reserved() - torch.cuda.memory_allocated()):
+            torch.cuda.empty_cache()

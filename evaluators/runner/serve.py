@@ -23,6 +23,7 @@ the candidate loaded, the judge takes any reply as the candidate's and trusts no
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -77,9 +78,12 @@ class Runner:
             # the previous shape's copies and the checks' buffers go first: on a problem of
             # several GB the device holds one shape's copies at a time
             self.timing = None
-            self.session.release_buffers()
+            began = time.perf_counter()
+            released = self.session.release_buffers()
             self.timing = ShapeTiming(self.session, Shape.of(message["shape"]),
                                       int(message["secret"]))
+            if released:
+                self.timing.seconds["release"] = time.perf_counter() - began
             return self.timing.warm()
         if self.timing is None:
             raise ValueError("a timing step before warm")

@@ -25,7 +25,7 @@ from ..isolation import enter_isolation, forbid_processes
 from ..languages import KernelLanguage, LoadedKernel, get_language
 from ..machine import device_cache_bytes
 from ..profiling import kernel_profile
-from ..protocol import CANDIDATE, START, TensorSpec
+from ..protocol import CANDIDATE, JIT_CACHE, START, TensorSpec, release_due
 from ..settings import EvaluatorSettings
 from ..shared_memory import spec_dtype
 from ..timing import CacheFlusher, TimingPlan
@@ -71,6 +71,7 @@ class Session:
         self.compile_window = False  # fork/exec still allowed (a JIT compiling at first call)
         self.artifacts: dict[str, dict[str, Any]] = {}
         self._buffers: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
+        self.compiled: Callable[[], dict[str, float]] | None = None  # a JIT's compiles
 
     @property
     def device(self) -> str:
@@ -112,7 +113,8 @@ class Session:
         self._warm_start()
         if self.on_gpu and (self.settings.profile_kernels or self.language.host_code):
             self._warm_profiler()
-        self.release_buffers()  # a spare waits holding its arena, not its warm-up's draws
+        # a spare waits holding its arena, not its warm-up's draws (where they were large)
+        self.release_buffers()
         return {"type": "ready", "cache_bytes": self.cache_bytes,
                 "flush_bytes": self.flusher.nbytes if self.flusher else 0}
 
@@ -153,8 +155,12 @@ class Session:
         the candidate."""
         self.isolation = enter_isolation(scratch, allow_processes=self.needs_compiler)
         self.compile_window = self.isolation.get("isolation_processes", "").startswith("allowed")
-        if self.needs_compiler and "read-only" in self.isolation.get("isolation_filesystem", ""):
-            os.environ["TRITON_CACHE_DIR"] = str(scratch / "triton")  # the one writable place
+        if self.needs_compiler:
+            # the candidate's own compile cache, in the one writable place: what was built
+            # ahead for it (evaluators/judge/prebuild.py), where the judge staged it
+            os.environ["TRITON_CACHE_DIR"] = str(scratch / JIT_CACHE)
+        assert self.language is not None
+        self.compiled = self.language.watch_compiles()
         self.snapshot = ProcessSnapshot([self.task.module])
         self.kernels[CANDIDATE] = self._load(message)
         self.artifacts[CANDIDATE] = dict(message)
@@ -165,7 +171,8 @@ class Session:
         running."""
         leftover = forbid_processes() if self.compile_window else []
         self.compile_window = False
-        return {"type": "sealed", "leftover": leftover}
+        return {"type": "sealed", "leftover": leftover,
+                "compiled": self.compiled() if self.compiled is not None else {}}
 
     def settle(self) -> None:
         """Finish the copies into the arena before a reply (a broken context: nothing to
@@ -199,15 +206,21 @@ class Session:
         if problem:
             raise CallFailed({"problem": problem[:_TEXT_LIMIT]})
 
-    def release_buffers(self) -> None:
-        """Drop the checks' buffers and hand the allocator's free blocks back to the device
-        (PyTorch keeps them otherwise; another process may need the room)."""
+    def release_buffers(self) -> bool:
+        """Drop the checks' buffers; where the allocator then caches ``RELEASE_ABOVE_BYTES``
+        or more of free device memory, hand it back to the device (the judge may need the room
+        on a large problem). Below that the blocks stay cached for the next shape: handing them
+        back costs a round of cudaFree and cudaMalloc. True when memory was handed back."""
         self._buffers = None
-        if self.on_gpu:
-            try:
-                torch.cuda.empty_cache()
-            except Exception:  # a context the kernel broke: the next call says so
-                pass
+        if not self.on_gpu:
+            return False
+        try:
+            if not release_due(torch.cuda.memory_reserved() - torch.cuda.memory_allocated()):
+                return False
+            torch.cuda.empty_cache()
+        except Exception:  # a context the kernel broke: the next call says so
+            return False
+        return True
 
     def synchronize(self) -> None:
         assert self.language is not None

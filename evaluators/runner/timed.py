@@ -96,22 +96,24 @@ class ShapeTiming:
         self.refreshed[CANDIDATE][0] = self.index
         self.index += 1
         del first, outputs
-        began = time.perf_counter()
+        # what each step cost inside the runner ("copies" accumulates every copy made)
+        self.seconds: dict[str, float] = {"copies": 0.0}
         # copies are made as the measurement needs them: a graph of n calls uses n of them
         self.ensure(min(self.copies, WARM_COPIES))
-        self.seconds = {"copies": time.perf_counter() - began}
         self.mode, self.calls_per_sample, self.graphs = "cpu", 1, list[object]()
         self.flush = Flusher(session.flusher)
 
     def ensure(self, count: int) -> None:
         """At least ``count`` copies per kernel (at most ``copies``), each made and refreshed."""
         module, device = self.session.task.module, self.session.device
+        began = time.perf_counter()
         for kernel in KERNELS:
             while len(self.inputs[kernel]) < min(count, self.copies):
                 self.inputs[kernel].append(tuple(torch.empty_like(t, device=device)
                                                  for t in self._layout))
                 self.outputs[kernel].append(tuple(module.make_outputs(self.params, device)))
                 self.refresh(kernel, len(self.inputs[kernel]) - 1)
+        self.seconds["copies"] += time.perf_counter() - began
 
     def refresh(self, kernel: str, copy: int, secret: int | None = None) -> None:
         """New values in ``copy``'s input tensors (same storage), and its outputs poisoned."""
@@ -147,8 +149,11 @@ class ShapeTiming:
                                 self.flush)
             self.seconds["warm_up"] = time.perf_counter() - began
             if max(estimates) < settings.cuda_graph_below_us:
+                captured, made = time.perf_counter(), self.seconds["copies"]
                 self.calls_per_sample, self.graphs = capture_graphs(
                     calls, self.copy_plan, max(estimates), self.flush, self.ensure)
+                self.seconds["capture"] = (time.perf_counter() - captured
+                                           - (self.seconds["copies"] - made))
             if not self.graphs:  # events: one copy a round, in turn
                 self.ensure(min(self.copies, settings.max_repeats))
             self.mode = "graph" if self.graphs else "events"
