@@ -28,10 +28,12 @@ from .languages.base import BuildError, KernelLanguage
 
 @dataclass(frozen=True)
 class Build:
-    """A compile result and, when it succeeded, the artifact's path."""
+    """A compile result and, when it succeeded, the artifact's path; ``prebuilt``: the folder
+    of device code built ahead for it, where there is one (evaluators/judge/prebuild.py)."""
 
     result: CompileResult
     artifact: Path | None
+    prebuilt: Path | None = None
 
 
 def cache_key(language: KernelLanguage, candidate: Candidate) -> str:

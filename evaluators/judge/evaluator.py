@@ -38,7 +38,7 @@ from ..device_arena import arena_refusal
 from ..languages import get_language
 from ..machine import describe_device
 from ..profiling import ncu_profile
-from ..protocol import CANDIDATE
+from ..protocol import CANDIDATE, JIT_CACHE
 from ..screen import screen
 from ..settings import EvaluatorSettings
 from .calibration import calibrate, prepare_message
@@ -52,6 +52,7 @@ from .figures import (
 )
 from .memory_plan import MemoryPlan
 from .observations import foreign_launches
+from .prebuild import Prebuilder
 from .references import References, release_device_memory
 from .runner_process import Crashed, SandboxError
 from .spares import Spares
@@ -87,6 +88,7 @@ class SandboxEvaluator(Evaluator):
         self.start_candidate = self.task.starting_candidate(language)
         self.language.check_spec(self.start_candidate.entry, self.start_candidate.spec_dict)
         self.cache = CompileCache(self.settings.cache_dir)
+        self._prebuilder = Prebuilder(self.task, self.language, self.settings, self.cache.root)
         self._device = describe_device(self.settings.device)
         self._references: References | None = None
         self._calibration: Calibration | None = None
@@ -108,11 +110,15 @@ class SandboxEvaluator(Evaluator):
         self.close()
 
     def compile(self, candidate: Candidate) -> CompileResult:
-        """Build ``candidate`` into the cache; a source the screen refuses is not built
-        (``rejected=True``, the screen's finding as the log)."""
-        return self._build(candidate).result
+        """Build ``candidate`` into the cache, and its device code ahead of its first call
+        where its language compiles there (a Triton kernel on a GPU: evaluators/judge/
+        prebuild.py); a source the screen refuses is not built (``rejected=True``, the
+        screen's finding as the log)."""
+        return self._build(candidate, ahead=True).result
 
-    def _build(self, candidate: Candidate) -> Build:
+    def _build(self, candidate: Candidate, ahead: bool = False) -> Build:
+        """The candidate's build from the cache (made now where missing); with ``ahead``,
+        its device code too (else only found where a compile pool built it)."""
         if candidate.language != self.language.name:
             raise ValueError(f"candidate {candidate.id} is in {candidate.language!r}; this "
                              f"evaluator judges {self.language.name!r}")
@@ -120,7 +126,12 @@ class SandboxEvaluator(Evaluator):
         if finding is not None:
             return Build(CompileResult(candidate.id, ok=False, seconds=0.0,
                                        log=finding.message, rejected=True), None)
-        return self.cache.build(self.language, candidate, self.settings.compile_timeout_s)
+        build = self.cache.build(self.language, candidate, self.settings.compile_timeout_s)
+        if build.artifact is None or not self._prebuilder.wanted:
+            return build
+        prebuilt = self._prebuilder.prebuild(candidate, build.artifact, build=ahead)
+        return replace(build, prebuilt=prebuilt.folder, result=replace(
+            build.result, seconds=build.result.seconds + prebuilt.seconds))
 
     def close(self) -> None:
         """Kill the spare runner and delete its scratch folder; the compile cache stays."""
@@ -175,7 +186,9 @@ class SandboxEvaluator(Evaluator):
         return self._deadline
 
     def _evaluate(self, candidate: Candidate) -> Evaluation:
+        began = time.perf_counter()
         build = self._build(candidate)
+        built_s = time.perf_counter() - began  # nonzero beyond a lookup: nobody built it ahead
         if build.artifact is None:
             return replace(build.result.as_evaluation(), device=self._device)
         spec = candidate.spec_dict or self.start_candidate.spec_dict
@@ -188,7 +201,7 @@ class SandboxEvaluator(Evaluator):
         common = {"compile_s": build.result.seconds,
                   "resources": {"artifact_bytes": build.artifact.stat().st_size},
                   "metrics": self._metrics(calibration), "kernel_resources": (),
-                  "profile": None}
+                  "profile": None, "runner_s": {}, "compiled": {}}
         deadline = self.run_deadline()
         trial = Trial(runner, deadline.seconds)
         refusal = arena_refusal(self.settings.device)
@@ -204,6 +217,10 @@ class SandboxEvaluator(Evaluator):
             runner.close()
             if runner.unkillable:
                 common["metrics"]["unkillable"] = runner.unkillable
+        compiled = common["compiled"]
+        cost.update(runner_s=common["runner_s"], jit_compiles=int(compiled.get("compiles", 0)),
+                    build_wait_s=(0.0 if build.result.cached else built_s)
+                    + float(compiled.get("seconds", 0.0)))
         if runner.unkillable:
             message += f"\nthe runner could not be stopped: {runner.unkillable}"
         return Evaluation(candidate_id=candidate.id, status=status, message=message,
@@ -238,6 +255,8 @@ class SandboxEvaluator(Evaluator):
         s, task = self.settings, self.task
         clock = time.perf_counter()
         target = {"artifact": str(build.artifact), "entry": candidate.entry, "spec": spec}
+        if build.prebuilt is not None:  # the runner's JIT finds the candidate's kernels built
+            trial.runner.stage_tree(build.prebuilt, JIT_CACHE)
         loaded = trial.ask({"type": "load", **target,
                             "artifact": trial.runner.stage(build.artifact)}, "loaded")
         trial.call_problem(loaded, "while loading", "")
@@ -266,7 +285,7 @@ class SandboxEvaluator(Evaluator):
                 fault.shapes = (*checked, *fault.shapes)
                 raise
         phases["correctness"] = time.perf_counter() - clock
-        self._seal(trial)
+        common["compiled"] = self._seal(trial)
         release_device_memory(s.device)  # the checks' copies: timing needs the room
         clock = time.perf_counter()
         spares.settle()  # the next runner's start-up must not share the CPU with timing
@@ -286,6 +305,8 @@ class SandboxEvaluator(Evaluator):
             results.append(derive_shape_figures(result, shape, task.roofline(shape),
                                                 calibration.machine, calibration.baselines))
             rel_se[shape.label], details[shape.label] = timed.candidate.rel_se, timed.detail
+            for step, seconds in timed.detail["runner_warm_s"].items():
+                common["runner_s"][step] = common["runner_s"].get(step, 0.0) + seconds
         phases["timing"] = time.perf_counter() - clock
         clock = time.perf_counter()
         common["metrics"].update({"timing_rel_se": rel_se, "timing": details})
@@ -299,9 +320,9 @@ class SandboxEvaluator(Evaluator):
         return status, message, shapes
 
     @staticmethod
-    def _seal(trial: Trial) -> None:
+    def _seal(trial: Trial) -> dict[str, float]:
         """Close the runner's compile window; a process the candidate left running is
-        REJECTED."""
+        REJECTED. What the runner says its JIT compiled during the checks (diagnostics)."""
         trial.at("after the checks (closing the compile window)")
         reply = trial.ask({"type": "seal"}, "sealed")
         trial.call_problem(reply, "after the checks", "")
@@ -312,6 +333,10 @@ class SandboxEvaluator(Evaluator):
             raise CandidateFault(Status.REJECTED,
                                  f"the kernel left {len(leftover)} process(es) running after "
                                  f"its calls: a kernel starts no processes")
+        compiled = reply.get("compiled")
+        return {k: float(compiled[k]) for k in ("compiles", "seconds")
+                if isinstance(compiled, dict) and isinstance(compiled.get(k), (int, float))
+                and not isinstance(compiled.get(k), bool) and 0 <= compiled[k] < 1e6}
 
     def _observe(self, trial: Trial, common: dict[str, Any], target: dict[str, Any]) -> None:
         """Resources; on a GPU what the candidate launches (a verdict for host-code kernels),

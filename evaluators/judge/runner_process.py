@@ -257,6 +257,15 @@ class RunnerProcess:
         shutil.copyfile(artifact, copy)
         return str(copy)
 
+    def stage_tree(self, folder: Path, name: str) -> str:
+        """A copy of ``folder``'s plain files (two levels down, links not followed) as
+        ``name`` in the runner's scratch folder; the path of the copy."""
+        from .prebuild import copy_tree
+
+        target = self.scratch / name
+        copy_tree(folder, target)
+        return str(target)
+
     def cpu_seconds(self) -> float:
         """CPU time the runner's process group has used so far (all threads, nanosecond
         resolution from the kernel's schedstat): what the candidate cannot forge and what its

@@ -18,7 +18,7 @@ import re
 import signal
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -129,6 +129,12 @@ class KernelLanguage(ABC):
         """In the sandbox: what the loaded kernel uses (registers, shared memory, spills, launch
         geometry), for ``Evaluation.resources``; JSON-able. Empty where nothing is known."""
         return {}
+
+    def watch_compiles(self) -> Callable[[], dict[str, float]] | None:
+        """In the sandbox, before the candidate loads: for a language that compiles at a
+        kernel's first call, a function returning what it compiled since (``{"compiles",
+        "seconds"}``); None where nothing compiles there."""
+        return None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

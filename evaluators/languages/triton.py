@@ -31,7 +31,7 @@ import functools
 import json
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,40 @@ class TritonLanguage(KernelLanguage):
 
     def source_file(self, kernel: LoadedKernel) -> str | None:
         return getattr(kernel.handle, "__file__", None)
+
+    def watch_compiles(self) -> Callable[[], dict[str, float]] | None:
+        """Count, from now on, what Triton compiles in this process (kernels that its cache did
+        not hold, and C launchers built): a function returning ``{"compiles", "seconds"}``.
+        None on the CPU (the interpreter compiles nothing). Installed by the runner before the
+        candidate loads; the figures are observations of a process that runs candidate code."""
+        if self.device != "cuda":
+            return None
+        import time
+
+        import triton
+
+        seen = {"compiles": 0.0, "seconds": 0.0}
+        compilation = getattr(getattr(triton, "knobs", None), "compilation", None)
+        if compilation is not None and hasattr(compilation, "listener"):
+            def listener(**event: Any) -> None:
+                if not event.get("cache_hit", True):
+                    seen["compiles"] += 1
+                    total = getattr(event.get("times"), "total", 0)  # microseconds
+                    seen["seconds"] += total / 1e6 if isinstance(total, (int, float)) else 0.0
+            compilation.listener = listener
+        build = sys.modules.get("triton.runtime.build")
+        if build is not None and callable(getattr(build, "_build", None)):
+            original = build._build
+
+            def timed_build(*args: Any, **kwargs: Any) -> Any:  # a launcher's C compile
+                began = time.perf_counter()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    seen["compiles"] += 1
+                    seen["seconds"] += time.perf_counter() - began
+            build._build = timed_build
+        return lambda: dict(seen)
 
 
 def _line_of(exc: BaseException, filename: str) -> str:

@@ -1,20 +1,30 @@
-"""The GPU check: the GPU tests split over every visible GPU, what judging costs, one search.
+"""The GPU check: what judging costs, searches' throughput, the GPU tests, and what got slower.
 
 ``python -m kernelswarm.experiments.benchmarks.gpu_check --out DIR [--budget-s 540]``
 
-On a GPU machine with the project installed, in one call that fits a 10-minute device lease:
+On a GPU machine with the project installed:
 
-1. ``eval_cost`` of the three Astra tasks (``cuda``, N evaluations each) and one short search
-   (``search_gpu --no-judge``), one after the other on the first GPU, each alone on its GPU;
-2. the GPU-marked tests, one ``pytest -m gpu`` per test file, the files dealt to every visible
-   GPU as it frees up (heaviest first; the first GPU joins once its measurements are done), each
-   process seeing only its own GPU (``CUDA_VISIBLE_DEVICES``), so that no two share one.
+1. ``eval_cost`` of the three Astra tasks in each of ``--languages`` (cuda and triton; N
+   evaluations each, built ahead as a compile pool would) and one search per task
+   (``search_gpu --no-judge``, 4 lineages of cuda and triton), one after the other on the first
+   GPU, each alone on its GPU;
+2. the GPU-marked tests: on one GPU in one pytest; on several, one ``pytest -m gpu`` per test
+   file, the files dealt to every visible GPU as it frees up (heaviest first; the first GPU
+   joins once its measurements are done), each process seeing only its own GPU
+   (``CUDA_VISIBLE_DEVICES``), so that no two share one;
+3. the figures compared with the newest committed ``docs/measurements/gpu-check-*.json``
+   (experiments/benchmarks/gpu_regressions.py): every figure of judging more than 20% slower is
+   printed and kept under ``regressions``.
 
 Every step has its own time limit, and the summary (``DIR/gpu-check.json``) is rewritten after
 each step, so a call killed at its limit still returns what was done: device and versions,
-``eval_cost_median_s`` and ``evals_per_gpu_minute`` per task, ``gpu_tests`` (passed, failed,
-skipped, wall_s, gpus, the failures and the files not reached) and every step's exit status and
-wall time. Each GPU's output goes to ``DIR/gpu-<n>.log``.
+``eval_cost_median_s``, ``eval_cost_first_s`` and ``eval_cost_phases_s`` per task (cuda),
+``eval_cost_by_language``, ``evals_per_gpu_minute`` per task (after the start's verdict),
+``gpu_build_wait_s`` (the seconds evaluations waited for a build, per step and in all),
+``gpu_tests`` (passed, failed, skipped, wall_s, gpus, the failures and the files not reached)
+and every step's exit status and wall time. Each GPU's output goes to ``DIR/gpu-<n>.log``.
+``--pack-cache FILE`` keeps the calibrations and baselines measured, for the next machine;
+``--resume SUMMARY`` carries on from a check that a time limit cut, skipping its finished steps.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -32,8 +43,15 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
+from kernelswarm.evaluators.settings import CACHE_ENV, default_cache_dir
+
+from .gpu_regressions import latest_check
+from .gpu_regressions import report as regression_report
+
 TASKS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
 TEST_CACHE_ENV = "KERNELSWARM_TEST_CACHE"  # tests/conftest.py: one cache for every test process
+TEST_CACHE = Path(os.environ.get(TEST_CACHE_ENV)
+                  or Path(tempfile.gettempdir()) / "kernelswarm-gpu-check")
 # eval_cost of silu_and_mul as the project judged before runners were forked on a GPU and
 # tensors stayed on it, and with only the first of the two: the "before" of the cost table
 EARLIER_PATHS = {"interpreter runner, host arena": {"KERNELSWARM_RUNNER_TEMPLATE": "0",
@@ -61,15 +79,18 @@ def gpu_test_files(root: Path) -> list[tuple[int, Path]]:
 class Check:
     """The summary being built, written out after every step."""
 
-    def __init__(self, out: Path, gpus: int, budget_s: float) -> None:
+    def __init__(self, out: Path, gpus: int, budget_s: float,
+                 pack_to: Path | None = None) -> None:
         self.out = out
-        self.began = time.monotonic()
+        self.pack_to = pack_to
+        self.tests_began = 0.0  # when the first GPU test started        self.began = time.monotonic()
         self.budget_s = budget_s
         self.lock = threading.Lock()
         self.summary: dict[str, Any] = {
             "device": _device(), "versions": _versions(), "gpus": gpus,
             "eval_cost_median_s": {}, "eval_cost_first_s": {}, "eval_cost_phases_s": {},
-            "evals_per_gpu_minute": {}, "search": {},
+            "eval_cost_by_language": {}, "evals_per_gpu_minute": {}, "search": {},
+            "gpu_build_wait_s": {},
             "gpu_tests": {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "wall_s": 0.0,
                           "gpus": gpus, "failures": [], "not_reached": [], "files": {}},
             "steps": []}
@@ -77,6 +98,82 @@ class Check:
 
     def left_s(self) -> float:
         return self.budget_s - (time.monotonic() - self.began)
+
+    def resume(self, path: Path) -> None:
+        """Carry on from an earlier check's summary: its measurements are kept and the steps
+        it finished are not run again (a check split over calls of a limited length)."""
+        earlier = json.loads(path.read_text())
+        for key in ("eval_cost_median_s", "eval_cost_first_s", "eval_cost_phases_s",
+                    "eval_cost_by_language", "evals_per_gpu_minute", "search",
+                    "gpu_build_wait_s"):
+            self.summary[key] = {**earlier.get(key, {}), **self.summary.get(key, {})}
+        self.summary["steps"] = list(earlier.get("steps", [])) + self.summary["steps"]
+        self.summary["resumed_from"] = earlier.get("resumed_from", []) + [
+            {"device": earlier.get("device"), "steps": len(earlier.get("steps", []))}]
+        self.write()
+
+    def done(self, name: str) -> bool:
+        """Whether a step of this name finished (exit status 0) in this check or the one it
+        resumed."""
+        return any(s["name"] == name and s["rc"] == 0 for s in self.summary["steps"])
+
+    def eval_cost(self, task: str, language: str, line: dict[str, Any] | None) -> None:
+        """Keep one eval_cost's summary line: ``cuda`` under the historical keys, every
+        language under ``eval_cost_by_language``, its build wait under ``gpu_build_wait_s``."""
+        with self.lock:
+            if line:
+                phases = line.get("phase_median_s") or {}
+                if language == "cuda":
+                    self.summary["eval_cost_median_s"][task] = line.get("median_s_after_first")
+                    self.summary["eval_cost_first_s"][task] = line.get("first_s")
+                    self.summary["eval_cost_phases_s"][task] = phases
+                self.summary["eval_cost_by_language"].setdefault(language, {})[task] = {
+                    "median_s": line.get("median_s_after_first"),
+                    "first_s": line.get("first_s"), "build_s": line.get("build_s"),
+                    "build_median_s": line.get("build_median_s"), "phases_s": phases}
+                self.summary["gpu_build_wait_s"][f"eval_cost {task} {language}"] = \
+                    line.get("build_wait_s", 0.0)
+            self._total_wait()
+            self.write()
+        self.pack()
+
+    def search(self, task: str, found: dict[str, Any]) -> None:
+        """Keep one search's throughput: evaluations per GPU-minute after the start's verdict
+        (``evals_per_gpu_minute``), per language, and its build wait."""
+        throughput = found["throughput"]
+        after = throughput.get("after_start") or {}
+        with self.lock:
+            self.summary["evals_per_gpu_minute"][task] = after.get(
+                "evals_per_gpu_minute", throughput["evals_per_gpu_minute"])
+            self.summary["search"][task] = {**throughput, "search_best": found["search_best"],
+                                            "languages": found.get("languages"),
+                                            "command": found["command"]}
+            self.summary["gpu_build_wait_s"][f"search {task}"] = throughput.get(
+                "build_wait_s", 0.0)
+            self._total_wait()
+            self.write()
+        self.pack()
+
+    def _total_wait(self) -> None:
+        waits = self.summary["gpu_build_wait_s"]
+        waits["total"] = round(sum(v for k, v in waits.items() if k != "total"
+                                   and isinstance(v, (int, float))), 3)
+
+    def pack(self) -> None:
+        """The caches a fresh machine would measure again (calibrations and baselines, the
+        evaluations' and the GPU tests'), packed into ``--pack-cache`` for the next call."""
+        if self.pack_to is None:
+            return
+        roots = [Path(os.environ.get(CACHE_ENV) or default_cache_dir()), TEST_CACHE]
+        members = [d for root in roots for d in (root / "calibration", root / "baselines")
+                   if d.is_dir()]
+        if not members:
+            return
+        tmp = self.pack_to.with_suffix(".tmp")
+        with tarfile.open(tmp, "w:gz") as tar:
+            for member in members:
+                tar.add(member, arcname=str(member.resolve()).lstrip("/"))
+        os.replace(tmp, self.pack_to)
 
     def write(self) -> None:
         path = self.out / "gpu-check.json"
@@ -114,8 +211,8 @@ class Check:
 
 
 def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: float) -> None:
-    """eval_cost of each task (with ``earlier``, silu_and_mul along the earlier data paths
-    first), then one search, on ``gpu``."""
+    """eval_cost of each task in each language (with ``earlier``, silu_and_mul along the
+    earlier data paths first), then one search per task, on ``gpu``."""
     python = sys.executable
     evaluations = args.evaluations
     for path, env in EARLIER_PATHS.items() if args.earlier else ():
@@ -126,17 +223,15 @@ def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: fl
         with check.lock:
             check.summary.setdefault("eval_cost_earlier", {})[path] = line
             check.write()
-    for task in args.tasks:
-        done = check.step(gpu, f"eval_cost {task}", [
-            python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", task, "cuda", "cuda",
-            str(evaluations)], limit_s=150)
-        line = _last_json(done.stdout if done else "")
-        with check.lock:
-            if line:
-                check.summary["eval_cost_median_s"][task] = line.get("median_s_after_first")
-                check.summary["eval_cost_first_s"][task] = line.get("first_s")
-                check.summary["eval_cost_phases_s"][task] = line.get("phase_median_s")
-            check.write()
+    for language in args.languages:
+        for task in args.tasks:
+            name = f"eval_cost {task}" + ("" if language == "cuda" else f" {language}")
+            if check.done(name):
+                continue
+            done = check.step(gpu, name, [
+                python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", task, language,
+                "cuda", str(evaluations)], limit_s=args.eval_cost_limit_s)
+            check.eval_cost(task, language, _last_json(done.stdout if done else ""))
     if args.profile:
         done = check.step(gpu, "eval_cost silu_and_mul (profiling on)", [
             python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", "silu_and_mul", "cuda",
@@ -144,60 +239,57 @@ def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: fl
         with check.lock:
             check.summary["eval_cost_profiled"] = _last_json(done.stdout if done else "")
             check.write()
-    # the same evaluator again: its calibration now comes from the cache the first one filled
-    done = check.step(gpu, "eval_cost silu_and_mul (calibration cached)", [
-        python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", "silu_and_mul", "cuda",
-        "cuda", "2"], limit_s=90)
-    line = _last_json(done.stdout if done else "")
-    with check.lock:
-        check.summary["first_evaluation_with_cached_calibration_s"] = \
-            line.get("first_s") if line else None
-        check.write()
     if search_minutes <= 0:
         return
-    report = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "search.json"
-    check.step(gpu, "search_gpu silu_and_mul", [
-        python, "-m", "kernelswarm.experiments.benchmarks.search_gpu", "--task", "silu_and_mul",
-        "--lineages", "4", "--minutes", f"{search_minutes:g}", "--no-judge", "--json",
-        str(report), "--out", str(report.parent / "runs")], limit_s=search_minutes * 60 + 120)
-    if report.is_file():
-        found = json.loads(report.read_text())
-        with check.lock:
-            check.summary["evals_per_gpu_minute"]["silu_and_mul"] = \
-                found["throughput"]["evals_per_gpu_minute"]
-            check.summary["search"]["silu_and_mul"] = {
-                **found["throughput"], "search_best": found["search_best"],
-                "command": found["command"]}
-            check.write()
+    for task in args.search_tasks:
+        name = f"search_gpu {task}"
+        if check.done(name):
+            continue
+        report = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "search.json"
+        check.step(gpu, name, [
+            python, "-m", "kernelswarm.experiments.benchmarks.search_gpu", "--task", task,
+            "--lineages", str(args.search_lineages), "--languages", args.search_languages,
+            "--minutes", f"{search_minutes:g}", "--no-judge", "--json", str(report),
+            "--out", str(report.parent / "runs")], limit_s=search_minutes * 60 + 150)
+        if report.is_file():
+            check.search(task, json.loads(report.read_text()))
 
 
-def run_tests(check: Check, gpu: int, queue: list[tuple[int, Path]], root: Path) -> None:
-    """Take test files off ``queue`` and run each alone on ``gpu``."""
+def run_tests(check: Check, gpu: int, queue: list[tuple[int, Path]], root: Path,
+              together: bool = False) -> None:
+    """Take test files off ``queue`` and run each alone on ``gpu`` (``together``: all of them
+    in one pytest, which saves a process start-up per file where one GPU runs them all)."""
     while True:
         with check.lock:
             if not queue:
                 return
-            _, path = queue.pop(0)
-        name = str(path.relative_to(root))
+            files = [path for _, path in queue] if together else [queue[0][1]]
+            del queue[:len(files)]
+            check.tests_began = check.tests_began or time.monotonic()
+        names = [str(path.relative_to(root)) for path in files]
+        name = names[0] if len(names) == 1 else f"{len(names)} GPU test files"
         report = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "junit.xml"
         done = check.step(gpu, f"pytest {name}", [
             sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", "-rfE",
-            "--durations=5", f"--junitxml={report}", name], limit_s=420,
-            env={TEST_CACHE_ENV: str(Path(tempfile.gettempdir()) / "kernelswarm-gpu-check")})
+            "--durations=15", f"--junitxml={report}", *names],
+            limit_s=420 * len(names) if len(names) == 1 else check.left_s(),
+            env={TEST_CACHE_ENV: str(TEST_CACHE)})
         with check.lock:
             tests = check.summary["gpu_tests"]
             if done is None:
-                tests["not_reached"].append(name)
+                tests["not_reached"] += names
             else:
                 counts = _junit(report)
                 tests["files"][name] = {**counts, "rc": done.returncode}
                 for key in ("passed", "failed", "skipped", "errors"):
                     tests[key] += counts.get(key, 0)
                 tests["failures"] += [line for line in (done.stdout or "").splitlines()
-                                      if line.startswith(("FAILED", "ERROR"))][:20]
+                                      if line.startswith(("FAILED", "ERROR"))][:40]
+                tests["durations"] = [line for line in (done.stdout or "").splitlines()
+                                      if re.match(r"\d+\.\d+s (call|setup|teardown)", line)]
                 if done.returncode == 124:
                     tests["failures"].append(f"TIMEOUT {name}")
-            tests["wall_s"] = round(time.monotonic() - check.began, 1)
+            tests["wall_s"] = round(time.monotonic() - check.tests_began, 1)
             check.write()
 
 
@@ -272,13 +364,33 @@ def main(argv: list[str] | None = None) -> int:
                         help="eval_cost of silu_and_mul with profiling on too")
     parser.add_argument("--no-measure", action="store_true")
     parser.add_argument("--tests", default="tests", help="the folder whose GPU tests run")
+    parser.add_argument("--languages", nargs="*", default=["cuda", "triton"],
+                        help="eval_cost's languages (default: cuda triton)")
+    parser.add_argument("--eval-cost-limit-s", type=float, default=240.0,
+                        help="the limit of one eval_cost (a fresh machine calibrates in it)")
+    parser.add_argument("--search-tasks", nargs="*", default=list(TASKS),
+                        help="one search per task (default: the three Astra tasks)")
+    parser.add_argument("--search-lineages", type=int, default=4)
+    parser.add_argument("--search-languages", default="cuda,triton",
+                        help="the searches' languages, comma-separated (lineages take them in "
+                             "turn)")
+    parser.add_argument("--pack-cache", type=Path, metavar="FILE.tar.gz",
+                        help="after each measurement, pack the calibration and baseline caches "
+                             "here (unpack into / on the next machine)")
+    parser.add_argument("--resume", type=Path, metavar="GPU_CHECK_JSON",
+                        help="keep an earlier check's measurements and skip its finished steps")
+    parser.add_argument("--compare", default="auto", metavar="GPU_CHECK_JSON|auto|none",
+                        help="the check to compare with (auto: the newest "
+                             "docs/measurements/gpu-check-*.json)")
     args = parser.parse_args(argv)
     gpus = _gpu_count()
     if gpus < 1:
         print("no GPU visible (nvidia-smi -L lists none)", file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    check = Check(args.out, gpus, args.budget_s)
+    check = Check(args.out, gpus, args.budget_s, args.pack_cache)
+    if args.resume is not None:
+        check.resume(args.resume)
     root = Path.cwd()
     queue = [] if args.no_tests else [
         (w, p) for w, p in gpu_test_files(root / args.tests)
@@ -287,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     def lane(gpu: int) -> None:
         if gpu == 0 and not args.no_measure:
             measure(check, 0, args, args.search_minutes)
-        run_tests(check, gpu, queue, root)
+        run_tests(check, gpu, queue, root, together=gpus == 1)
+        check.pack()
 
     threads = [threading.Thread(target=lane, args=(g,)) for g in range(gpus)]
     for thread in threads:
@@ -302,10 +415,28 @@ def main(argv: list[str] | None = None) -> int:
           f"{tests['failed']} failed, {tests['errors']} errors, {tests['skipped']} skipped, "
           f"{len(tests['not_reached'])} file(s) not reached")
     print(json.dumps({k: check.summary[k] for k in (
-        "eval_cost_median_s", "eval_cost_first_s", "evals_per_gpu_minute")}))
+        "eval_cost_median_s", "eval_cost_first_s", "evals_per_gpu_minute",
+        "gpu_build_wait_s")}))
+    compared = _compared(args.compare, root, args.out / "gpu-check.json")
+    if compared is not None:
+        found, text = regression_report(compared, check.summary)
+        with check.lock:
+            check.summary["compared_with"] = str(compared.relative_to(root)) \
+                if compared.is_relative_to(root) else str(compared)
+            check.summary["regressions"] = [r.as_json() for r in found]
+            check.write()
+        print(text)
     for line in tests["failures"][:30]:
         print(line)
     return 0 if tests["failed"] == 0 and tests["errors"] == 0 else 1
+
+
+def _compared(choice: str, root: Path, own: Path) -> Path | None:
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return Path(choice)
+    return latest_check(root / "docs" / "measurements", exclude=own)
 
 
 if __name__ == "__main__":

@@ -165,21 +165,40 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any, language: s
         "all_correct": all(s["check"] == "ok" for s in shapes)}
 
 
-def throughput(run_dir: Path) -> dict[str, float]:
+def throughput(run_dir: Path) -> dict[str, Any]:
     """Evaluations recorded and evaluations per minute of the search's wall time (its start,
-    calibration and confirmation included: with one evaluation worker, the GPU's minutes)."""
+    calibration and confirmation included: with one evaluation worker, the GPU's minutes);
+    the same after the starting kernels' verdicts (``after_start``: what the search itself
+    judged, from the last start's verdict to the last evaluation), per language; and the
+    seconds the evaluations waited for a build (``build_wait_s``: built by the judge because
+    no compile pool had, or compiled by a JIT at the kernel's first calls)."""
     from kernelswarm.experiments.sinks import read_evaluations
 
     rows = read_evaluations(run_dir).select(
-        ["seq", "wall_s", "eval_s", "compile_s", "status", "metrics"]).to_pylist()
+        ["seq", "wall_s", "eval_s", "compile_s", "status", "metrics", "origin_role",
+         "language"]).to_pylist()
     records = list({r["seq"]: r for r in rows}.values())
     span = max((float(r["wall_s"]) for r in records), default=0.0)
     evals = sorted(float(r["eval_s"]) for r in records if r["eval_s"] is not None)
     statuses: dict[str, int] = {}
     for r in records:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    started = max((float(r["wall_s"]) for r in records if r["origin_role"] == "seed"),
+                  default=0.0)
+    searched = [r for r in records if r["origin_role"] != "seed"]
+    search_span = span - started
+    languages: dict[str, int] = {}
+    for r in searched:
+        languages[r["language"]] = languages.get(r["language"], 0) + 1
+    waits = [EvaluationCost.parse(json.loads(r["metrics"] or "{}")).build_wait_s
+             for r in records]
     return {"evaluations": len(records), "span_s": span,
             "evals_per_gpu_minute": len(records) / (span / 60) if span > 0 else 0.0,
+            "after_start": {
+                "evaluations": len(searched), "span_s": search_span, "languages": languages,
+                "evals_per_gpu_minute": (len(searched) / (search_span / 60)
+                                         if search_span > 0 else 0.0)},
+            "build_wait_s": round(sum(waits), 3),
             "median_eval_s": evals[len(evals) // 2] if evals else math.nan,
             "statuses": statuses, "median_phase_s": _median_phases(records)}
 
@@ -198,10 +217,15 @@ def _median_phases(records: list[dict[str, Any]]) -> dict[str, float]:
 
 def _throughput_line(report: dict[str, Any]) -> str:
     t = report["throughput"]
+    after = t.get("after_start") or {}
+    searched = (f"; after the start's verdict {after['evaluations']} in "
+                f"{after['span_s']:.0f} s: {after['evals_per_gpu_minute']:.1f} a GPU-minute "
+                f"({', '.join(f'{k} {v}' for k, v in after['languages'].items())}), "
+                f"{t.get('build_wait_s', 0.0):.1f} s waiting for builds") if after else ""
     return (f"{t['evaluations']} evaluations in {t['span_s']:.0f} s of search: "
             f"{t['evals_per_gpu_minute']:.1f} a GPU-minute (median eval_s "
-            f"{t['median_eval_s']:.2f} s); search's own best {report['search_best']:.3f}x vs "
-            f"start")
+            f"{t['median_eval_s']:.2f} s){searched}; search's own best "
+            f"{report['search_best']:.3f}x vs start")
 
 
 def knobs_text(knobs: dict[str, Any]) -> str:
