@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -54,18 +55,22 @@ class RunnerTemplate:
         self._replies: list[dict[str, Any]] = []
         self._gone = False
         self._next_id = 0
+        # Its log is a file without a name (read through this descriptor), and its working
+        # folder, empty, only serves its start (``python -m`` imports from there): nothing of it
+        # is left behind however this process ends, killed by Ray included.
+        self._log = tempfile.TemporaryFile(prefix="kernelswarm-template-")
         self._folder = Path(tempfile.mkdtemp(prefix="kernelswarm-template-"))
         self._socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            with open(self._folder / "template.log", "wb") as log:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", TEMPLATE_MODULE, "--control-fd", str(theirs.fileno()),
-                     "--namespaces", ",".join(self.requested)],
-                    env=self.env, cwd=self._folder, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
-                    start_new_session=True)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", TEMPLATE_MODULE, "--control-fd", str(theirs.fileno()),
+                 "--namespaces", ",".join(self.requested)],
+                env=self.env, cwd=self._folder, stdin=subprocess.DEVNULL, stdout=self._log,
+                stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                start_new_session=True)
         except BaseException:
             self._socket.close()
+            self._remove_files()
             raise
         finally:
             theirs.close()
@@ -74,6 +79,7 @@ class RunnerTemplate:
             why = (ready or {}).get("refused") or self._log_tail() or "it did not answer"
             self.close()
             raise TemplateUnavailable(f"the runner template could not start: {why}")
+        shutil.rmtree(self._folder, ignore_errors=True)  # it has imported all it needs
         self.namespaces: tuple[str, ...] = tuple(ready.get("namespaces") or ())
 
     @property
@@ -161,9 +167,16 @@ class RunnerTemplate:
 
     def _log_tail(self) -> str:
         try:
-            return (self._folder / "template.log").read_text(errors="replace")[-1500:].strip()
-        except OSError:
+            size = os.fstat(self._log.fileno()).st_size
+            # pread: the template writes through the same open file, at its own offset
+            tail = os.pread(self._log.fileno(), 1500, max(size - 1500, 0))
+        except (OSError, ValueError):  # ValueError: the log was closed
             return ""
+        return tail.decode(errors="replace").strip()
+
+    def _remove_files(self) -> None:
+        self._log.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     def close(self) -> None:
         """End the template (closing its socket does: it kills what it spawned, then exits)."""
@@ -175,9 +188,7 @@ class RunnerTemplate:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-        for leftover in self._folder.iterdir():
-            leftover.unlink()
-        self._folder.rmdir()
+        self._remove_files()
 
 
 class TemplateChild:

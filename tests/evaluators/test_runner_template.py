@@ -116,6 +116,33 @@ os._exit(0)  # the judge dies without closing anything
     assert not _alive(template_pid) and not _alive(runner_pid)
 
 
+@pytest.mark.parametrize("ending", ["sys.exit(0)", "os._exit(0)"])
+def test_a_template_leaves_no_folder_behind_however_its_judge_ends(tmp_path, ending):
+    """Its log and working folder go with it: a judge that returns and one that dies (a Ray
+    worker killed) leave no kernelswarm-template-* folder in the temporary directory."""
+    script = f"""
+import os, sys
+sys.path[:0] = {sys.path!r}
+from kernelswarm.evaluators.isolation import launcher
+from kernelswarm.evaluators.judge.runner_template import runner_template
+from tests.evaluators.test_runner_template import _Idle, _env
+template = runner_template(_env(), launcher().namespaces)
+_Idle(template).end()
+print(template.process.pid, flush=True)
+{ending}
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    template_pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while _alive(template_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(template_pid)
+    assert not list(tmp_path.glob("kernelswarm-template-*"))
+
+
 def test_a_template_of_another_environment_is_closed_only_once_its_runners_ended(monkeypatch):
     monkeypatch.delenv(SWITCH_ENV, raising=False)
     first = runner_template(_env(), launcher().namespaces)
