@@ -10,6 +10,10 @@ request's ``max_tokens`` (and the text to match), ``always`` fails every request
 
 With ``api_key`` set, a request must carry it as its bearer token, else 401; the server keeps only
 whether each request was authorised, never the token itself.
+
+``GET /v1/models`` lists ``models`` (none by default: a server that names none, so any model is
+taken), or is not there (404) with ``lists_models=False``; it is answered by the server itself,
+not scripted, and not kept in ``requests``.
 """
 
 from __future__ import annotations
@@ -74,8 +78,10 @@ def always(reply: Reply) -> Responder:
 class LoopbackServer:
     """``with LoopbackServer(responder) as server:`` ... ``base_url=server.url``."""
 
-    def __init__(self, responder: Responder = _no_script, *, api_key: str | None = None) -> None:
+    def __init__(self, responder: Responder = _no_script, *, api_key: str | None = None,
+                 models: tuple[str, ...] = (), lists_models: bool = True) -> None:
         self.responder = responder
+        self.models, self.lists_models = models, lists_models
         self.requests: list[Received] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -120,10 +126,22 @@ class LoopbackServer:
             queued = self._queue.popleft() if self._queue else None
         return queued or self.responder(received)
 
+    def _authorised(self, headers: Mapping[str, str]) -> bool:
+        return self._api_key is None or \
+            headers.get("authorization", "") == f"Bearer {self._api_key}"
+
+    def _model_list(self, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        if not self._authorised(headers):
+            return 401, _error_body(401, "invalid API key")
+        if not self.lists_models:
+            return 404, _error_body(404, "no such endpoint /v1/models")
+        return 200, json.dumps({"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "loopback"}
+            for name in self.models]}).encode()
+
     def _answer(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> tuple[Reply, bytes]:
         messages = tuple(m for m in body.get("messages", []) if isinstance(m, dict))
-        authorised = self._api_key is None or \
-            headers.get("authorization", "") == f"Bearer {self._api_key}"
+        authorised = self._authorised(headers)
         received = Received(headers.get(REQUEST_HEADER.lower(), ""), str(body.get("model", "")),
                             messages, authorised, body)
         if not authorised:
@@ -159,6 +177,13 @@ class LoopbackServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
+                if not self.path.rstrip("/").endswith("/models"):
+                    self._send(404, _error_body(404, f"no such endpoint {self.path}"), {})
+                    return
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                self._send(*server._model_list(headers), {})
+
             def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, _error_body(404, f"no such endpoint {self.path}"), {})
@@ -170,6 +195,10 @@ class LoopbackServer:
                     self._send(400, _error_body(400, "the body is not JSON"), {})
                     return
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                if not body.get("messages"):  # as OpenAI's own server: refused, not scripted
+                    status = 400 if server._authorised(headers) else 401
+                    self._send(status, _error_body(status, "messages must not be empty"), {})
+                    return
                 reply, payload = server._answer(headers, body)
                 if reply.hang:
                     server._closing.wait()

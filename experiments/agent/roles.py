@@ -1,8 +1,9 @@
 """The configured agent: ``[agent]`` turned into a roles factory, and the run's start-up request.
 
 The driver checks here, before Ray starts, what would otherwise fail inside every lineage: an
-API key variable that is not set, a money budget without prices. Whatever the agent, its roles
-are never told the task's held-out shapes (``Roles.withheld``).
+API key variable that is not set, a money budget without prices, an endpoint that cannot serve
+(``check_agent``: unreachable, not OpenAI's protocol, the key refused, the model not served).
+Whatever the agent, its roles are never told the task's held-out shapes (``Roles.withheld``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kernelswarm.agents.llm import (
     SpendLimit,
 )
 from kernelswarm.agents.llm.client import read_api_key
+from kernelswarm.agents.llm.endpoint import EndpointProblem, check_endpoints
 from kernelswarm.search import Check, Roles, Task, Usage, Withheld, load_task
 
 from ..config import Config, ConfigError
@@ -50,6 +52,33 @@ def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
         prompt_dir=agent.prompt_dir.expanduser().resolve() if agent.prompt_dir else None,
         backoff_s=agent.backoff_s, backoff_max_s=max(agent.backoff_s, agent.backoff_max_s),
         deadline=deadline)
+
+
+def check_agent(config: Config) -> None:
+    """Refuse, with a ``ConfigError`` naming the setting, an LLM agent that could not make a
+    single call: a key variable not set, a money cap without prices, or an endpoint that cannot
+    serve its roles (each server asked once, in a few seconds). Called before the run folder
+    and Ray exist; the built-in agent needs nothing."""
+    if config.agent.kind != "llm":
+        return
+    settings = llm_settings(config)
+    try:
+        problems = check_endpoints(settings.roles)
+    except MissingAPIKey as exc:
+        raise ConfigError(str(exc)) from None
+    if problems:
+        raise ConfigError("; ".join(_setting_at_fault(config, p) for p in problems))
+
+
+def _setting_at_fault(config: Config, problem: EndpointProblem) -> str:
+    """"agent.llm.base_url: cannot reach ... (every role)": the key a user edits to fix it, the
+    role's own where it sets one, else the shared ``[agent.llm]``."""
+    setting = problem.fault.setting
+    keys = dict.fromkeys(
+        f"agent.{role}.{setting}" if getattr(getattr(config.agent, role), setting) is not None
+        else f"agent.llm.{setting}" for role in problem.roles)
+    who = "every role" if len(problem.roles) == len(ROLE_NAMES) else ", ".join(problem.roles)
+    return f"{' / '.join(keys)}: {problem.detail} (for {who}; checked before the run started)"
 
 
 def _builtin_roles(withheld: Withheld, seed: int) -> Roles:

@@ -39,7 +39,7 @@ from kernelswarm.search import (
 )
 
 from ..agent.llm_view import LLMWatch
-from ..agent.roles import StartUp, ask_tester, configured_roles
+from ..agent.roles import StartUp, ask_tester, check_agent, configured_roles
 from ..config import Config, ConfigError
 from ..sinks import MLflowSink, ParquetSink
 from .compile_start import first_candidates
@@ -239,6 +239,8 @@ def prepare_run(config: Config, console: Console,
     """A new run folder under ``run.out_dir`` (or at ``run_dir``), or, with ``resume``, that
     run's folder and records; ``make_roles(seed)`` replaces the configured agent."""
     started = time.time()
+    if make_roles is None:  # an LLM endpoint that cannot serve: refused before a folder or Ray
+        check_agent(config)
     task = load_task(config.task_path(), config.evaluator.device)
     check_languages(config, task)
     start, *more_starts = (task.starting_candidate(language) for language in config.languages)
