@@ -94,6 +94,9 @@ def evaluation_attrs(evaluation: Evaluation) -> dict[str, Any]:
         attrs["message"] = evaluation.message[:MESSAGE_LIMIT]
     if evaluation.shapes:
         attrs["speedup_vs_eager"] = _finite(evaluation.speedup_vs_eager)
+        # 95% half-widths: two settings whose figures differ by less are not told apart
+        attrs["speedup_vs_start_ci"] = _finite(evaluation.geomean_ci("speedup_vs_start"))
+        attrs["speedup_vs_eager_ci"] = _finite(evaluation.geomean_ci("speedup_vs_eager"))
         for name in ("time_us", "start_time_us", "speedup_vs_start"):
             attrs[name] = {s.shape: _finite(getattr(s, name)) for s in evaluation.shapes}
     return attrs

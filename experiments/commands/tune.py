@@ -33,7 +33,9 @@ def add_tune_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("task", metavar="TASK", nargs="?",
                         help="a built-in task name or a task folder (not with --resume)")
     parser.add_argument("--kernel", metavar="FILE",
-                        help="the kernel source to tune (default: the task's starting kernel)")
+                        help="the kernel source to tune: a path, or the name of a file in the "
+                             "task's folder, e.g. silu_and_mul_unroll.cpp (default: the task's "
+                             "starting kernel)")
     parser.add_argument("--language", choices=LANGUAGES,
                         help="the kernel language (default: from FILE's extension, else "
                              "task.language of the configuration, cpp)")
@@ -95,6 +97,20 @@ def _language(args: argparse.Namespace) -> str | None:
         raise TuneError(str(exc)) from None
 
 
+def kernel_path(given: str, task_folder: Path) -> Path:
+    """``--kernel``'s file: a path, else a file of the task's folder by name (its example
+    kernels, e.g. silu_and_mul_unroll.cpp, installed with the package)."""
+    path = Path(given).expanduser()
+    if path.is_file():
+        return path
+    if path.name == given and (task_folder / given).is_file():
+        return task_folder / given
+    files = sorted(p.name for p in task_folder.iterdir()
+                   if p.is_file() and p.suffix in (".cpp", ".cu", ".py") and p.name != "task.py")
+    raise TuneError(f"--kernel {given!r} is not a file, nor a file of the task's folder "
+                    f"{task_folder} ({', '.join(files) or 'no kernel files'})")
+
+
 def _new_config(args: argparse.Namespace) -> Config:
     if not args.task:
         raise TuneError("tune needs TASK (a built-in task name or a task folder), or --resume")
@@ -120,9 +136,7 @@ def _new_spec(args: argparse.Namespace, config: Config):
     task = load_task(config.task_path(), config.evaluator.device)
     kernel = task.kernel(language)
     if args.kernel:
-        path = Path(args.kernel).expanduser()
-        if not path.is_file():
-            raise TuneError(f"--kernel {args.kernel!r} is not a file")
+        path = kernel_path(args.kernel, task.path)
         source, origin = path.read_text(), str(path.resolve())
     else:
         source, origin = kernel.source, f"{task.name}'s starting {language} kernel"

@@ -11,7 +11,7 @@ INTERRUPTED).
 Run folder: ``config.json``, ``tune.json`` (what is tuned and where the study lives; what
 ``--resume`` reads), ``kernel.<ext>`` (the tuned source), ``optuna.journal`` (the default
 storage), ``evaluations/`` and ``candidates/`` (Parquet, as for ``kernelswarm run``),
-``best/<id>.<ext>`` and ``summary.json``.
+``best/<id>.<ext>``, ``summary.json`` and ``report/`` (outputs.py, report.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
-from kernelswarm.cluster.activity import activity_line, summarise, write_activity
+from kernelswarm.cluster.activity import activity_line, summarise
 from kernelswarm.evaluators import SandboxEvaluator
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
@@ -44,25 +44,22 @@ from kernelswarm.search import (
     Via,
     journal_storage,
     load_task,
-    source_suffix,
 )
 from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
 from ..config import Config
-from ..run.compiler_messages import naming_in
 from ..run.log import LOG_NAME, stderr_to
 from ..run.resume import restore_records
-from ..run.runner import evaluator_settings, write_best_kernel
+from ..run.runner import evaluator_settings
 from ..run.runner import worker_pool as evaluation_workers
 from ..sinks import ParquetSink, TrialMLflowSink
 from ..sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
 from ..views.progress import LiveView
-from ..views.speedups import finite, kernel_figures
-from ..views.tune_view import best_table, study_view, trial_outcome
+from ..views.tune_view import study_view
+from .folder import JOURNAL, TUNE_FILE, kernel_file_name
+from .outputs import TuneOutcome, print_closing, write_json, write_report, write_summary
 from .study import TuneError, open_study
 
-TUNE_FILE = "tune.json"
-JOURNAL = "optuna.journal"
 STUDY_LINEAGE = 0  # every trial is recorded under this lineage; its step is the trial number
 
 
@@ -97,10 +94,6 @@ class TuneSpec:
                    doc["trials"] if trials is None else trials)
 
 
-def kernel_file_name(language: str) -> str:
-    return f"kernel{source_suffix(language)}"
-
-
 def resolve_storage(storage: str | None, run_dir: Path) -> tuple[Any, str]:
     """The Optuna storage and how to name it to a person (a URL, or a journal file's path)."""
     if storage is None:
@@ -111,27 +104,6 @@ def resolve_storage(storage: str | None, run_dir: Path) -> tuple[Any, str]:
         return url, url
     path = Path(storage).expanduser().resolve()
     return journal_storage(path), str(path)
-
-
-def dashboard_command(storage_text: str) -> str:
-    """How to open the study in optuna-dashboard (it takes a journal file's path or a URL); it
-    is no dependency of kernelswarm, so the hint says how to get it."""
-    return f"optuna-dashboard {storage_text}  (pip install optuna-dashboard)"
-
-
-@dataclass(frozen=True)
-class TuneOutcome:
-    run_dir: Path
-    study: KnobStudy
-    storage: str
-    stop_reason: str
-    evaluated: int  # new evaluations this session
-    summary: RunSummary
-    locations: list[str]
-    sink_errors: list[str]
-    best_path: Path | None
-    utilisation: dict[str, float] = field(default_factory=dict)
-    kernel_file: str = ""  # the tuned kernel's file, named in its compiler errors
 
 
 def _sinks(config: Config, study_name: str, storage: str) -> list[Sink]:
@@ -155,6 +127,7 @@ class _Session:
         self.recent: deque[tuple[int, dict[str, Any], str, float]] = deque(maxlen=8)
         self.reason = ""
         self.activity: dict[str, Any] | None = None  # what the workers did (workers.json)
+        self.device = ""  # where the trials were timed, as the evaluations name it
 
     def _candidate(self, number: int, params: dict[str, Any]) -> Candidate:
         rationale = f"optuna trial {number} of study {self.study.study.study_name}"
@@ -182,6 +155,7 @@ class _Session:
         self.tracker.record(STUDY_LINEAGE, number, done.candidate, done.evaluation)
         self.study.tell(number, done.evaluation)  # after Parquet holds it
         self.evaluated += 1
+        self.device = self.device or done.evaluation.device
         self.statuses[done.evaluation.status.value] += 1
         self.recent.append((number, done.candidate.knob_values, done.evaluation.status.value,
                             done.evaluation.speedup))
@@ -221,12 +195,6 @@ def _new_run_dir(config: Config) -> Path:
     return run_dir
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    tmp.replace(path)
-
-
 def tune(config: Config, spec: TuneSpec, console: Console | None = None,
          resume: Path | None = None) -> TuneOutcome:
     """Run ``spec.trials`` new trials of the study ``spec`` names; a new run folder, or with
@@ -248,9 +216,9 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     storage, storage_text = resolve_storage(spec.storage, run_dir)
     if spec.storage is not None:  # kept absolute, so --resume works from any folder
         spec = replace(spec, storage=storage_text)
-    _write_json(run_dir / "config.json", config.model_dump(mode="json"))
+    write_json(run_dir / "config.json", config.model_dump(mode="json"))
     TimingSettings.of(evaluator_settings(config)).write(run_dir)  # what eval of its files uses
-    _write_json(run_dir / TUNE_FILE, spec.document())
+    write_json(run_dir / TUNE_FILE, spec.document())
     (run_dir / kernel_file_name(base.language)).write_text(spec.source)
     study = _open_study(config, spec, base, storage, run_dir, resume is not None)
     if resume is not None:
@@ -270,8 +238,12 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     outcome = TuneOutcome(run_dir, study, storage_text, reason, session.evaluated, summary,
                           tracker.locations(), list(tracker.sink_errors), None, utilisation,
                           spec.kernel_file)
-    outcome = _write_outputs(outcome, session)
-    _print_closing(console, outcome)
+    outcome = write_summary(outcome, {
+        "task": task.name, "language": base.language,
+        "device": session.device or config.evaluator.device, "statuses": session.statuses,
+        "activity": session.activity})
+    outcome = write_report(outcome, config.tracking.mlflow, console)
+    print_closing(console, outcome)
     if session.activity:
         console.print(activity_line(summarise(session.activity)), highlight=False, markup=False,
                       soft_wrap=True)
@@ -339,60 +311,3 @@ def _drive(session: _Session, console: Console) -> tuple[str, RunSummary, dict[s
 
 def _space_text(space: dict[str, tuple[Any, ...]]) -> str:
     return ", ".join(f"{k} in {{{', '.join(map(str, v))}}}" for k, v in sorted(space.items()))
-
-
-def _write_outputs(outcome: TuneOutcome, session: _Session) -> TuneOutcome:
-    """``best/<id>.<ext>`` and ``summary.json``; the outcome with the best kernel's path."""
-    summary, study, run_dir = outcome.summary, outcome.study, outcome.run_dir
-    best_path = None
-    if summary.best is not None:
-        best_path = write_best_kernel(run_dir, summary.best[0])
-    top = [{"trial": t.number, "knobs": t.params, "speedup_vs_start": t.value,
-            "speedup_vs_eager": t.user_attrs.get("speedup_vs_eager"),
-            "candidate_id": t.user_attrs.get("candidate_id")} for t in study.best(10)]
-    _write_json(run_dir / "summary.json", {
-        "stop_reason": outcome.stop_reason, "study": study.study.study_name,
-        "storage": outcome.storage, "dashboard": dashboard_command(outcome.storage),
-        "evaluated_this_session": outcome.evaluated,
-        "statuses_this_session": dict(session.statuses),
-        "settings_evaluated": study.evaluated, "records": summary.records,
-        "wall_s": summary.wall_s,
-        "timing": TimingSettings.read(run_dir).as_dict(),
-        "best": None if summary.best is None else finite({
-            "candidate_id": summary.best[0].id, "knobs": summary.best[0].knob_values,
-            **kernel_figures(summary.best[1]), "file": str(best_path)}),
-        "top_trials": top, "sink_errors": outcome.sink_errors,
-        "utilisation": outcome.utilisation,
-        # busy by minute, evaluations a minute, calibrations, GPUs (workers.json: every trial's
-        # worker and times; cluster/activity.py)
-        "workers": write_activity(run_dir, session.activity) if session.activity else None})
-    return replace(outcome, best_path=best_path)
-
-
-def _print_closing(console: Console, outcome: TuneOutcome) -> None:
-    best = outcome.study.best(5)
-    listed = {t.number for t in best}
-    others = [t for t in outcome.study.study.get_trials(deepcopy=False)
-              if t.number not in listed and t.state.is_finished()
-              and (t.state.name == "FAIL" or "duplicate_of" in t.user_attrs)]
-    console.print(best_table(best, outcome.study.study.study_name, others))
-    failed = next((t for t in others if t.user_attrs.get("message")), None)
-    if not best and failed is not None:  # what a user needs first: why nothing ran
-        message = failed.user_attrs["message"]
-        if outcome.kernel_file:
-            message = naming_in(message, outcome.kernel_file)
-        console.print(f"[red]trial {failed.number} {trial_outcome(failed)}:[/] "
-                      f"{escape(message)}", highlight=False)
-    for error in outcome.sink_errors:
-        console.print(f"[red]{escape(error)}[/]", highlight=False)
-    # Plain lines, never wrapped by the console: a terminal may wrap a path, never cut it.
-    lines = [f"stopped: {outcome.stop_reason} ({outcome.evaluated} evaluated this session, "
-             f"{outcome.study.evaluated} knob settings evaluated in the study)",
-             f"study: {outcome.study.study.study_name} in {outcome.storage}",
-             f"browse it: {dashboard_command(outcome.storage)}",
-             *(f"results: {location}" for location in outcome.locations)]
-    if outcome.best_path:
-        lines.append(f"best kernel: {outcome.best_path} (its knob values at its top)")
-    lines.append(f"continue: kernelswarm tune --resume {outcome.run_dir} --trials N")
-    for line in lines:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, Group
@@ -11,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .progress import LiveView
+from .speedups import speedup_text
 
 
 def knobs_text(params: Mapping[str, Any]) -> str:
@@ -42,20 +45,94 @@ def study_view(console: Console, every_s: float = 10.0) -> LiveView:
     return LiveView(console, progress_table, _status_line, every_s)
 
 
-def best_table(trials: Sequence[Any], study_name: str, others: Sequence[Any] = ()) -> Table:
-    """The best trials (Optuna ``FrozenTrial``s), best first: knobs and speedups; ``others``,
-    the study's trials with no speedup (failed, or repeats of a setting), named in the caption
-    so that no trial number goes missing unexplained."""
-    table = Table(title=escape(f"kernelswarm tune: best trials of {study_name}"))
-    for column in ("trial", "knobs", "vs start", "vs PyTorch", "candidate"):
-        table.add_column(column, no_wrap=column != "knobs")
+@dataclass(frozen=True)
+class TrialFigures:
+    """One evaluated trial as the tables state it: its speedups over the starting kernel and
+    over PyTorch eager, each with the half-width of its 95% interval (NaN: not recorded, e.g.
+    a trial of a study made before the intervals were kept)."""
+
+    number: int
+    knobs: Mapping[str, Any]
+    speedup: float
+    speedup_ci: float
+    vs_eager: float
+    vs_eager_ci: float
+    candidate_id: str
+
+    @classmethod
+    def of(cls, trial: Any) -> TrialFigures:
+        """From an Optuna ``FrozenTrial`` told by ``KnobStudy``."""
+        attrs = trial.user_attrs
+
+        def number(value: Any) -> float:
+            return math.nan if value is None else float(value)
+
+        return cls(trial.number, dict(trial.params), number(trial.value),
+                   number(attrs.get("speedup_vs_start_ci")),
+                   number(attrs.get("speedup_vs_eager")),
+                   number(attrs.get("speedup_vs_eager_ci")), attrs.get("candidate_id", "-"))
+
+    @property
+    def named(self) -> str:
+        return f"trial {self.number} ({knobs_text(self.knobs)})"
+
+
+def within_noise(a: TrialFigures, b: TrialFigures) -> bool:
+    """Whether two trials' speedups differ by less than their timing noise: the difference
+    inside the 95% interval of a difference of two independent estimates. False when either
+    interval is unknown (nothing can be said either way)."""
+    return (math.isfinite(a.speedup_ci) and math.isfinite(b.speedup_ci)
+            and abs(a.speedup - b.speedup) <= math.hypot(a.speedup_ci, b.speedup_ci))
+
+
+def noise_verdict(trials: Sequence[TrialFigures]) -> str:
+    """What the ranking says of the first of ``trials`` (best first): "" when it is faster than
+    every other beyond the timing noise and than the starting kernel, else a sentence saying
+    which it is not told apart from."""
+    if not trials:
+        return ""
+    best = trials[0]
+    tied = [t.named for t in trials[1:] if within_noise(best, t)]
+    against_start = math.isfinite(best.speedup_ci) and abs(best.speedup - 1.0) <= best.speedup_ci
+    gain = f"{speedup_text(best.speedup, best.speedup_ci)} over the starting kernel"
+    if tied:
+        names = ", ".join(tied[:3]) + (f" and {len(tied) - 3} more" if len(tied) > 3 else "")
+        text = (f"no setting is clearly the best: {best.named} is not faster than {names} "
+                f"beyond the timing noise")
+        if against_start:
+            text += f", and its {gain} is inside the noise too (≈)"
+    elif against_start:
+        text = f"{best.named} is the fastest setting, but its {gain} is inside the noise (≈)"
+    else:
+        return ""
+    return text + ". Time longer (e.g. --set timing.budget_s=1) to tell them apart."
+
+
+def trials_table(trials: Sequence[TrialFigures], title: str) -> Table:
+    """Trials best first: knobs, speedups with their 95% half-widths (``≈``: the interval
+    holds 1.0), the candidate's id."""
+    table = Table(title=escape(title))
+    # "vs eager", as the run's tables say it: the speedup over PyTorch eager, not over every
+    # baseline (on a CPU, torch.compile is not measured)
+    for column in ("trial", "knobs", "vs start", "vs eager", "candidate"):
+        table.add_column(column, no_wrap=column != "knobs",
+                         justify="right" if column.startswith("vs") else "left")
     for trial in trials:
-        eager = trial.user_attrs.get("speedup_vs_eager")
-        table.add_row(str(trial.number), escape(knobs_text(trial.params)), f"{trial.value:.3f}x",
-                      f"{eager:.3f}x" if eager is not None else "-",
-                      trial.user_attrs.get("candidate_id", "-"))
+        table.add_row(str(trial.number), escape(knobs_text(trial.knobs)),
+                      speedup_text(trial.speedup, trial.speedup_ci, mark_noise=True),
+                      speedup_text(trial.vs_eager, trial.vs_eager_ci, mark_noise=True),
+                      trial.candidate_id)
     if not trials:
         table.add_row("-", "no trial has a correct kernel yet", "-", "-", "-")
+    return table
+
+
+def best_table(trials: Sequence[Any], study_name: str, others: Sequence[Any] = ()) -> Table:
+    """The best trials (Optuna ``FrozenTrial``s), best first (``trials_table``); ``others``,
+    the study's trials with no speedup (failed, or repeats of a setting), named in the caption
+    so that no trial number goes missing unexplained."""
+    table = trials_table([TrialFigures.of(t) for t in trials],
+                         f"kernelswarm tune: best trials of {study_name}")
     if others:
         table.caption = escape("not listed: " + ", ".join(
             f"trial {t.number} ({trial_outcome(t)})" for t in others[:8])
