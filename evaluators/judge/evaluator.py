@@ -157,6 +157,8 @@ class SandboxEvaluator(Evaluator):
                 lambda size, in_advance: Spares(size, prepare_message(self, start),
                                                 self.settings.memory_limit_mb,
                                                 self.startup_s(), in_advance))
+            if self._memory is not None:  # as many spares as the memory plan fits
+                self._spares.widen(self._memory.spares)
             self._references = references
             # an evaluator dropped without close() still stops its spare
             weakref.finalize(self, self._spares.close)

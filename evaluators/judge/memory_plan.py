@@ -34,6 +34,10 @@ GIB = 1 << 30
 CPU_REFERENCE_BUDGET = 2 * GIB
 REFERENCE_SHARE = 8  # at most an eighth of the device for the judge's cached references
 USABLE_SHARE = 0.9  # what the driver and the allocators' fragmentation leave usable
+# Spare runners preparing at once where they fit: a runner whose start-up takes longer than an
+# evaluation (Triton's, whose profiler starts in it: ~5 s on an H200 against ~1.5 s a candidate)
+# keeps the next candidates waiting unless several prepare side by side
+SPARES_WANTED = 3
 CONTEXT_BYTES = GIB  # a CUDA context and its allocator's slack, per process on the device
 BASELINE_FOOTPRINTS = 3  # the calibration runner's baselines: the problem, eager's and compile's outputs
 
@@ -75,8 +79,9 @@ class MemoryPlan:
     """What one evaluation holds on the device at its peak, and what follows from it.
 
     ``evaluation_bytes``: the peak of one evaluation, cached references apart;
-    ``spare_bytes``: what a spare runner prepared in advance adds; ``copies``: timed copies per
-    kernel of the largest tuning shape (1 above twice the L2)."""
+    ``spare_bytes``: what a spare runner prepared in advance adds (``spares`` of them fit, up
+    to ``SPARES_WANTED``); ``copies``: timed copies per kernel of the largest tuning shape (1
+    above twice the L2)."""
 
     device_bytes: int
     usable_bytes: int
@@ -87,6 +92,7 @@ class MemoryPlan:
     spare_bytes: int
     spare_in_advance: bool
     references_budget: int
+    spares: int = 1  # spare runners that may prepare at once (each ``spare_bytes``)
 
     def metrics(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,7 +140,7 @@ def plan_memory(device_bytes: int, timed: Sequence[TimedProblem], checked_bytes:
     spare = arena_bytes + footprint + CONTEXT_BYTES
     if not device_bytes:
         return MemoryPlan(0, 0, footprint, copies, arena_bytes, peak, spare, True,
-                          reference_budget)
+                          reference_budget, 1)
     usable = int(device_bytes * USABLE_SHARE)
     if peak > usable:
         raise MemoryPlanError(
@@ -145,6 +151,7 @@ def plan_memory(device_bytes: int, timed: Sequence[TimedProblem], checked_bytes:
             f"{usable / GIB:.1f} GiB usable ({USABLE_SHARE:.0%} of {device_bytes / GIB:.1f} "
             f"GiB): use smaller tuning or held-out shapes, or a device with more memory")
     in_advance = peak + spare <= usable
-    left = usable - peak - (spare if in_advance else 0)
+    pool = max(1, min(SPARES_WANTED, (usable - peak) // spare)) if in_advance else 0
+    left = usable - peak - pool * spare
     return MemoryPlan(device_bytes, usable, footprint, copies, arena_bytes, peak, spare,
-                      in_advance, max(0, min(reference_budget, left)))
+                      in_advance, max(0, min(reference_budget, left)), pool)

@@ -48,6 +48,7 @@ PREBUILD_MODULE = "kernelswarm.evaluators.runner.prebuild"
 FORMAT = "triton-aot-1"  # bump when the folder's layout changes
 MAX_FOLDER_BYTES = 256 << 20
 AHEAD_TIMEOUTS = 4
+BUILD_WORKERS = 4
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,200}\Z")
 _LOG_TAIL = 1500
 
@@ -170,7 +171,7 @@ class Prebuilder:
             request = {"task": str(self.task.path), "language": self.language.name,
                        "settings": settings, "artifact": str(staged), "entry": candidate.entry,
                        "spec": candidate.spec_dict, "shapes": self.shapes(),
-                       "capability": capability}
+                       "capability": capability, "workers": build_workers()}
             (scratch / "request.json").write_text(json.dumps(request, default=str))
             done, log = self._run(scratch)
             report = scratch / "report.json"
@@ -218,6 +219,12 @@ class Prebuilder:
             return None, (f"the build ahead took more than {limit:g} s ({AHEAD_TIMEOUTS} x "
                           f"compile_timeout_s)")
         return code, tail
+
+
+def build_workers() -> int:
+    """Processes one build ahead compiles with: a share of this machine's CPUs (a GPU host
+    has 16 a GPU; the compile pool's lineages build side by side), none on a small machine."""
+    return max(1, min(BUILD_WORKERS, len(os.sched_getaffinity(0)) // 4))
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -22,10 +22,14 @@ from ..device_arena import evaluation_arena
 from .runner_process import RunnerProcess, SandboxError
 
 OWN_CORES = 2
+GPU_OWN_CORES = 8
+CORES_PER_SPARE = 4
 
 
 class Spares:
-    """The spare runner of one evaluator."""
+    """The spare runners of one evaluator: up to ``pool`` preparing or prepared at once (one
+    until ``widen``; several only where the machine has the cores for their start-ups beside
+    the judging)."""
 
     def __init__(self, arena_bytes: int, prepare: dict[str, Any], memory_limit_mb: int | None,
                  startup_s: float, in_advance: bool = True) -> None:
@@ -35,7 +39,15 @@ class Spares:
         self.startup_s = startup_s
         self.in_advance = in_advance
         self.on_gpu = str(prepare["settings"]["device"]).startswith("cuda")
-        self.spare: RunnerProcess | None = self._spawn() if in_advance else None
+        self.pool = 1  # ``widen`` raises it
+        self.spares: list[RunnerProcess] = []
+        if in_advance:
+            self._fill()
+
+    @property
+    def spare(self) -> RunnerProcess | None:
+        """The spare the next ``take`` hands over, if any."""
+        return self.spares[0] if self.spares else None
 
     def _spawn(self) -> RunnerProcess:
         arena = evaluation_arena(self.arena_bytes, str(self.prepare["settings"]["device"]))
@@ -45,17 +57,28 @@ class Spares:
             arena.close()
             raise
 
+    def _fill(self) -> None:
+        while len(self.spares) < self.pool:
+            self.spares.append(self._spawn())
+
+    def widen(self, pool: int) -> None:
+        """Keep up to ``pool`` spares (within one per ``CORES_PER_SPARE`` CPUs); those missing
+        start now where spares start in advance."""
+        cores = len(os.sched_getaffinity(0))
+        self.pool = max(1, min(pool, cores // CORES_PER_SPARE))
+        if self.in_advance:
+            self._fill()
+
     def start_in_advance(self) -> None:
-        """From now on keep a spare prepared (the first one starts now)."""
+        """From now on keep spares prepared (they start now)."""
         self.in_advance = True
-        if self.spare is None:
-            self.spare = self._spawn()
+        self._fill()
 
     def take(self) -> RunnerProcess:
-        """A prepared runner (the spare, or a new one if the spare died or there is none), and
-        a new spare when spares are started in advance."""
-        on_demand = self.spare is None and not self.in_advance
-        runner, self.spare = self.spare or self._spawn(), None
+        """A prepared runner (the oldest spare, or a new one if it died or there is none), and
+        new spares when spares are started in advance."""
+        on_demand = not self.spares and not self.in_advance
+        runner = self.spares.pop(0) if self.spares else self._spawn()
         if on_demand:
             runner.started_as = f"on demand, no spare in advance (memory plan); " \
                                 f"{runner.started_as}"
@@ -70,29 +93,35 @@ class Spares:
                 runner.close()
                 raise
         if self.in_advance:
-            self.spare = self._spawn()
+            self._fill()
         return runner
 
     def settle(self) -> None:
-        """Before timing: ``wait``, unless the kernels run on the CPU and the machine has
-        ``OWN_CORES`` CPUs or more for this process: the timed runner (single-threaded) and the
-        spare's start-up then each have a core, and the judge waits idle. (Measured on a 2-core
-        machine: waiting made an evaluation of silu_and_mul 10.7 s, not waiting 5.5 s.) On a GPU always: a spare creating its CUDA context on the
-        device being timed would disturb the timing."""
-        if self.on_gpu or len(os.sched_getaffinity(0)) < OWN_CORES:
+        """Before timing: ``wait``, unless this process has ``OWN_CORES`` CPUs or more and the
+        spares' start-up cannot slow the timed calls: on the CPU, the timed runner
+        (single-threaded) and a spare's start-up then each have a core (measured on a 2-core
+        machine: waiting made an evaluation of silu_and_mul 10.7 s, not waiting 5.5 s). On a
+        GPU, a spare's start-up is host work (its imports are the template's; the driver's
+        context, the profiler) but for a few warm-up calls of microseconds: it waits only on a
+        machine of fewer than ``GPU_OWN_CORES`` CPUs, where it would take the judge's and the
+        runner's cores (on an H200 a Triton runner's start-up, ~5 s with its profiler, made
+        every evaluation wait 3.7 s for it). The canary of every timed shape (the starting
+        kernel against its calibration) still catches a measurement that something disturbed."""
+        cores = len(os.sched_getaffinity(0))
+        if cores < (GPU_OWN_CORES if self.on_gpu else OWN_CORES):
             self.wait()
 
     def wait(self) -> None:
-        """Wait until the spare is ready (or gone: the next ``take`` starts another)."""
-        if self.spare is None:
-            return
-        try:
-            self.spare.wait_ready(self.startup_s)
-        except Exception:
-            self.spare.close()
-            self.spare = None
+        """Wait until every spare is ready (one that is gone is dropped: ``take`` starts
+        another)."""
+        for spare in list(self.spares):
+            try:
+                spare.wait_ready(self.startup_s)
+            except Exception:
+                spare.close()
+                self.spares.remove(spare)
 
     def close(self) -> None:
-        if self.spare is not None:
-            self.spare.close()
-            self.spare = None
+        for spare in self.spares:
+            spare.close()
+        self.spares = []

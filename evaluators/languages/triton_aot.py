@@ -22,6 +22,8 @@ build process of evaluators/runner/prebuild.py, never in the judge.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,17 +38,21 @@ class AheadOfTime:
     """What one ahead-of-time compile did: kernels compiled, launchers built, shapes whose
     calls could not be compiled (with why), and the seconds spent."""
 
-    kernels: int = 0
     launchers: int = 0
     shapes: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     launcher_error: str = ""
     seconds: float = 0.0
+    hashes: list[str] = field(default_factory=list)  # Triton's cache keys of those compiled
+
+    @property
+    def kernels(self) -> int:
+        return len(self.hashes)
 
     def as_json(self) -> dict[str, Any]:
         return {"kernels": self.kernels, "launchers": self.launchers, "shapes": self.shapes,
                 "failed": dict(self.failed), "launcher_error": self.launcher_error,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3), "hashes": list(self.hashes)}
 
 
 class TargetDriver:
@@ -175,10 +181,27 @@ def problem(task: Any, shape: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple
 
 
 def compile_calls(task: Any, launch: Callable[..., None], entry: Any,
-                  shapes: Sequence[Mapping[str, Any]], capability: int) -> AheadOfTime:
+                  shapes: Sequence[Mapping[str, Any]], capability: int,
+                  workers: int = 1) -> AheadOfTime:
     """Compile every kernel ``entry`` launches on ``shapes`` through the task's ``launch``
-    (``launch_triton``), for ``capability``, into Triton's cache; then their launchers."""
+    (``launch_triton``), for ``capability``, into Triton's cache; then their launchers. With
+    ``workers`` above 1, the shapes are dealt to that many forked copies of this process,
+    which compile side by side (Triton compiles one kernel at a time, holding the
+    interpreter)."""
     began = time.perf_counter()
+    shares = [list(shapes[i::workers]) for i in range(max(1, min(workers, len(shapes))))]
+    if len(shares) == 1:
+        done = _compile_share(task, launch, entry, shares[0], capability)
+    else:
+        done = _merge([_forked(lambda share=share: _compile_share(task, launch, entry, share,
+                                                                  capability))
+                       for share in shares])
+    done.seconds = time.perf_counter() - began
+    return done
+
+
+def _compile_share(task: Any, launch: Callable[..., None], entry: Any,
+                   shapes: Sequence[Mapping[str, Any]], capability: int) -> AheadOfTime:
     done = AheadOfTime()
     compiled: list[Any] = []
     with compile_only(capability, compiled):
@@ -191,9 +214,52 @@ def compile_calls(task: Any, launch: Callable[..., None], entry: Any,
             except Exception as exc:  # noqa: BLE001 - that shape compiles at its first call
                 done.failed[label] = f"{type(exc).__name__}: {exc}"[:300]
         unique = {getattr(k, "hash", id(k)): k for k in compiled}
-        done.kernels = len(unique)
+        done.hashes = sorted(str(h) for h in unique)
         done.launchers, done.launcher_error = build_launchers(list(unique.values()))
-    done.seconds = time.perf_counter() - began
+    return done
+
+
+def _forked(work: Callable[[], AheadOfTime]) -> Callable[[], AheadOfTime]:
+    """Start ``work`` in a forked child now; a function that waits for its result."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome comes back through the pipe
+        os.close(read)
+        try:
+            outcome = work().as_json()
+        except BaseException as exc:  # noqa: BLE001
+            outcome = {"failed": {"(worker)": f"{type(exc).__name__}: {exc}"[:300]}}
+        with os.fdopen(write, "w") as out:
+            json.dump(outcome, out)
+        os._exit(0)
+    os.close(write)
+
+    def result() -> AheadOfTime:
+        with os.fdopen(read) as reply:
+            text = reply.read()
+        os.waitpid(child, 0)
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return AheadOfTime(failed={"(worker)": "a compile worker died"})
+        return AheadOfTime(launchers=found.get("launchers", 0), shapes=found.get("shapes", 0),
+                           failed=dict(found.get("failed", {})),
+                           launcher_error=found.get("launcher_error", ""),
+                           hashes=list(found.get("hashes", [])))
+    return result
+
+
+def _merge(results: Sequence[Callable[[], AheadOfTime]]) -> AheadOfTime:
+    done = AheadOfTime()
+    hashes: set[str] = set()
+    for wait in results:
+        part = wait()
+        hashes.update(part.hashes)
+        done.launchers += part.launchers
+        done.shapes += part.shapes
+        done.failed.update(part.failed)
+        done.launcher_error = done.launcher_error or part.launcher_error
+    done.hashes = sorted(hashes)
     return done
 
 

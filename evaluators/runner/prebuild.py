@@ -11,7 +11,8 @@ target (evaluators/languages/triton_aot.py), writes ``report.json`` beside the r
 exits. It runs candidate code: what it leaves in its cache folder serves this candidate's own
 runner only.
 
-Request: {task, language, settings, artifact, entry, spec, shapes, capability}.
+Request: {task, language, settings, artifact, entry, spec, shapes, capability, workers}: the
+shapes are compiled by ``workers`` forked copies of the process side by side.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def main(argv: list[str]) -> int:
     isolation = enter_isolation(scratch, allow_processes=True)
     kernel = language.load(Path(request["artifact"]), request["entry"], request["spec"])
     done = triton_aot.compile_calls(task, getattr(task.module, language.launcher), kernel.fn,
-                                    request["shapes"], int(request["capability"]))
+                                    request["shapes"], int(request["capability"]),
+                                    workers=int(request.get("workers", 1)))
     report = {**done.as_json(), "isolation": isolation}
     (scratch / REPORT).write_text(json.dumps(report))
     return 0

@@ -80,10 +80,11 @@ class Runner:
             self.timing = None
             began = time.perf_counter()
             released = self.session.release_buffers()
+            spent = time.perf_counter() - began
             self.timing = ShapeTiming(self.session, Shape.of(message["shape"]),
                                       int(message["secret"]))
             if released:
-                self.timing.seconds["release"] = time.perf_counter() - began
+                self.timing.seconds["release"] = spent
             return self.timing.warm()
         if self.timing is None:
             raise ValueError("a timing step before warm")

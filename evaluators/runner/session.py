@@ -72,6 +72,7 @@ class Session:
         self.artifacts: dict[str, dict[str, Any]] = {}
         self._buffers: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
         self.compiled: Callable[[], dict[str, float]] | None = None  # a JIT's compiles
+        self.problem_bytes = 0  # the largest shape's inputs and outputs drawn on the device
 
     @property
     def device(self) -> str:
@@ -139,6 +140,7 @@ class Session:
             inputs = tuple(self.task.module.make_inputs(dict(shape), 0, self.device))
             outputs = tuple(self.task.module.make_outputs(dict(shape), self.device))
             self.launch(START, inputs, outputs, shape)
+            self.problem_bytes = max(self.problem_bytes, _nbytes((*inputs, *outputs)))
         self.synchronize()
 
     def _warm_profiler(self) -> None:
@@ -207,16 +209,15 @@ class Session:
             raise CallFailed({"problem": problem[:_TEXT_LIMIT]})
 
     def release_buffers(self) -> bool:
-        """Drop the checks' buffers; where the allocator then caches ``RELEASE_ABOVE_BYTES``
-        or more of free device memory, hand it back to the device (the judge may need the room
-        on a large problem). Below that the blocks stay cached for the next shape: handing them
-        back costs a round of cudaFree and cudaMalloc. True when memory was handed back."""
+        """Drop the checks' buffers; on a problem whose largest shape (inputs and outputs)
+        takes ``RELEASE_ABOVE_BYTES`` or more, hand the allocator's free blocks back to the
+        device too (the judge needs the room there). On a smaller problem the blocks stay
+        cached for the next shape: handing them back cost each shape's first copies a round
+        of cudaFree and cudaMalloc (on an H200, 0.3-0.5 s a shape). True when handed back."""
         self._buffers = None
-        if not self.on_gpu:
+        if not self.on_gpu or not release_due(self.problem_bytes):
             return False
         try:
-            if not release_due(torch.cuda.memory_reserved() - torch.cuda.memory_allocated()):
-                return False
             torch.cuda.empty_cache()
         except Exception:  # a context the kernel broke: the next call says so
             return False
@@ -242,6 +243,7 @@ class Session:
                            for s in inputs_at)
             outputs = tuple(self.task.module.make_outputs(dict(shape), self.device))
             self._buffers = (inputs, outputs)
+            self.problem_bytes = max(self.problem_bytes, _nbytes((*inputs, *outputs)))
         inputs, outputs = self._buffers
         if message.get("load", True):
             for spec, tensor in zip(inputs_at, inputs, strict=True):
@@ -274,6 +276,10 @@ class Session:
                 except Exception as exc:
                     raise CallFailed({"problem": f"{what} {i} cannot be returned: {exc}"}) \
                         from None
+
+
+def _nbytes(tensors: Sequence[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
 def guarded(action: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -18,7 +18,11 @@ and the times the batch reported must agree with the bursts' time.
 GPU graph mode: a replay's calls rotate over the copies, and only the copy of a replay's last
 call is refreshed before it (refreshing every copy before every replay would dominate the run);
 host code does not run during a replay, so only a kernel remembering answers on the device
-could profit from the other copies, and it would have to read its inputs to do so.
+could profit from the other copies, and it would have to read its inputs to do so. When made,
+only the first ``DRAWN_COPIES`` copies of a kernel get a draw of their own; the others repeat
+those draws in turn (``ShapeTiming._fill``): a graph of fast calls holds hundreds of copies,
+and a draw per copy cost seconds an evaluation on a task of many shapes. The inputs a replay's
+calls see repeat with that period, as they already repeat from one replay to the next.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from .session import Session
 
 # Copies made before the warm-up (it calls each kernel on a few); the graphs make the rest
 WARM_COPIES = 4
+# Copies of a kernel whose inputs are drawn with make_inputs when made; the others repeat them
+DRAWN_COPIES = 8
 
 
 def _nbytes(tensors: tuple) -> int:
@@ -82,6 +88,7 @@ class ShapeTiming:
             self.copies = self.copy_plan.copies
         else:
             self.copies = CPU_TIMING_COPIES
+        session.problem_bytes = max(session.problem_bytes, _nbytes(first) + _nbytes(outputs))
         # the first draw is the candidate's copy 0 (refreshed before use like any copy), and
         # only its layout is kept for the other copies: on a problem of several GB a draw
         # kept aside would be one more copy of the inputs on the device
@@ -104,7 +111,9 @@ class ShapeTiming:
         self.flush = Flusher(session.flusher)
 
     def ensure(self, count: int) -> None:
-        """At least ``count`` copies per kernel (at most ``copies``), each made and refreshed."""
+        """At least ``count`` copies per kernel (at most ``copies``), each made and filled: the
+        first ``DRAWN_COPIES`` with draws of their own, the others with a device copy of the
+        draw of one of those (``_fill``)."""
         module, device = self.session.task.module, self.session.device
         began = time.perf_counter()
         for kernel in KERNELS:
@@ -112,8 +121,25 @@ class ShapeTiming:
                 self.inputs[kernel].append(tuple(torch.empty_like(t, device=device)
                                                  for t in self._layout))
                 self.outputs[kernel].append(tuple(module.make_outputs(self.params, device)))
-                self.refresh(kernel, len(self.inputs[kernel]) - 1)
+                self._fill(kernel, len(self.inputs[kernel]) - 1)
         self.seconds["copies"] += time.perf_counter() - began
+
+    def _fill(self, kernel: str, copy: int) -> None:
+        """A new copy's inputs and poisoned outputs. A draw of ``make_inputs`` costs a few
+        hundred microseconds of host time, and a graph of fast calls holds hundreds of copies
+        (a few seconds an evaluation on a task of many shapes), so copy ``c`` beyond the first
+        ``DRAWN_COPIES`` takes the inputs of copy ``c % DRAWN_COPIES`` and its refresh index
+        (the judge re-derives them from it, as for any copy). Copies used in a timed sample
+        are refreshed with a draw of their own before it, as ever."""
+        if copy < DRAWN_COPIES:
+            self.refresh(kernel, copy)
+            return
+        source = copy % DRAWN_COPIES
+        for tensor, value in zip(self.inputs[kernel][copy], self.inputs[kernel][source],
+                                 strict=True):
+            tensor.copy_(value)
+        poison(self.outputs[kernel][copy], FIRST_POISON)
+        self.refreshed[kernel][copy] = self.refreshed[kernel][source]
 
     def refresh(self, kernel: str, copy: int, secret: int | None = None) -> None:
         """New values in ``copy``'s input tensors (same storage), and its outputs poisoned."""

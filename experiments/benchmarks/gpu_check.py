@@ -83,7 +83,8 @@ class Check:
                  pack_to: Path | None = None) -> None:
         self.out = out
         self.pack_to = pack_to
-        self.tests_began = 0.0  # when the first GPU test started        self.began = time.monotonic()
+        self.tests_began = 0.0  # when the first GPU test started
+        self.began = time.monotonic()
         self.budget_s = budget_s
         self.lock = threading.Lock()
         self.summary: dict[str, Any] = {
