@@ -1,121 +1,131 @@
-"""The ``kernelswarm`` command line."""
+"""The ``kernelswarm`` command line.
+
+Only the command given is imported: ``kernelswarm --help`` and ``--version`` load nothing beyond
+the standard library, and each command loads torch, Ray, MLflow or matplotlib only once it has
+checked its arguments and needs them (tests/experiments/test_cli_startup.py holds it to that).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import re
+import importlib
 import sys
-from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
-
-from kernelswarm.search import StartingKernelFailed, TaskError
-
-from ..config import ConfigError, load_config, load_run_config
-from .eval import add_eval_parser, run_eval_command
-from .sweep import add_sweep_parser, run_sweep_command
-from .tasks import add_tasks_parser, run_tasks_command
-from .tune import add_tune_parser, run_tune_command
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 
-def _parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its line in ``kernelswarm --help``, and the module (of this package) that
+    defines its arguments (``add_parser``) and runs it (``run``, given the parsed arguments and
+    a rich Console, returning the exit status)."""
+
+    help: str
+    module: str
+    add_parser: str
+    run: str
+
+
+# In the order ``kernelswarm --help`` lists them.
+COMMANDS: dict[str, Command] = {
+    "run": Command("run a search (the quickstart when no CONFIG is given)",
+                   "run", "add_run_parser", "run_search_command"),
+    "tasks": Command("list, scaffold, check and import tasks",
+                     "tasks", "add_tasks_parser", "run_tasks_command"),
+    "eval": Command("evaluate one kernel file against a task (does it beat the baseline?)",
+                    "eval", "add_eval_parser", "run_eval_command"),
+    "tune": Command("tune one kernel's knobs with Optuna, trials in parallel on every GPU",
+                    "tune", "add_tune_parser", "run_tune_command"),
+    "sweep": Command("run every cell of a sweep file on one cluster and one pool of workers",
+                     "sweep", "add_sweep_parser", "run_sweep_command"),
+    "report": Command("write an HTML and a markdown report of a run or a sweep folder",
+                      "report", "add_report_parser", "run_report_command"),
+}
+
+
+def package_version() -> str:
+    """The installed kernelswarm's version (pyproject.toml's), or "unknown" outside an install."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kernelswarm")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up only when asked (a metadata scan costs time)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print kernelswarm's version and exit", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"kernelswarm {package_version()}")
+        parser.exit()
+
+
+def command_given(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the top level's own
+    options take no value, so nothing before the command can be one)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _module(command: Command) -> ModuleType:
+    return importlib.import_module(f"{__package__}.{command.module}")
+
+
+def parser_for(chosen: str | None) -> argparse.ArgumentParser:
+    """The command line's parser with the arguments of command ``chosen`` (its module
+    imported); every other command is registered by name and help line only."""
     parser = argparse.ArgumentParser(
         prog="kernelswarm", description="Search for faster, still-correct kernels.")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser(
-        "run", help="run a search (the quickstart when no CONFIG is given)",
-        description="Run a search. Results go to a new folder under run.out_dir, to Parquet and "
-                    "to MLflow.")
-    run.add_argument("config", nargs="?", help="a TOML configuration (default: the quickstart)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a setting, e.g. --set search.lineages=8 or --set "
-                          "agent.llm.base_url=http://localhost:8000/v1 (repeatable)")
-    run.add_argument("--address", help="the Ray cluster to join (default: $RAY_ADDRESS, else a "
-                                       "local instance)")
-    run.add_argument("--task", help="a built-in task name or a task folder (sets task.name)")
-    run.add_argument("--resume", metavar="RUN_DIR",
-                     help="continue a stopped run in its folder with its configuration (plus any "
-                          "--set, e.g. a larger search.candidates_per_lineage); nothing recorded "
-                          "is evaluated again")
-    add_tasks_parser(commands)
-    add_eval_parser(commands)
-    add_tune_parser(commands)
-    add_sweep_parser(commands)
-    report = commands.add_parser(
-        "report", help="write an HTML and a markdown report of a run or a sweep folder",
-        description="Write RUN_DIR/report/report.html (self-contained: opens with no server) and "
-                    "report.md with plots; for a folder of run folders, a sweep report.")
-    report.add_argument("folder", metavar="RUN_DIR|SWEEP_DIR")
+    for name, command in COMMANDS.items():
+        if name == chosen:
+            getattr(_module(command), command.add_parser)(commands)
+        else:
+            commands.add_parser(name, help=command.help)
     return parser
 
 
-def _report(args: argparse.Namespace, console: Console) -> int:
-    from ..report.writer import ReportError, write_report  # imports matplotlib: only when asked
+def _exit_status(exc: Exception) -> int | None:
+    """The exit status of an error a user can act on: 2 for a configuration, a task or
+    arguments that cannot be used, 1 for a starting kernel that fails its own task; None for a
+    bug (raised again, with its traceback)."""
+    from kernelswarm.search import StartingKernelFailed, TaskError
 
-    try:
-        report = write_report(args.folder)
-    except (ReportError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    from ..config import ConfigError
+
+    if isinstance(exc, (ConfigError, TaskError)):
         return 2
-    # Paths whole, each on its own line: a terminal may wrap them, never cut them.
-    console.print("report:", highlight=False)
-    console.print(str(report.html), highlight=False, soft_wrap=True, markup=False)
-    console.print(str(report.markdown), highlight=False, soft_wrap=True, markup=False)
-    return 0
-
-
-def _run(args: argparse.Namespace, console: Console) -> int:
-    overrides = list(args.overrides)
-    if args.address:
-        overrides.append(f'cluster.address="{args.address}"')
-    if args.task:
-        overrides.append(f"task.name={json.dumps(args.task)}")  # a TOML string, quotes escaped
-        if not args.config and not any(o.split("=", 1)[0].strip() == "run.name"
-                                       for o in overrides):
-            # The quickstart's settings, the user's task: the run folder and the MLflow
-            # experiment are named after the task, not "quickstart".
-            name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(args.task.rstrip("/")).name) or "run"
-            overrides.append(f"run.name={json.dumps(name)}")
-    if args.resume and args.config:
-        raise ConfigError("--resume takes the configuration from the run folder; drop CONFIG "
-                          "(use --set to change settings)")
-    resume = Path(args.resume) if args.resume else None
-    config = load_run_config(resume, overrides) if resume else load_config(args.config, overrides)
-    from ..run.runner import run  # imports Ray and MLflow; keep --help and config errors fast
-
-    outcome = run(config, console, resume=resume)
-    if outcome.failure is not None:  # the reason is the last line a user or a script sees
-        console.print(f"[red]error:[/] {escape(outcome.failure)}", highlight=False,
-                      soft_wrap=True)
+    if isinstance(exc, StartingKernelFailed):
         return 1
-    return 0 if outcome.result.summary.best is not None else 1
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = command_given(argv)
+    args = parser_for(chosen if chosen in COMMANDS else None).parse_args(argv)
+    from rich.console import Console
+    from rich.markup import escape
+
     console = Console()
+    command = COMMANDS[args.command]
     try:
-        if args.command == "run":
-            return _run(args, console)
-        if args.command == "tasks":
-            return run_tasks_command(args, console)
-        if args.command == "eval":
-            return run_eval_command(args, console)
-        if args.command == "tune":
-            return run_tune_command(args, console)
-        if args.command == "sweep":
-            return run_sweep_command(args, console)
-        if args.command == "report":
-            return _report(args, console)
-    except (ConfigError, TaskError) as exc:
+        return getattr(_module(command), command.run)(args, console)
+    except Exception as exc:
+        status = _exit_status(exc)
+        if status is None:
+            raise
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
-    except StartingKernelFailed as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 1
-    return 0
+        return status
 
 
 if __name__ == "__main__":
