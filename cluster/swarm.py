@@ -178,6 +178,7 @@ class Swarm:
             evaluation = known[part.language]
             if evaluation is None:
                 evaluation = self._verdict(pending[part.language], part.start)
+                evaluation = evaluation.as_own_start()  # 1.0 over itself, not a timing's noise
                 tracker.record(SEED_LINEAGE, step, part.start, evaluation)
             self.starts[part.language] = evaluation
             if step == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -175,6 +175,15 @@ class Evaluation:
 
     def failed_shape(self) -> ShapeResult | None:
         return next((s for s in self.shapes if not s.correct), None)
+
+    def as_own_start(self) -> Evaluation:
+        """This verdict as the starting kernel's own: over itself it is 1.0 on every shape,
+        exactly, with no interval. Timed against itself, a measured ratio is noise that would
+        read as a gain or a loss (a run whose best is its start reported 1.035x)."""
+        if not self.ok:
+            return self
+        return replace(self, shapes=tuple(
+            replace(s, speedup_vs_start=1.0, speedup_vs_start_ci=math.nan) for s in self.shapes))
 
 
 def clearly_faster(new: Evaluation, old: Evaluation, z: float = Z95) -> bool:

@@ -27,8 +27,9 @@ ROLE_ORDER = ("planner", "coder", "analyst", "tester")
 
 
 def one_line(text: str, limit: int | None = None) -> str:
-    """``text`` on one line (a stop reason may quote a fenced example over several)."""
-    flat = " ".join(text.replace("```", " ").split())
+    """``text`` on one line (a stop reason may quote a fenced example over several), its
+    words as they are: "no ```json block" reads on the console as summary.json has it."""
+    flat = " ".join(text.split())
     return flat if limit is None or len(flat) <= limit else flat[:limit - 1] + "…"
 
 

@@ -175,6 +175,8 @@ def run(config: Config, console: Console | None = None,
     if (spent := spending_table(llm)) is not None:
         console.print(spent)
     outcome = RunOutcome(run_dir, result, best_path)
+    if outcome.failure is not None:  # it exits 1: MLflow says FAILED, and why
+        record_failed_start(config, prepared, outcome.failure, keep_folder=True)
     _print_locations(console, outcome)
     _report(console, run_dir, config)
     return outcome

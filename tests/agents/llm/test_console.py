@@ -84,8 +84,8 @@ def test_a_stop_reason_quoting_a_fenced_example_stays_on_one_line_and_nothing_ma
     assert len([line for line in table.splitlines() if "planner stopped: planner" in line]) == 2
     failure = RunOutcome(None, result, None).failure  # type: ignore[arg-type]
     assert failure == ("no lineage proposed a candidate: planner stopped: planner: 3 malformed "
-                       "answers in a row; the last: there is no json block; put it in one, "
-                       "e.g. json {\"move\": \"llm:x\"}")
+                       "answers in a row; the last: there is no ```json block; put it in one, "
+                       "e.g. ```json {\"move\": \"llm:x\"} ```")  # its words as they are
     made = replace(result, lineages=[LineageResult(0, 2, reason, 1.1)])
     assert RunOutcome(None, made, None).failure is None  # type: ignore[arg-type]
 
