@@ -107,7 +107,7 @@ def _local(start: Candidate, tmp_path: Path) -> tuple[Path, dict[int, str]]:
     path = tmp_path / "local.jsonl"
     evaluator = Scored()
     tracker = Tracker(_run_info(tmp_path), [LinesSink(path)], migration=NO_MIGRATION)
-    start_eval = evaluator.evaluate(start)
+    start_eval = evaluator.evaluate(start).as_own_start()  # 1.0 over itself, as Swarm records it
     tracker.record(SEED_LINEAGE, 0, start, start_eval)
     lineages = [Lineage(i, start.derive(lineage=i, origin=start.origin), start_eval,
                         builtin_roles(seed), KnobTuner(seed=seed, prefix=f"lineage{i}-"),
