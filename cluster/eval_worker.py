@@ -29,7 +29,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
-from kernelswarm.search import Candidate, Evaluation, Evaluator, Status
+from kernelswarm.search import Candidate, Evaluation, Evaluator, StartingKernelFailed, Status
 
 from .fair_share import FairShare, Share, UnknownCell
 
@@ -144,6 +144,9 @@ class EvalDispatcher:
     being killed can answer before it is gone: Ray kills a dying worker's child processes (the
     sandbox) first, and the evaluation then fails with the sandbox's error. An evaluation that
     raised counts as a death when its worker turns out to be gone or another process since.
+    A task whose starting kernel fails (``StartingKernelFailed``, raised as an evaluator
+    calibrates, in a preparation or an evaluation) is no death: every candidate of its key is
+    answered with that verdict from then on, and no evaluator of it calibrates again.
     """
 
     def __init__(self, workers: list[ray.actor.ActorHandle]) -> None:
@@ -168,6 +171,10 @@ class EvalDispatcher:
         self._preparing: Counter[str] = Counter()  # keys being prepared, by how many workers
         self._tried: set[tuple[int, str]] = set()
         self._prepare_s = 0.0
+        # keys whose task's starting kernel failed as an evaluator calibrated: every candidate
+        # of them gets that verdict at once (calibrating again would find it again, after
+        # as long: a start that hangs takes the runner's whole start-up limit)
+        self._failed_starts: dict[str, Evaluation] = {}
         self._jobs: set[asyncio.Task[None]] = set()
         self._timeline: list[dict[str, Any]] = []  # what each worker did, and when
 
@@ -187,6 +194,7 @@ class EvalDispatcher:
                 ticket.set_exception(UnknownCell(f"cell {cell!r} was released"))
         key, _ = self._factories.pop(cell, ("", None))
         if key and all(other != key for other, _ in self._factories.values()):
+            self._failed_starts.pop(key, None)
             self._given = {given for given in self._given if given[1] != key}
             self._tried = {tried for tried in self._tried if tried[1] != key}
             await asyncio.gather(*(w.release.remote(key) for w in self._workers),
@@ -244,6 +252,9 @@ class EvalDispatcher:
             done = await worker.prepare.remote(key, make)
             self._given.add((id(worker), key))
             self._judged_keys.add(key)
+        except StartingKernelFailed as failed:  # its candidates get the verdict
+            self._failed_starts[key] = failed.evaluation
+            outcome = f"failed: the starting kernel is {failed.evaluation.status.value}"
         except Exception as exc:  # its first candidate meets the same, and reports it
             outcome = f"failed: {type(exc).__name__}"
         finally:
@@ -287,6 +298,9 @@ class EvalDispatcher:
             except (RayActorError, ActorUnavailableError) as exc:
                 error, outcome = exc, "worker died"
                 await self._died(worker)
+            except StartingKernelFailed as failed:  # not the worker's fault, nor the candidate's
+                self._failed_starts[key] = failed.evaluation
+                raise StartingKernelFailed(failed.evaluation) from None
             except RayTaskError as exc:  # raised by the evaluator, inside the worker
                 if not await self._went_down(worker):
                     raise
@@ -303,6 +317,8 @@ class EvalDispatcher:
     async def _judge(self, worker: ray.actor.ActorHandle, key: str, make: ray.ObjectRef,
                      candidate: Candidate) -> Evaluation:
         """``candidate``'s verdict from ``worker``, with the factory only if it may lack it."""
+        if key in self._failed_starts:
+            raise StartingKernelFailed(self._failed_starts[key])
         if id(worker) not in self._pids:
             self._pids[id(worker)] = await worker.pid.remote()
         given = (id(worker), key)

@@ -18,7 +18,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from kernelswarm.search import Candidate, Evaluation, Evaluator
+from kernelswarm.search import Candidate, Evaluation, Evaluator, StartingKernelFailed
 
 from .eval_worker import EvalDispatcher, EvalWorker
 from .fair_share import UnknownCell
@@ -26,6 +26,16 @@ from .retry import call
 
 # How long closing waits for workers to release their sandboxes before they are killed.
 CLOSE_WAIT_S = 60.0
+
+
+def verdict(ref: ray.ObjectRef) -> Evaluation:
+    """``ray.get`` of an evaluation; a task whose starting kernel fails raises
+    ``StartingKernelFailed`` itself, its message the verdict's (Ray's wrapper would print the
+    workers' tracebacks)."""
+    try:
+        return ray.get(ref)
+    except StartingKernelFailed as failed:
+        raise StartingKernelFailed(failed.evaluation) from None
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,8 @@ class Lane:
                 raise
             self._reopen()
             return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
+        except StartingKernelFailed as failed:  # without Ray's wrapper (see ``verdict``)
+            raise StartingKernelFailed(failed.evaluation) from None
 
     def _reopen(self) -> None:
         if self.make_evaluator is not None:

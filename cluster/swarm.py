@@ -37,7 +37,7 @@ from kernelswarm.search import (
 )
 
 from .lineage_runner import LineageResult, LineageRunner
-from .pool import EvalPool
+from .pool import EvalPool, verdict
 from .ports import ActorTracker, call
 from .tracker_actor import TrackerActor
 
@@ -177,7 +177,10 @@ class Swarm:
         for step, part in enumerate(spec.languages):  # each language's start: its own step
             evaluation = known[part.language]
             if evaluation is None:
-                evaluation = self._verdict(pending[part.language], part.start)
+                try:
+                    evaluation = self._verdict(pending[part.language], part.start)
+                except StartingKernelFailed as failed:  # found as its evaluator calibrated
+                    evaluation = failed.evaluation
                 evaluation = evaluation.as_own_start()  # 1.0 over itself, not a timing's noise
                 tracker.record(SEED_LINEAGE, step, part.start, evaluation)
             self.starts[part.language] = evaluation
@@ -333,9 +336,13 @@ class Swarm:
 
     def _verdict(self, ref: ray.ObjectRef, candidate: Candidate) -> Evaluation:
         """The evaluation ``ref`` (a lane's ``submit``) stands for; sent again through the lane
-        if the dispatcher was lost meanwhile (once Ray has restarted it)."""
+        if the dispatcher was lost meanwhile (once Ray has restarted it). A starting kernel
+        that fails its task is raised as ``StartingKernelFailed``: sending again changes
+        nothing."""
         try:
-            return ray.get(ref)
+            return verdict(ref)
+        except StartingKernelFailed:
+            raise
         except RayError:
             return self.lanes[candidate.language].evaluate(candidate)
 

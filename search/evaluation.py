@@ -201,9 +201,14 @@ def clearly_faster(new: Evaluation, old: Evaluation, z: float = Z95) -> bool:
 
 
 class StartingKernelFailed(RuntimeError):
-    """The task's own starting kernel fails evaluation: there is nothing to search from."""
+    """The task's own starting kernel fails evaluation (``evaluation``, its verdict): there is
+    nothing to search from, and nothing to compare another kernel with."""
 
     def __init__(self, evaluation: Evaluation) -> None:
         super().__init__(f"the starting kernel fails evaluation ({evaluation.status.value}): "
                          f"{evaluation.message}")
         self.evaluation = evaluation
+
+    def __reduce__(self) -> tuple[type[StartingKernelFailed], tuple[Evaluation]]:
+        # rebuilt from its verdict in another process (raised in an evaluation worker)
+        return type(self), (self.evaluation,)

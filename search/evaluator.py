@@ -37,7 +37,9 @@ class Evaluator(ABC):
     Contract:
     - ``evaluate`` never raises because of the candidate: a kernel that does not compile, crashes,
       hangs, cheats or is wrong yields an ``Evaluation`` with the matching ``Status`` and a message
-      a person can act on. Exceptions mean a bug or a broken environment.
+      a person can act on. Exceptions mean a bug or a broken environment, or a task whose own
+      starting kernel fails the same way: ``StartingKernelFailed``, carrying the starting
+      kernel's verdict, whichever candidate was asked about (nothing can be compared with it).
     - Candidate code never runs in the calling process.
     - ``compile`` may run anywhere with CPUs (a compile pool); its results are cached by content
       hash so that a later ``evaluate`` of the same candidate does not build again.

@@ -2,7 +2,8 @@
 
 It measures the machine and the baselines (``figures.acquire_baselines``), then loads the
 starting kernel in the candidate's place and goes through the candidates' protocol: the checks
-on every tuning shape (a starting kernel that fails its own task is a ``TaskError``), the
+on every tuning shape (a starting kernel that fails its own task, there or in the runner's
+start-up, is ``StartingKernelFailed`` with its verdict: start_verdict.py), the
 tester's extra checks (one the starting kernel fails, or the task cannot set up, is dropped with
 the reason), and the timing of every tuning shape, whose starting-kernel medians and null-batch
 costs are the clean figures later candidates are cross-checked against. The runner is then
@@ -18,7 +19,8 @@ from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from ...search.candidate import Candidate
-from ...search.task import Shape, Task, TaskError
+from ...search.evaluation import StartingKernelFailed
+from ...search.task import Shape, Task
 from ..baselines import measured_once
 from ..compile_cache import Build
 from ..device_arena import evaluation_arena
@@ -31,8 +33,14 @@ from .deadlines import Deadline
 from .figures import Calibration, acquire_baselines
 from .memory_plan import MemoryPlan, TimedProblem, device_memory_bytes, plan_memory
 from .references import References, release_device_memory
-from .runner_process import RunnerProcess, SandboxError
+from .runner_process import SandboxError
 from .spares import Spares
+from .start_verdict import (
+    CalibrationRunner,
+    fault_after_loading,
+    start_failed,
+    stop_after_loading,
+)
 from .timing import CleanFigures, ShapeTimer, l2_bytes, returned_copies
 from .trial import CandidateFault, Stopped, Trial
 
@@ -109,8 +117,7 @@ def calibrate(evaluator: SandboxEvaluator, start: Build, references: References,
     calibration times anything)."""
     task, settings = evaluator.task, evaluator.settings
     if start.artifact is None:
-        raise TaskError(f"task {task.name!r}: the starting {evaluator.language.name} kernel "
-                        f"does not compile:\n{start.result.log}")
+        raise StartingKernelFailed(start.result.as_evaluation())
     extra, dropped = _extra_shapes(evaluator, references)
     memory = plan(evaluator, references, extra)
     release_device_memory(settings.device)  # the plan drew every problem once
@@ -142,10 +149,11 @@ def _measure(evaluator: SandboxEvaluator, start: Build, references: References, 
              ) -> tuple[Calibration, Spares]:
     """The calibration runner's figures (see the module's docstring)."""
     task, settings = evaluator.task, evaluator.settings
-    runner = RunnerProcess(evaluation_arena(size, settings.device),
-                           prepare_message(evaluator, start), settings.memory_limit_mb)
+    runner = CalibrationRunner(evaluation_arena(size, settings.device),
+                               prepare_message(evaluator, start), settings.memory_limit_mb)
+    loaded = False  # from then on, a crash or a fault is the starting kernel's
     try:
-        ready = runner.wait_ready(evaluator.startup_s())
+        ready = runner.start_up(evaluator.startup_s(), evaluator.start_candidate)
         # trusted: its limit is generous (the start-up's and a candidate's run phase together)
         trial = Trial(runner, evaluator.startup_s() + evaluator.run_deadline().seconds,
                       trusted=True)
@@ -153,6 +161,7 @@ def _measure(evaluator: SandboxEvaluator, start: Build, references: References, 
                                                evaluator.language.name)
         target = {**prepare_message(evaluator, start)["start"],
                   "artifact": runner.stage(start.artifact)}
+        loaded = True
         trial.call_problem(trial.ask({"type": "load", **target}, "loaded"), "loading", "")
         checker = Checker(trial, runner.arena, references, task)
         kept = _check_start(evaluator, checker, extra, dropped)
@@ -165,10 +174,14 @@ def _measure(evaluator: SandboxEvaluator, start: Build, references: References, 
                                               timed.null_burst_s)
     except CandidateFault as fault:
         made.close()
+        if loaded:
+            raise fault_after_loading(evaluator.start_candidate, fault) from None
         raise SandboxError(f"calibrating with the starting kernel failed: {fault.message}") \
             from None
     except Stopped as stop:
         made.close()
+        if loaded:
+            raise stop_after_loading(evaluator.start_candidate, stop) from None
         raise SandboxError(f"the calibration runner stopped {stop.where}; its log ends "
                            f"with:\n{stop.outcome.log_tail}") from None
     except BaseException:
@@ -184,15 +197,14 @@ def _measure(evaluator: SandboxEvaluator, start: Build, references: References, 
 def _check_start(evaluator: SandboxEvaluator, checker: Checker,
                  extra: list[tuple[dict[str, Any], str]], dropped: dict[str, str]
                  ) -> list[dict[str, Any]]:
-    """The starting kernel on every tuning shape (``TaskError`` if it fails), then the extra
-    checks it passes."""
+    """The starting kernel on every tuning shape (``StartingKernelFailed`` if it fails), then
+    the extra checks it passes."""
     for shape in evaluator.task.tuning_shapes:
         try:
             checker.check_once(START, shape, 0, f"on shape {shape.label}")
         except CandidateFault as fault:
-            raise TaskError(f"task {evaluator.task.name!r}: its starting "
-                            f"{evaluator.language.name} kernel fails its own checks: "
-                            f"{fault.message}") from None
+            raise start_failed(evaluator.start_candidate, fault.status, fault.message,
+                               fault.shapes) from None
     kept = []
     for check, label in extra:
         try:

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from kernelswarm.agents.builtin import RuleTester
-from kernelswarm.search import SPECS, LanguageSpec, Shape, Status, Task, TaskError, load_task
+from kernelswarm.search import (
+    SPECS,
+    LanguageSpec,
+    Shape,
+    StartingKernelFailed,
+    Status,
+    Task,
+    TaskError,
+    load_task,
+)
 
 # The languages Inductor writes code in (LanguageSpec.inductor_device), in SPECS' order.
 LANGUAGES = tuple(name for name, spec in SPECS.items() if spec.inductor_device is not None)
@@ -182,9 +191,10 @@ def _judge(task: Task, language: str, device: str, settings: Any) -> tuple[Statu
     try:
         with SandboxEvaluator(task.path, language, settings) as evaluator:
             evaluation = evaluator.evaluate(task.starting_candidate(language))
-    except TaskError as exc:  # the evaluator's calibration: the start fails a tuning shape
-        message = str(exc)
-        return (Status.INCORRECT if "wrong result" in message else Status.RUNTIME_ERROR), message
+    except StartingKernelFailed as failed:  # found as the evaluator calibrated
+        evaluation = failed.evaluation
+    except TaskError as exc:  # the task's own code failed in the runner
+        return Status.RUNTIME_ERROR, str(exc)
     return evaluation.status, evaluation.message
 
 

@@ -119,7 +119,7 @@ def _structure(task: Task, shape: dict) -> str | None:
 def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool:
     """Run each starting kernel that runs on ``device`` through the evaluator; all OK?"""
     from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-    from kernelswarm.search import SPECS, Status
+    from kernelswarm.search import SPECS, StartingKernelFailed, Status
 
     settings = EvaluatorSettings(device=device, timing_budget_s=0.05, min_repeats=3,
                                  flush_cache=False)
@@ -130,7 +130,11 @@ def evaluate_starting_kernels(task: Task, device: str, console: Console) -> bool
         ran += 1
         start = task.starting_candidate(language)
         with SandboxEvaluator(task.path, language, settings) as evaluator:
-            evaluation = naming_the_users_file(evaluator.evaluate(start), task, start)
+            try:
+                evaluation = evaluator.evaluate(start)
+            except StartingKernelFailed as failed:  # found as the evaluator calibrated
+                evaluation = failed.evaluation
+        evaluation = naming_the_users_file(evaluation, task, start)
         colour = "green" if evaluation.status is Status.OK else "red"
         console.print(f"starting {language} kernel: [{colour}]{evaluation.status.value}[/] "
                       f"{escape(evaluation.message)}", highlight=False)

@@ -7,9 +7,10 @@ table, or as JSON with ``--json``. A file with a knob header (every file a run w
 with those knob values. A file from a run folder (``RUN_DIR/best/<id>.<ext>`` or
 ``RUN_DIR/candidates/<id>.<ext>``), or ``--run RUN_DIR`` (its best kernel), is judged with that
 run's task, language, device and timing settings (``timing.json``), and the run's own figure is
-shown next to the new one. Exit status: 0 when the kernel is OK, 1 for any other verdict, 2 for
-arguments that cannot be used (an unknown task, a missing file, a language the task has no
-starting kernel for), each named in the message.
+shown next to the new one. Exit status: 0 when the kernel is OK, 1 for any other verdict (and
+for a task whose own starting kernel fails: its verdict is printed), 2 for arguments that
+cannot be used (an unknown task, a missing file, a language the task has no starting kernel
+for), each named in the message.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.evaluators.timing_protocol import TimingSettings
-from kernelswarm.search import LANGUAGES, SUFFIX_LANGUAGES, TaskError, median_evaluation
+from kernelswarm.search import (
+    LANGUAGES,
+    SUFFIX_LANGUAGES,
+    Evaluation,
+    StartingKernelFailed,
+    TaskError,
+    load_task,
+    median_evaluation,
+)
 
 from ..config import ConfigError
 from ..evaluation.judge_file import judge_file, repeats_for, roofline_bounds
@@ -33,6 +42,7 @@ from ..evaluation.kernel_file import (
     infer_language,
     resolve_task,
 )
+from ..run.compiler_messages import naming_the_users_file
 from ..run.folder import RunFolder, open_run_folder, run_folder_of
 from ..views.evaluation_view import evaluation_document, evaluation_table, verdict_text
 from ..views.speedups import finite
@@ -88,6 +98,17 @@ def _arguments(args: argparse.Namespace) -> tuple[Path, Path, RunFolder | None]:
         raise EvalUsageError(str(exc)) from None
 
 
+def _print_failed_start(evaluation: Evaluation, task_path: Path, language: str,
+                        device: str) -> None:
+    """The task's starting kernel's verdict, its source file named as the user wrote it."""
+    task = load_task(task_path, device.split(":")[0])
+    evaluation = naming_the_users_file(evaluation, task, task.starting_candidate(language))
+    Console(stderr=True).print(
+        f"[red]error:[/] the task's starting {language} kernel fails "
+        f"({evaluation.status.value}), so no kernel can be judged against it: "
+        f"{escape(evaluation.message)}", highlight=False)
+
+
 def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     """Evaluate the file and print the verdict; the exit status (0, 1 or 2)."""
     try:
@@ -101,6 +122,9 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     except (EvalUsageError, TaskError) as exc:
         Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
+    except StartingKernelFailed as failed:  # every speedup is over it: nothing to judge
+        _print_failed_start(failed.evaluation, task_path, language, device)
+        return 1
     timing = TimingSettings.of(settings)
     recorded = run.recorded(candidate.stem) if run is not None else None
     if not console.is_terminal and not os.environ.get("COLUMNS"):

@@ -154,12 +154,18 @@ def _shape_cell(counts: tuple[int, int] | None) -> str:
 def _check(args: argparse.Namespace, console: Console) -> int:
     task = check_task(args.path, args.device)
     counts = shape_counts(task)
-    console.print(f"ok: task {task.name!r} ({task.path}): languages "
-                  f"{', '.join(sorted(task.kernels))}; {args.device}: {counts[0]} tuning + "
-                  f"{counts[1]} held-out shapes", highlight=False, markup=False)
+    described = (f"task {task.name!r} ({task.path}): languages "
+                 f"{', '.join(sorted(task.kernels))}; {args.device}: {counts[0]} tuning + "
+                 f"{counts[1]} held-out shapes")
     if not args.evaluate:
+        console.print(f"ok: {described}", highlight=False, markup=False)
         return 0
-    return 0 if evaluate_starting_kernels(task, args.device, console) else 1
+    # "ok" only once its starting kernels have passed too
+    console.print(described, highlight=False, markup=False)
+    if not evaluate_starting_kernels(task, args.device, console):
+        return 1
+    console.print(f"ok: task {task.name!r}", highlight=False, markup=False)
+    return 0
 
 
 def _import_kernelbench(args: argparse.Namespace, console: Console) -> int:

@@ -166,3 +166,47 @@ def test_a_worker_that_fails_to_get_ready_still_judges_and_says_why(ray_session)
         assert [i["outcome"] for i in prepared] == ["failed: RayTaskError(RuntimeError)"]
     finally:
         pool.close()
+
+
+def test_a_task_whose_start_fails_is_calibrated_once_and_every_candidate_gets_its_verdict(
+        tmp_path, ray_session):
+    """The worker that prepares the cell finds the start failing; the candidates then get that
+    verdict at once, as itself (no Ray traceback in its message), and nothing calibrates again:
+    a start that hangs would cost the runner's whole start-up limit each time."""
+    from kernelswarm.search import StartingKernelFailed
+
+    calibrations = tmp_path / "calibrations"
+
+    class BrokenStart(Evaluator):
+        def _calibrate(self) -> None:
+            with open(calibrations, "a") as log:
+                log.write("calibrated\n")
+            raise StartingKernelFailed(Evaluation("start", Status.RUNTIME_ERROR, "SIGSEGV"))
+
+        def prepare(self) -> dict[str, str]:
+            self._calibrate()
+            return {}
+
+        def compile(self, candidate: Candidate) -> CompileResult:
+            return CompileResult(candidate.id, ok=True, seconds=0.0)
+
+        def evaluate(self, candidate: Candidate) -> Evaluation:
+            self._calibrate()
+            return Evaluation(candidate.id, Status.OK)
+
+    def broken() -> Evaluator:
+        return BrokenStart()
+
+    pool = EvalPool(1, {"num_cpus": 0})
+    try:
+        lane = pool.open("cell", broken)
+        for candidate in _candidates("c", 2):
+            with pytest.raises(StartingKernelFailed) as raised:
+                lane.evaluate(candidate)
+            assert type(raised.value) is StartingKernelFailed
+            assert str(raised.value) == ("the starting kernel fails evaluation "
+                                         "(RUNTIME_ERROR): SIGSEGV")
+            assert raised.value.evaluation.status is Status.RUNTIME_ERROR
+        assert calibrations.read_text() == "calibrated\n"
+    finally:
+        pool.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.search import TaskError
+from kernelswarm.search import StartingKernelFailed, Status
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import quick_settings
 
@@ -43,13 +43,15 @@ def test_unknown_language_and_wrong_device_are_configuration_errors(tmp_path):
         SandboxEvaluator(SILU_TASK, "cpp", EvaluatorSettings(device="cuda", cache_dir=tmp_path))
 
 
-def test_a_starting_kernel_that_fails_its_own_task_is_a_task_error(silu_task_copy, tmp_path):
+def test_a_starting_kernel_that_fails_its_own_task_raises_its_verdict(silu_task_copy, tmp_path):
     kernel = silu_task_copy / "silu_and_mul.cpp"
     kernel.write_text(kernel.read_text().replace("* up[i]", "* up[i] * 2.0f"))
     evaluator = SandboxEvaluator(silu_task_copy, "cpp", quick_settings(tmp_path))
     try:
-        with pytest.raises(TaskError, match="starting cpp kernel fails its own checks.*"
-                                            "wrong result on shape"):
+        with pytest.raises(StartingKernelFailed, match=r"fails evaluation \(INCORRECT\): "
+                                                       r"wrong result on shape") as raised:
             evaluator.evaluate(evaluator.start_candidate)
+        assert raised.value.evaluation.candidate_id == evaluator.start_candidate.id
+        assert raised.value.evaluation.status is Status.INCORRECT
     finally:
         evaluator.close()
