@@ -19,7 +19,8 @@ def add_sweep_parser(commands: argparse._SubParsersAction) -> None:
                     "workers. Results: a sweep folder with a run folder per cell, "
                     "cells.parquet, and an MLflow run per cell nested under the sweep's run.")
     parser.add_argument("sweep_file", nargs="?", metavar="SWEEP.toml",
-                        help="the sweep file (see docs/cluster.md)")
+                        help="the sweep file (see docs/cluster.md), or a ready one by name: "
+                             "sweep_cpu (two tasks on this machine's CPU), sweep_gpu")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override a setting of every cell, e.g. --set "

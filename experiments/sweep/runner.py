@@ -107,6 +107,19 @@ class _Context:
     mlflow_parent: str
     stop: threading.Event = field(default_factory=threading.Event)
     board: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # cells judging their best kernels again: their threads wait on it, the view asks them
+    confirming: dict[int, Swarm] = field(default_factory=dict)
+    confirming_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def refresh(self) -> dict[int, dict[str, Any]]:
+        """The board, with the figures of the cells confirming brought up to date."""
+        with self.confirming_lock:  # a cell that is done confirming writes its own figures
+            for index, swarm in list(self.confirming.items()):
+                try:
+                    self.board[index] = {**swarm.stats(), "state": "confirming"}
+                except Exception:  # figures for the view only: the last ones stay
+                    pass
+        return dict(self.board)
 
 
 def finished(run_dir: Path) -> bool:
@@ -227,7 +240,7 @@ def _drive(ctx: _Context, todo: list[SweepCell], at_once: int,
             while True:
                 try:
                     _, pending = concurrent.futures.wait(futures, timeout=0.5)
-                    view.update(dict(ctx.board))
+                    view.update(ctx.refresh())
                     if not pending:
                         break
                 except KeyboardInterrupt:
@@ -307,11 +320,18 @@ def _search_cell(ctx: _Context, cell: SweepCell, run_dir: Path, console: Console
             swarm.abort()
             stop_reason = INTERRUPTED
         ctx.board[cell.index] = {**swarm.stats(), "state": "searching"}
-    ctx.board[cell.index] = {**ctx.board.get(cell.index, {}), "state": "confirming"}
+    ctx.board[cell.index] = {**swarm.stats(), "state": "confirming"}
     search = cell.config.search
-    confirmation = None if stop_reason else confirm_best(
-        swarm, console, search.confirm_top, search.confirm_repeats)
-    ctx.board[cell.index] = {**ctx.board[cell.index], "state": "closing"}
+    ctx.confirming[cell.index] = swarm
+    try:
+        confirmation = None if stop_reason else confirm_best(
+            swarm, console, search.confirm_top, search.confirm_repeats)
+    finally:
+        with ctx.confirming_lock:
+            ctx.confirming.pop(cell.index, None)
+    # its records and worker evaluations, confirmation repeats included: the last live line
+    # then counts what the workers' summary line counts
+    ctx.board[cell.index] = {**swarm.stats(), "state": "closing"}
     result = swarm.finish(stop_reason, confirmation)
     write_outputs(run_dir, result, prepared.timing, prepared.watch.summary(), prepared.wall_s())
     console.print(run_closing_table(result, prepared.timing.regime, console.width))

@@ -200,10 +200,34 @@ def _base_data(doc: dict[str, Any], folder: Path, overrides: list[str], where: s
     return apply_overrides(data, overrides)
 
 
+# The ready sweep files (sweep_cpu.toml, sweep_gpu.toml) lie beside the quickstart, in the
+# package: a user of an installed kernelswarm names them, having no clone to give a path in.
+READY_SWEEPS = QUICKSTART.parent
+
+
+def ready_sweeps() -> list[str]:
+    return sorted(p.stem for p in READY_SWEEPS.glob("sweep*.toml"))
+
+
+def sweep_file_path(given: str | Path) -> Path:
+    """A sweep file by its path, else a ready one by name (``sweep_cpu`` or
+    ``sweep_cpu.toml``); ``ConfigError`` naming the ready ones when neither is a file."""
+    path = Path(given).expanduser()
+    if path.is_file():
+        return path
+    if path.name == str(given):  # a bare name: a ready sweep's
+        for name in (path.name, f"{path.name}.toml"):
+            if name.startswith("sweep") and (READY_SWEEPS / name).is_file():
+                return READY_SWEEPS / name
+    raise ConfigError(f"{given}: no such sweep file (the ready ones, by name: "
+                      f"{', '.join(ready_sweeps())})")
+
+
 def load_sweep(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
-    """Read and expand a sweep file; ``overrides`` (``KEY=VALUE``) apply to the base, so to
-    every cell. Every cell's configuration is validated before this returns."""
-    path = Path(path)
+    """Read and expand a sweep file (a path, or a ready one's name); ``overrides``
+    (``KEY=VALUE``) apply to the base, so to every cell. Every cell's configuration is
+    validated before this returns."""
+    path = sweep_file_path(path)
     doc = _read_toml(path, "sweep file")
     unknown = sorted(set(doc) - {"sweep", "base", "grid", "cells"})
     if unknown:
