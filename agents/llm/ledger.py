@@ -7,7 +7,8 @@ nothing). Thread-safe.
 
 Beside the trace, the ledger keeps a small state file (``lineage-<n>.state.json``) that the run's
 console reads while the run goes: spending per role, the request being waited on (role, since
-when, which attempt) and the requests that failed.
+when, which attempt) and the requests that failed. It is written when the ledger is made, in the
+lineage's own process with its roles: until then the console says the lineage is starting.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class LedgerState:
     waiting: Waiting | None = None
     failures: tuple[str, ...] = ()  # "role: why", oldest first (the last MAX_FAILURES)
     failed: int = 0  # requests failed in all
+    written: float = 0.0  # Unix time the state was written (0: by a version that did not say)
 
     @classmethod
     def read(cls, path: Path) -> LedgerState | None:
@@ -72,7 +74,7 @@ class LedgerState:
             usage = {role: Usage(**figures) for role, figures in data["usage"].items()}
             waiting = Waiting(**data["waiting"]) if data.get("waiting") else None
             return cls(int(data["lineage"]), usage, waiting, tuple(data.get("failures", ())),
-                       int(data.get("failed", 0)))
+                       int(data.get("failed", 0)), float(data.get("written", 0.0)))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -117,6 +119,7 @@ class Ledger:
         self._failed = 0
         if self.trace_path is not None:
             self.trace_path.parent.mkdir(parents=True, exist_ok=True)
+            self._write_state()  # the lineage is up: its process and roles are made
 
     def record(self, call: LLMCall) -> None:
         """Account for one attempt and add it to the trace."""
@@ -224,7 +227,7 @@ class Ledger:
             "lineage": self.lineage,
             "usage": {role: asdict(usage) for role, usage in self._usage.items()},
             "waiting": asdict(self._waiting) if self._waiting is not None else None,
-            "failures": list(self._failures), "failed": self._failed}
+            "failures": list(self._failures), "failed": self._failed, "written": time.time()}
         path = state_file(self.trace_path)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         temporary.write_text(json.dumps(document), encoding="utf-8")

@@ -5,7 +5,9 @@ role, the request it is waiting on, the requests that failed. The run reads them
 view shows who waits on which model ("waiting on planner, 34 s, attempt 2/5") and the spending so
 far, failures are printed as they happen, and the closing table and summary.json give the
 spending per role. The run's start-up request (the tester's) is in the starting kernel's
-lineage, ``START_LINEAGE``.
+lineage, ``START_LINEAGE``. A lineage whose ledger has not written its state since the run
+began is still starting: its Ray worker process importing the task, its roles and compiler,
+seconds on a busy machine, which the view says rather than showing nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kernelswarm.agents.llm.trace import START_LINEAGE, TRACE_FOLDER
 from kernelswarm.search import Usage
 
 ROLE_ORDER = ("planner", "coder", "analyst", "tester")
+STARTING = "starting: its Ray worker process, the task, its roles and compiler"
 
 
 def one_line(text: str, limit: int | None = None) -> str:
@@ -55,25 +58,30 @@ def _figures(usage: Usage) -> dict[str, Any]:
 
 class LLMWatch:
     """Follows a run's ledger state files; ``stats()`` for the live view, ``echo`` for the
-    failures not yet printed."""
+    failures not yet printed. ``lineages``: how many the run has (0: no LLM roles), each said
+    to be starting until its ledger writes its state."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, lineages: int = 0) -> None:
         self.folder = run_dir / TRACE_FOLDER
+        self.lineages = lineages
+        self._began = time.time()  # a resumed run's state files from before are not its start
         # lineage -> failures printed; those before the watch began were printed by their caller
         self._printed = {n: s.failed for n, s in read_states(self.folder).items()}
 
     def stats(self) -> dict[str, Any]:
-        """``{"roles": {role: figures}, "total": figures, "waiting": {lineage: text}}``;
-        empty when no LLM role has recorded anything."""
+        """``{"roles": {role: figures}, "total": figures, "waiting": {lineage: text}}``
+        (``STARTING`` for a lineage not up yet); empty when there is nothing to show."""
         states = read_states(self.folder)
-        if not states:
+        now = time.time()
+        waiting = {n: STARTING for n in range(self.lineages)
+                   if n not in states or states[n].written < self._began}
+        waiting.update({n: s.waiting.describe(now) for n, s in states.items()
+                        if s.waiting is not None and n not in waiting})
+        if not states and not waiting:
             return {}
         roles = _by_role(states)
-        now = time.time()
         return {"roles": {role: _figures(u) for role, u in roles.items()},
-                "total": _figures(_total(roles)),
-                "waiting": {n: s.waiting.describe(now) for n, s in states.items()
-                            if s.waiting is not None}}
+                "total": _figures(_total(roles)), "waiting": waiting}
 
     def echo(self, console: Console) -> None:
         """Print each failed request once: "lineage 1: analyst: timeout after 5 attempts: ..."."""
@@ -106,6 +114,8 @@ def spending_line(llm: dict[str, Any]) -> str:
     """One line of the live view: tokens and dollars per role and in all."""
     if not llm:
         return ""
+    if not llm["roles"]:
+        return "LLM: no request made yet"
     parts = [f"{role} {f['tokens']:,} tok ${f['cost_usd']:.4f}" for role, f in llm["roles"].items()]
     total = llm["total"]
     return f"LLM: {' · '.join(parts)} · total {total['tokens']:,} tok ${total['cost_usd']:.4f}"

@@ -266,7 +266,9 @@ def prepare_run(config: Config, console: Console,
     settings = evaluator_settings(config, start_up.checks)
     (run_dir / CHECKS_FILE).write_text(json.dumps(settings.extra_checks, indent=2))
     firsts = first_candidates(config, task, settings, console, run_dir)
+    # the live view says which LLM lineages are still starting (agent/llm_view.py)
+    watch = LLMWatch(run_dir, len(seeds) if isinstance(make_roles, LLMRoleFactory) else 0)
     return PreparedRun(config, task, start, run_dir.name, run_dir, tuple(history), tuple(seeds),
-                       start_up.checks, start_up.make_roles, timing, LLMWatch(run_dir),
+                       start_up.checks, start_up.make_roles, timing, watch,
                        started, tuple(more_starts), earlier_wall_s, start_up.failure or "",
                        firsts)

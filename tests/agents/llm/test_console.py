@@ -73,6 +73,31 @@ def test_the_live_view_shows_waits_and_spending_and_failures_are_printed_once(tm
     assert "LLM spending per role" in table and "$0.0600" in table
 
 
+def test_lineages_whose_process_is_not_up_yet_are_said_to_be_starting(tmp_path):
+    """After the start's verdict, seconds may pass before a lineage's Ray worker process has
+    imported the task and made its roles: the view says so instead of showing nothing. A
+    resumed run's state files from before do not count as started."""
+    folder = tmp_path / "llm_calls"
+    Ledger(1, trace_path=trace_file(folder, 1))  # lineage 1's, from the run's earlier session
+    time.sleep(0.01)
+    watch = LLMWatch(tmp_path, lineages=2)
+
+    def line() -> str:
+        return _status_line({"records": 1, "best": 1.0, "llm": watch.stats()}, 0.5)
+
+    assert "lineage 0 starting: its Ray worker process, the task, its roles and compiler; " \
+        "lineage 1 starting: " in line()
+    assert "LLM: no request made yet" in line()
+    Ledger(0, trace_path=trace_file(folder, 0))  # made in lineage 0's process, with its roles
+    assert "lineage 0 starting" not in line() and "lineage 1 starting" in line()
+    view = _text(progress_table({"records": 1, "llm": watch.stats()}, 0.5))
+    assert "starting: its Ray worker process" in view
+    Ledger(1, trace_path=trace_file(folder, 1)).waiting(
+        Waiting("analyst", "analyst", time.time(), 1, 5))
+    assert "starting" not in line() and "lineage 1 waiting on analyst, 0 s" in line()
+    assert LLMWatch(tmp_path).stats()["waiting"] == {1: "waiting on analyst, 0 s, attempt 1/5"}
+
+
 def test_a_stop_reason_quoting_a_fenced_example_stays_on_one_line_and_nothing_made_fails():
     reason = ("planner stopped: planner: 3 malformed answers in a row; the last: there is no "
               "```json block; put it in one, e.g. ```json {\"move\": \"llm:x\"} ```")
