@@ -217,7 +217,7 @@ class ShapeTimer:
             self._cross_check(shape, burst_us, start_burst_us, mine, start, noise_us)
         spent = field(warm, "seconds", dict, optional=True) or {}
         detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
-                  "runner_warm_s": {str(k)[:40]: float(v) for k, v in list(spent.items())[:8]
+                  "runner_warm_s": {str(k)[:40]: float(v) for k, v in list(spent.items())[:12]
                                     if isinstance(v, (int, float)) and not isinstance(v, bool)
                                     and math.isfinite(v)},
                   "rounds": rounds, "burst_us_per_call": burst_us,

@@ -79,6 +79,7 @@ class ShapeTiming:
         self.params = dict(shape)
         self.secret = secret
         self.index = 0
+        began = time.perf_counter()
         module, device = session.task.module, session.device
         first = tuple(module.make_inputs(self.params, timing_seed(secret, 0), device))
         outputs = tuple(module.make_outputs(self.params, device))
@@ -103,12 +104,14 @@ class ShapeTiming:
         self.refreshed[CANDIDATE][0] = self.index
         self.index += 1
         del first, outputs
-        # what each step cost inside the runner ("copies" accumulates every copy made)
-        self.seconds: dict[str, float] = {"copies": 0.0}
+        # what each step cost inside the runner: "copies" accumulates every copy made, of
+        # which "alloc" their buffers and "fill" their values; "init" is this constructor
+        self.seconds: dict[str, float] = {"copies": 0.0, "alloc": 0.0, "fill": 0.0}
         # copies are made as the measurement needs them: a graph of n calls uses n of them
         self.ensure(min(self.copies, WARM_COPIES))
         self.mode, self.calls_per_sample, self.graphs = "cpu", 1, list[object]()
         self.flush = Flusher(session.flusher)
+        self.seconds["init"] = time.perf_counter() - began
 
     def ensure(self, count: int) -> None:
         """At least ``count`` copies per kernel (at most ``copies``), each made and filled: the
@@ -118,10 +121,15 @@ class ShapeTiming:
         began = time.perf_counter()
         for kernel in KERNELS:
             while len(self.inputs[kernel]) < min(count, self.copies):
+                allocated = time.perf_counter()
                 self.inputs[kernel].append(tuple(torch.empty_like(t, device=device)
                                                  for t in self._layout))
                 self.outputs[kernel].append(tuple(module.make_outputs(self.params, device)))
+                filled = time.perf_counter()
                 self._fill(kernel, len(self.inputs[kernel]) - 1)
+                done = time.perf_counter()
+                self.seconds["alloc"] += filled - allocated
+                self.seconds["fill"] += done - filled
         self.seconds["copies"] += time.perf_counter() - began
 
     def _fill(self, kernel: str, copy: int) -> None:

@@ -63,7 +63,10 @@ def main(argv: list[str]) -> int:
                               "build_wait_s": round(cost.build_wait_s, 3),
                               "jit_compiles": cost.jit_compiles, "arena": cost.arena,
                               "runner_started_as": cost.runner_started_as,
-                              "message": evaluation.message[:300]},
+                              "message": evaluation.message[:300],
+                              "shapes_runner_s": {
+                                  label: detail.get("runner_warm_s") for label, detail in
+                                  (evaluation.metrics.get("timing") or {}).items()}},
                              default=str), file=sys.stderr, flush=True)
     print(json.dumps({"task": task_name, "language": language, "device": device, "n": count,
                       "build_s": round(build_s, 3),
