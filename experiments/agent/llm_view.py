@@ -26,7 +26,7 @@ from kernelswarm.agents.llm.trace import START_LINEAGE, TRACE_FOLDER
 from kernelswarm.search import Usage
 
 ROLE_ORDER = ("planner", "coder", "analyst", "tester")
-STARTING = "starting: its Ray worker process, the task, its roles and compiler"
+STARTING = "starting its process (imports, roles, compiler)"
 
 
 def one_line(text: str, limit: int | None = None) -> str:

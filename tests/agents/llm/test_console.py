@@ -85,13 +85,13 @@ def test_lineages_whose_process_is_not_up_yet_are_said_to_be_starting(tmp_path):
     def line() -> str:
         return _status_line({"records": 1, "best": 1.0, "llm": watch.stats()}, 0.5)
 
-    assert "lineage 0 starting: its Ray worker process, the task, its roles and compiler; " \
-        "lineage 1 starting: " in line()
+    assert "lineage 0 starting its process (imports, roles, compiler); lineage 1 starting " \
+        "its process" in line()
     assert "LLM: no request made yet" in line()
     Ledger(0, trace_path=trace_file(folder, 0))  # made in lineage 0's process, with its roles
     assert "lineage 0 starting" not in line() and "lineage 1 starting" in line()
     view = _text(progress_table({"records": 1, "llm": watch.stats()}, 0.5))
-    assert "starting: its Ray worker process" in view
+    assert "starting its process (imports, roles, compiler)" in view
     Ledger(1, trace_path=trace_file(folder, 1)).waiting(
         Waiting("analyst", "analyst", time.time(), 1, 5))
     assert "starting" not in line() and "lineage 1 waiting on analyst, 0 s" in line()
