@@ -42,6 +42,8 @@ COMMANDS: dict[str, Command] = {
                      "sweep", "add_sweep_parser", "run_sweep_command"),
     "report": Command("write an HTML and a markdown report of a run or a sweep folder",
                       "report", "add_report_parser", "run_report_command"),
+    "runs": Command("list past runs (date, task, device, status, best speedups), or compare two",
+                    "runs", "add_runs_parser", "run_runs_command"),
 }
 
 
