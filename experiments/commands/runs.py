@@ -15,7 +15,7 @@ DEFAULT_DIR = "runs"  # run.out_dir of the quickstart and of tune's defaults
 
 def add_runs_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "runs", help="list past runs, or compare two side by side",
+        "runs", help="list past runs (date, task, device, status, best speedups), or compare two",
         description="kernelswarm runs [DIR]: one line per run folder in DIR (run, tune, and a "
                     "sweep folder's cells), oldest first: date, task, language, device, "
                     "status, the best kernel over its starting kernel and over the best "
