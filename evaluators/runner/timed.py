@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -70,6 +71,40 @@ def _as_copy(first: tuple) -> tuple:
     return tuple(torch.empty_like(t).copy_(t) for t in first)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What ``torch.empty_like`` keeps of a tensor (sizes, the strides of a dense one, dtype),
+    without its memory. Not a tensor on the ``meta`` device: the first ``empty_like`` of one
+    onto another device imports several hundred modules (sympy among them), which cost every
+    runner 2-3 s on its first timed shape on an H200."""
+
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> Layout:
+        size, stride = tuple(tensor.shape), tuple(tensor.stride())
+        dense = sorted((s, n) for s, n in zip(stride, size, strict=True) if n != 1)
+        expected = 1
+        for step, length in dense:  # strides that tile the elements without gaps or overlap
+            if step != expected:
+                return cls(size, _contiguous(size), tensor.dtype)
+            expected *= length
+        return cls(size, stride, tensor.dtype)
+
+    def empty(self, device: str) -> torch.Tensor:
+        return torch.empty_strided(self.size, self.stride, dtype=self.dtype, device=device)
+
+
+def _contiguous(size: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for length in reversed(size):
+        strides.append(step)
+        step *= max(length, 1)
+    return tuple(reversed(strides))
+
+
 class ShapeTiming:
     """The timed copies of one shape and the state of its measurement."""
 
@@ -93,7 +128,7 @@ class ShapeTiming:
         # the first draw is the candidate's copy 0 (refreshed before use like any copy), and
         # only its layout is kept for the other copies: on a problem of several GB a draw
         # kept aside would be one more copy of the inputs on the device
-        self._layout = tuple(torch.empty_like(t, device="meta") for t in first)
+        self._layout = tuple(Layout.of(t) for t in first)
         self.inputs: dict[str, list[tuple]] = {k: [] for k in KERNELS}
         self.outputs: dict[str, list[tuple]] = {k: [] for k in KERNELS}
         self.refreshed: dict[str, dict[int, int]] = {k: {} for k in KERNELS}
@@ -122,8 +157,8 @@ class ShapeTiming:
         for kernel in KERNELS:
             while len(self.inputs[kernel]) < min(count, self.copies):
                 allocated = time.perf_counter()
-                self.inputs[kernel].append(tuple(torch.empty_like(t, device=device)
-                                                 for t in self._layout))
+                self.inputs[kernel].append(tuple(layout.empty(device)
+                                                 for layout in self._layout))
                 self.outputs[kernel].append(tuple(module.make_outputs(self.params, device)))
                 filled = time.perf_counter()
                 self._fill(kernel, len(self.inputs[kernel]) - 1)

@@ -156,11 +156,13 @@ def _names(statuses: frozenset[Status]) -> str:
 
 def run_case(case: Case, evaluator: SandboxEvaluator, start: Candidate, probes: Probes,
              record: Callable[[str, object], None] | None = None,
-             live_sandboxes: int = 1) -> Evaluation | None:
+             live_sandboxes: int | None = None) -> Evaluation | None:
     """Judge ``case`` and assert every property of the module docstring (the honest kernel after
     it is left out when the case was refused before anything of it ran).
 
     ``record`` (pytest's ``record_property``) keeps the verdict in the test report, passing or not.
+    ``live_sandboxes``: the scratch folders allowed to remain (default: the evaluator's spare
+    runners, one or several as its memory plan and CPUs allow).
     """
     candidate = start.derive(source=probes.render(case))
     problems: list[str] = []
@@ -180,7 +182,10 @@ def run_case(case: Case, evaluator: SandboxEvaluator, start: Candidate, probes: 
     problems += probes.escapes()
     if evaluation is None or not _never_ran(evaluation):
         problems += _next_honest_problems(evaluator, start)
-    problems += _scratch_problems(live_sandboxes)
+    spares = getattr(evaluator, "_spares", None)
+    live = live_sandboxes if live_sandboxes is not None else \
+        len(spares.spares) if spares is not None else 1
+    problems += _scratch_problems(live)
     if record is not None:
         record("problems", "\n".join(problems))
     assert not problems, f"{case.language}/{case.name}: " + "\n".join(problems)
