@@ -135,6 +135,12 @@ class SwarmResult:
         languages = self.languages
         return languages[lineage % len(languages)] if languages else ""
 
+    @property
+    def failed_start(self) -> Evaluation | None:
+        """The verdict of a starting kernel that failed its task (the search stopped there);
+        None when every start passed."""
+        return next((e for e in self.starts.values() if not e.ok), None)
+
 
 class Swarm:
     """Lifecycle: ``start`` (evaluates the starting kernel, launches lineages), ``stats`` while

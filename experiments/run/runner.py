@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Candidate,
     Confirmation,
+    Evaluation,
     Roles,
     StartingKernelFailed,
 )
@@ -157,17 +157,10 @@ def run(config: Config, console: Console | None = None,
     console = console or Console()
     prepared = prepare_run(config, console, make_roles, resume)
     run_dir = prepared.run_dir
-    failed = None
     with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
-        try:
-            result = _search(console, prepared)
-        except StartingKernelFailed as exc:
-            failed = StartingKernelFailed(prepared.users_file(exc.evaluation))
-            record_failed_start(config, prepared, str(failed), keep_folder=resume is not None)
-    if failed is not None:
-        if resume is None:  # nothing searched: no folder that looks like a result
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise failed
+        result = _search(console, prepared)
+    if (start := result.failed_start) is not None:
+        raise stopped_by_start(config, prepared, result, start)
     llm = prepared.watch.summary()
     timing = prepared.timing
     best_path = write_outputs(run_dir, result, timing, llm, prepared.wall_s())
@@ -180,6 +173,18 @@ def run(config: Config, console: Console | None = None,
     _print_locations(console, outcome)
     _report(console, run_dir, config)
     return outcome
+
+
+def stopped_by_start(config: Config, prepared: PreparedRun, result: SwarmResult,
+                     start: Evaluation) -> StartingKernelFailed:
+    """A run stopped by its starting kernel's verdict ``start``: its folder is kept, with a
+    summary.json whose stop reason says why, and its MLflow runs are FAILED; what to raise."""
+    failed = StartingKernelFailed(prepared.users_file(start))
+    result = replace(result, summary=replace(result.summary, stop_reason=str(failed)))
+    write_outputs(prepared.run_dir, result, prepared.timing, prepared.watch.summary(),
+                  prepared.wall_s())
+    record_failed_start(config, prepared, str(failed), keep_folder=True)
+    return failed
 
 
 def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
@@ -260,6 +265,9 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
         if watch is not None:
             watch.echo(console)
         confirmation = confirm_best(swarm, console, *confirm)
+    except StartingKernelFailed as failed:  # the search ends with the start's verdict
+        swarm.abort()
+        stop_reason = str(failed)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: stopping lineages after their current step; "
                       "recorded results are kept[/]")
