@@ -50,7 +50,7 @@ class TrialPool:
     ``tracker`` serves claims and recorded verdicts (a candidate recorded before, or built to a
     binary judged before, is not evaluated again); the caller records. Used from one thread. ``submit`` needs a free slot (``has_room``); ``wait``
     returns the trials that finished, in the order they finished. An exception of the
-    evaluation (e.g. a ``TaskError`` because the starting kernel fails its own task) is raised
+    evaluation (e.g. ``StartingKernelFailed``: the starting kernel fails its own task) is raised
     by ``wait``.
     """
 
