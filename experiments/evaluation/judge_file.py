@@ -10,6 +10,7 @@ from typing import Any
 
 from kernelswarm.agents.builtin import RuleTester
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators.timing_protocol import TIMING_FILE, TimingSettings
 from kernelswarm.search import Evaluation, Origin, Task, language_spec, load_task
 
 from ..run.compiler_messages import naming_the_file
@@ -18,13 +19,37 @@ from .kernel_file import EvalUsageError, file_candidate
 
 
 def settings_for(language: str, device: str, run: RunFolder | None) -> EvaluatorSettings:
-    """The run's evaluator settings (its timing included) for a file of a run, else the
-    defaults; ``device`` as asked."""
+    """The run's evaluator settings (its timing included) for a file of a run, else those
+    ``kernelswarm run --task TASK`` judges with (the quickstart's: a file judged here and the
+    same kernel in a run read alike); ``device`` as asked."""
     if run is not None:
         return replace(run.settings, device=device)
+    from ..config import load_config
+    from ..run.prepare import evaluator_settings  # imports Ray: only once a file is judged
+
+    settings = evaluator_settings(load_config(None, []))
     # A torch extension compiles for about a minute: its spec gives the limit its builds need.
-    return EvaluatorSettings(device=device,
-                             compile_timeout_s=language_spec(language).compile_timeout_s)
+    settings = replace(settings, device=device, compile_timeout_s=max(
+        settings.compile_timeout_s, language_spec(language).compile_timeout_s))
+    if device.startswith("cuda"):
+        # On a GPU the baselines are timed with the L2 flushed whatever the settings say
+        # (evaluators/baseline_worker.py): a candidate timed warm would be compared unfairly.
+        # Its kernel launches are listed too, as eval always did there (figures unchanged).
+        settings = replace(settings, flush_cache=True, memory_limit_mb=None,
+                           profile_kernels=True)
+    return settings
+
+
+def settings_origin(settings: EvaluatorSettings, run: RunFolder | None) -> str:
+    """Where the timing settings came from, and the regime they give, as eval states it."""
+    regime = TimingSettings.of(settings).regime
+    if run is not None:
+        return f"timed with the run's own settings ({run.path / TIMING_FILE}): {regime}"
+    text = f"timed as `kernelswarm run` times by default (quickstart.toml): {regime}"
+    if settings.device.startswith("cuda"):
+        text += (" (on a GPU the baselines are timed with the L2 flushed, so the kernel is "
+                 "too; the quickstart's warm cache is for its CPU shapes)")
+    return text
 
 
 def search_checks(task: Task, language: str) -> tuple[dict[str, Any], ...]:

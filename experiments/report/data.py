@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.evaluators.settings import default_cache_dir
-
 from ..sinks import read_evaluations
+from ..views.carried_baselines import MeasuredBaselines, measured_of_run
 
 # The verdicts a run can record, in the order the report lists them.
 VERDICTS = ("OK", "INCORRECT", "COMPILE_ERROR", "RUNTIME_ERROR", "TIMEOUT", "REJECTED")
@@ -56,6 +55,9 @@ class ShapeFigures:
     best_baseline_us: float
     roofline_fraction: float
     speedup_vs_best: float
+    # the factor the baseline times were carried over from their measurement by (views/
+    # carried_baselines.py): the starting kernel's time now over then; 1.0 where unknown
+    baseline_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,10 @@ class RunData:
     start_id: str
     start_source: str
     language: str
-    # Per baseline name: per shape its time (µs) as the baseline worker measured it, or why not.
+    # Per library baseline name: per shape its time (µs), carried over as eager's is.
     anchors: dict[str, dict[str, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    measured: MeasuredBaselines | None = None  # the cache entry the baselines came from
 
     @property
     def name(self) -> str:
@@ -107,27 +110,29 @@ def _source(run_dir: Path, candidate_id: str) -> str:
     return ""
 
 
-def _anchor_table(config: dict[str, Any], summary: dict[str, Any],
-                  task: str) -> dict[str, dict[str, float]]:
-    """Library anchors (Liger, FlashInfer, ...) per shape from the baseline cache the run used;
-    empty when the cache entry is gone. Eager and compile are in the Parquet table already."""
-    key = (summary.get("baselines") or {}).get("key")
-    if not key:
+def _anchor_table(measured: MeasuredBaselines | None,
+                  shapes: tuple[ShapeFigures, ...]) -> dict[str, dict[str, float]]:
+    """Library anchors (Liger, FlashInfer, ...) per shape from the baseline cache the run used,
+    carried over by each shape's factor as eager's and compile's times were (so that the
+    columns compare); empty when the cache entry is gone. Eager and compile are in the Parquet
+    table already."""
+    if measured is None:
         return {}
-    cache = config.get("evaluator", {}).get("cache_dir")
-    folder = Path(cache).expanduser() if cache else default_cache_dir()
-    path = folder / "baselines" / f"{task}-{key}.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    scale = {s.shape: s.baseline_scale for s in shapes}
     anchors: dict[str, dict[str, float]] = {}
-    for shape, row in dict(doc.get("shapes", {})).items():
-        for name, timed in dict(row).items():
-            if name in ("eager", "compile") or timed.get("error"):
-                continue
-            anchors.setdefault(name, {})[shape] = _number(timed.get("median_us"))
+    for shape, times in measured.times_us.items():
+        for name, us in times.items():
+            if name not in ("eager", "compile"):
+                anchors.setdefault(name, {})[shape] = us * scale.get(shape, 1.0)
     return anchors
+
+
+def _carried(shapes: tuple[ShapeFigures, ...],
+             measured: MeasuredBaselines | None) -> tuple[ShapeFigures, ...]:
+    """``shapes`` with the factor each one's baseline times were carried over by."""
+    if measured is None:
+        return shapes
+    return tuple(replace(s, baseline_scale=measured.scale(s.shape, s.start_us)) for s in shapes)
 
 
 def _reported_shape(shape: dict[str, Any]) -> ShapeFigures:
@@ -192,14 +197,15 @@ def load_run(run_dir: str | Path) -> RunData:
     # the best kernel's own (a run of several languages: search.languages), else the task's
     language = str((summary.get("best") or {}).get("language")
                    or config.get("task", {}).get("language", ""))
-    task = str(config.get("task", {}).get("name", ""))
     skipped = dict((summary.get("baselines") or {}).get("skipped", {}))
+    measured = measured_of_run(config, summary.get("baselines"))
+    shapes = _carried(shapes, measured)
     return RunData(run_dir=folder, summary=summary, config=config, records=ordered,
                    best_shapes=shapes, best_id=best or "", best_source=_source(folder, best or ""),
                    start_id=start.candidate_id if start else "",
                    start_source=_source(folder, start.candidate_id) if start else "",
-                   language=language, anchors=_anchor_table(config, summary, Path(task).name),
-                   skipped=skipped)
+                   language=language, anchors=_anchor_table(measured, shapes),
+                   skipped=skipped, measured=measured)
 
 
 def run_folders(folder: str | Path) -> list[Path]:

@@ -15,7 +15,9 @@ import matplotlib
 matplotlib.use("Agg")  # no display, no GUI toolkit: the report is written by a command line
 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib import ticker  # noqa: E402
 
+from ..views.speedups import compact_labels  # noqa: E402
 from .data import VERDICTS, RunData  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
@@ -79,7 +81,9 @@ def best_over_time(run: RunData) -> str:
 
 
 def shape_times(run: RunData) -> str:
-    """Per shape, the best kernel's time against every baseline that has a time there."""
+    """Per shape, the best kernel's time against every baseline that has a time there: one row
+    per shape, one marker per kernel on a log axis. Markers, not bars: a bar on a log axis
+    starts nowhere in particular, and its length says nothing."""
     title = "Time per shape: the best kernel against every baseline (lower is better)"
     shapes = run.best_shapes
     if not shapes:
@@ -90,22 +94,57 @@ def shape_times(run: RunData) -> str:
         series[name] = [times.get(s.shape, math.nan) for s in shapes]
     series["start"] = [s.start_us for s in shapes]
     series["best kernel"] = [s.time_us for s in shapes]
-    series = {n: v for n, v in series.items() if any(math.isfinite(x) and x > 0 for x in v)}
-    figure, axes = plt.subplots(figsize=(7, 0.5 + 0.45 * len(shapes) * max(1, len(series)) / 2))
-    height = 0.8 / len(series)
+    series = {n: v for n, v in series.items() if any(_timed(x) for x in v)}
+    labels, common = compact_labels([s.shape for s in shapes])
+    figure, axes = plt.subplots(figsize=(7, 0.9 + 0.4 * len(shapes)))
+    for k in range(len(shapes)):  # a faint line from the fastest to the slowest
+        row = [v[k] for v in series.values() if _timed(v[k])]
+        if row:
+            axes.plot([min(row), max(row)], [k, k], color="#dddddd", linewidth=1, zorder=1)
+    spread = 0.5 / max(1, len(series))  # markers of one row apart, never on the next row
     for i, (name, values) in enumerate(series.items()):
-        ys = [k + i * height for k in range(len(shapes))]
-        bars = [v if math.isfinite(v) else 0.0 for v in values]
-        axes.barh(ys, bars, height=height, label=name, color=BASELINE_COLOURS.get(name))
-    axes.set_yticks([k + 0.4 - height / 2 for k in range(len(shapes))],
-                    [s.shape for s in shapes], fontsize=7)
-    axes.invert_yaxis()
-    axes.set_xscale("log")
+        points = [(v, k + (i - (len(series) - 1) / 2) * spread)
+                  for k, v in enumerate(values) if _timed(v)]
+        axes.scatter(*zip(*points, strict=True), label=name, s=28, zorder=2,
+                     marker=SERIES_MARKERS[i % len(SERIES_MARKERS)],
+                     color=BASELINE_COLOURS.get(name))
+    axes.set_yticks(list(range(len(shapes))), [labels[s.shape] for s in shapes], fontsize=8)
+    axes.set_ylim(len(shapes) - 0.5, -0.5)  # the first shape on top
+    _log_time_axis(axes, [x for v in series.values() for x in v if _timed(x)])
     axes.set_xlabel("median time per call (µs, log scale)")
-    axes.set_title(title, loc="left")
-    # beside the bars, not over them
+    axes.set_title(title + (f"\n{common}" if common else ""), loc="left")
+    # beside the markers, not over them
     axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _svg(figure)
+
+
+SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
+_NICE = (1.0, 2.0, 5.0)  # tick values per decade on a short axis
+
+
+def _timed(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _log_time_axis(axes: plt.Axes, times: list[float]) -> None:
+    """A log x axis whose limits are round values (1, 2 or 5 times a power of ten) around
+    ``times``, labelled at those values only, in plain numbers: matplotlib's own labels put
+    one on every minor tick of a short axis, where they overlap."""
+    low, high = min(times) / 1.15, max(times) * 1.15
+    decades = math.log10(high / low)
+    # round values close enough to frame a short axis, few enough not to crowd a long one
+    nice = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if decades <= 1 else _NICE if decades <= 3 else (1.0,)
+    below = [m * 10 ** e for e in range(math.floor(math.log10(low)) - 1,
+                                        math.floor(math.log10(low)) + 1) for m in nice]
+    above = [m * 10 ** e for e in range(math.floor(math.log10(high)),
+                                        math.floor(math.log10(high)) + 2) for m in nice]
+    low = max(v for v in below if v <= low)
+    high = min(v for v in above if v >= high)
+    axes.set_xscale("log")
+    axes.set_xlim(low, high)
+    axes.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=nice))
+    axes.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    axes.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def roofline(run: RunData) -> str:

@@ -142,7 +142,9 @@ def confirmation_lines(summary: dict[str, Any]) -> list[str]:
         return ["Not judged again after the search (no kernel beat the starting one, or "
                 "confirmation was turned off): the figures are the search's own."]
     if confirmation.get("skipped"):
-        return [f"Not judged again after the search: {confirmation['skipped']}."]
+        return [f"Unconfirmed: not judged again after the search ({confirmation['skipped']}): "
+                f"the figures are the search's own single measurement, which favours a lucky "
+                f"one."]
     lines = []
     for kernel in confirmation.get("kernels", []):
         low, high = _range(kernel.get("speedup_vs_start", []))
@@ -190,12 +192,7 @@ def _run_page(run: RunData) -> _Page:
               f"{summary.get('wall_s', math.nan):.0f} s · {stopped}"
               f" · timed with a {summary.get('timing', {}).get('regime', '?')}.")
     page.heading("Best kernel")
-    names = {s.best_baseline for s in run.best_shapes if s.best_baseline}
-    page.table(["kernel", "vs start", baseline_label(names), "vs eager", "vs compile"], [[
-        run.best_id or "none", _x(best.get("speedup_vs_start", math.nan),
-                                  best.get("speedup_vs_start_ci")),
-        _x(best.get("speedup_vs_best", math.nan), best.get("speedup_vs_best_ci")),
-        _x(best.get("speedup_vs_eager", math.nan)), _x(best.get("speedup_vs_compile", math.nan))]])
+    page.table(*_best_table(run))
     if best.get("file"):
         page.text(f"File: {best['file']}")
     for line in confirmation_lines(summary):
@@ -219,13 +216,16 @@ def _run_page(run: RunData) -> _Page:
             rows.append([name, "measured"])
     page.table(["baseline", "status"], rows)
     header = ["shape", "best kernel µs", "start µs", "eager µs", "compile µs",
-              *[f"{n} µs" for n in sorted(run.anchors)], "best baseline", "× best", "roofline"]
+              *[f"{n} µs" for n in sorted(run.anchors)], "baselines carried ×",
+              "best baseline", "× best", "roofline"]
     page.table(header, [[s.shape, _us(s.time_us), _us(s.start_us), _us(s.eager_us),
                          _us(s.compile_us), *[_us(run.anchors[n].get(s.shape, math.nan))
                                               for n in sorted(run.anchors)],
+                         f"{s.baseline_scale:.2f}" if run.measured is not None else "-",
                          s.best_baseline or "-", _x(s.speedup_vs_best),
                          f"{s.roofline_fraction:.2f}" if math.isfinite(s.roofline_fraction)
                          else "-"] for s in run.best_shapes])
+    page.text(_carried_text(run))
     page.plot("shape_times", plots.shape_times(run),
               "Per shape: the best kernel, the starting kernel and every measured baseline.")
     caption = ("Roofline fraction per shape: ideal time (bytes over the copy bandwidth beyond "
@@ -244,6 +244,44 @@ def _run_page(run: RunData) -> _Page:
     diff = _diff(run.start_source, run.best_source)
     page.code("\n".join(diff) or "(identical)", "diff", _diff_html(diff) if diff else None)
     return page
+
+
+def _carried_text(run: RunData) -> str:
+    """What the baseline columns are: measured once, then carried over (views/
+    carried_baselines.py), with eager's times as measured."""
+    text = ("Baseline times are measured once per task, machine and timing settings, with the "
+            "starting kernel beside them, and cached; each evaluation carries them over by its "
+            "starting kernel's time now over then (\"baselines carried ×\"), so that a machine "
+            "busier or quieter than at the measurement moves the kernel's times and the "
+            "baselines' alike.")
+    if run.measured is None:
+        return text + " The cache entry they were measured in is gone."
+    eager = [run.measured.times_us.get(s.shape, {}).get("eager") for s in run.best_shapes]
+    if all(e is not None for e in eager):
+        text += f" Eager as measured: {', '.join(f'{e:.2f}' for e in eager)} µs."
+    return text + f" Measured: {run.measured.path}."
+
+
+def _best_table(run: RunData) -> tuple[list[str], list[list[str]]]:
+    """The best kernel's header and row: over the start, the best baseline (left out where it
+    is eager alone: the "vs eager" column says it), eager and compile (left out where not
+    measured), and whether its figures were confirmed."""
+    best = run.summary.get("best") or {}
+    names = {s.best_baseline for s in run.best_shapes if s.best_baseline}
+    columns = {"kernel": run.best_id or "none",
+               "vs start": _x(best.get("speedup_vs_start", math.nan),
+                              best.get("speedup_vs_start_ci")),
+               baseline_label(names): _x(best.get("speedup_vs_best", math.nan),
+                                         best.get("speedup_vs_best_ci")),
+               "vs eager": _x(best.get("speedup_vs_eager", math.nan)),
+               "vs compile": _x(best.get("speedup_vs_compile", math.nan))}
+    if columns["vs compile"] == "-":
+        del columns["vs compile"]
+    if best.get("confirmed"):
+        columns["figures"] = f"confirmed (median of {best.get('repeats', '?')} repeats)"
+    elif best:
+        columns["figures"] = "unconfirmed (the search's own)"
+    return list(columns), [list(columns.values())]
 
 
 def _sweep_page(folder: Path, runs: list[RunData]) -> _Page:
@@ -292,6 +330,7 @@ def log_report(report: Report, run_dir: Path,
     parent run's id, or "" when the run logged nothing to MLflow."""
     from ..sinks.mlflow_runs import find_parent_run
     from ..sinks.mlflow_store import absolute_uri, mlflow_client
+    from ..sinks.mlflow_summary import log_summary_figures
 
     config = json.loads((run_dir / "config.json").read_text())
     tracking = config.get("tracking", {})
@@ -308,6 +347,7 @@ def log_report(report: Report, run_dir: Path,
     summary = run_dir / "summary.json"
     if summary.is_file():
         document = json.loads(summary.read_text())
+        log_summary_figures(client, run_id, document)  # wall_s as summary.json has it
         log_language_bests(client, run_id, document)
         task = config.get("task", {}).get("name") or run_dir.name
         client.set_tag(run_id, DESCRIPTION_TAG, run_description(document, Path(task).name))

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from kernelswarm.search import Evaluation, Status
 
-from .speedups import baseline_names, compact_labels, finite, speedup_text
+from .speedups import baseline_names, compact_labels, finite, measured, speedup_text
 from .table_fit import fit
 
 
@@ -23,11 +23,13 @@ def evaluation_document(evaluation: Evaluation, task: str, language: str,
     """The evaluation as a JSON-able dict (NaN as null)."""
     doc = asdict(evaluation)
     doc["status"] = evaluation.status.value
+    # a baseline not measured is null, never 0.0 (views/speedups.py: measured)
     doc.update(task=task, language=language, file=str(candidate),
-               speedup_vs_start=evaluation.speedup, speedup_vs_eager=evaluation.speedup_vs_eager,
-               speedup_vs_best=evaluation.speedup_vs_best,
+               speedup_vs_start=evaluation.speedup,
+               speedup_vs_eager=measured(evaluation.speedup_vs_eager),
+               speedup_vs_best=measured(evaluation.speedup_vs_best),
                speedup_vs_best_ci=evaluation.geomean_ci("speedup_vs_best"),
-               speedup_vs_compile=evaluation.speedup_vs_compile)
+               speedup_vs_compile=measured(evaluation.speedup_vs_compile))
     return finite(doc)
 
 

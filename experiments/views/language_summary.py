@@ -64,7 +64,7 @@ class LanguageBest:
         text = (f"{head}best {candidate.id} {speedup_text(evaluation.speedup)} vs its start, "
                 f"{speedup_text(self.speedup_vs_reference)} vs the reference start, "
                 f"{best_text(evaluation)} {baseline_label(baseline_names(evaluation))}"
-                f"{' (confirmed)' if self.confirmed else ''}")
+                f"{' (confirmed)' if self.confirmed else ' (unconfirmed)'}")
         won = candidate.id == overall
         return Text(text + (" ← best overall" if won else ""), style="bold" if won else "")
 

@@ -17,6 +17,7 @@ from kernelswarm.search import Evaluation
 from kernelswarm.search.lineage import NOT_NOVEL
 
 from ..agent.llm_view import one_line, spending_line
+from .carried_baselines import MeasuredBaselines, carried_line
 from .language_summary import language_lines
 from .speedups import (
     baseline_label,
@@ -24,6 +25,7 @@ from .speedups import (
     best_text,
     compact_labels,
     speedup_text,
+    time_text,
 )
 from .table_fit import fit
 
@@ -137,12 +139,15 @@ LINEAGE_COLUMNS = ("lineage", "steps", "best vs start", "vs best baseline", "can
 SHAPE_COLUMNS = ("shape", "µs", "best baseline", "baseline µs", "× best", "× eager", "× compile")
 
 
-def closing_table(result: SwarmResult, regime: str = "", width: int | None = None) -> Group:
+def closing_table(result: SwarmResult, regime: str = "", width: int | None = None,
+                  measured: MeasuredBaselines | None = None) -> Group:
     """Best speedup per lineage vs the starting kernel and vs the best baseline (``≈``: inside
     the timing noise), then the overall best kernel shape by shape, and in a run of several
     languages each language's best (its lineages are labelled with it); ``regime`` (the cache regime
     of the timing, e.g. "warm cache (not flushed)") goes in the title. ``width``: the tables
-    drop columns (stop reasons first; they are printed below the table too) to fit it."""
+    drop columns (stop reasons first; they are printed below the table too) to fit it.
+    ``measured``: the baselines' cache entry; the factors their times were carried over by
+    are stated under the per-shape table (views/carried_baselines.py)."""
     title = "kernelswarm: best kernel per lineage" + (f" · timed with a {regime}" if regime else "")
     best = dict(result.summary.lineage_best)
     rows: list[tuple[dict[str, str], str | None]] = []
@@ -166,10 +171,12 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
     if result.summary.best is not None:
         candidate, evaluation = result.summary.best
         confirmed = result.confirmation is not None and result.confirmation.chosen is not None
-        label = "confirmed" if confirmed else "overall"
+        is_start = candidate.id in {s.candidate_id for s in starts.values()}
+        # a figure not judged again is the search's single (luckiest) measurement: said so
+        label = "confirmed" if confirmed else "overall" if is_start else "unconfirmed"
         label = f"{label} {candidate.language}" if len(starts) > 1 else label
         shown = {values["candidate"] for values, _ in rows}
-        if candidate.id in {s.candidate_id for s in starts.values()}:
+        if is_start:
             label += " = start"  # timed against itself: any figure but 1.0x is noise
         elif candidate.id not in shown and candidate.lineage >= 0:
             # a lineage's runner-up that held up better when judged again
@@ -200,7 +207,9 @@ def closing_table(result: SwarmResult, regime: str = "", width: int | None = Non
     if result.summary.best is None:
         return Group(table, *confirmation_lines(result), *language_lines(result))
     candidate, evaluation = result.summary.best
+    carried = carried_line(evaluation, measured)  # what the baseline figures were scaled by
     return Group(table, shape_table(evaluation, f"overall best {candidate.id}, per shape", width),
+                 *([Text(carried, style="dim")] if carried else []),
                  *confirmation_lines(result), *language_lines(result))
 
 
@@ -209,7 +218,14 @@ def confirmation_lines(result: SwarmResult) -> list[Text]:
     repeats and the figure the search had, or why no kernel is reported."""
     confirmation = result.confirmation
     if confirmation is None or confirmation.skipped:
-        return []
+        best = result.summary.best
+        starts = {s.candidate_id for s in (result.starts or {"": result.start}).values() if s}
+        if best is None or best[0].id in starts:
+            return []  # nothing to confirm: the starting kernel is timed against itself
+        why = confirmation.skipped if confirmation is not None else "not run"
+        return [Text(f"unconfirmed: the best kernel was not judged again after the search "
+                     f"({why}); its figures are the search's own single measurement, which "
+                     f"favours a lucky one", style="yellow")]
     chosen = confirmation.chosen
     if chosen is None:
         reasons = "; ".join(f"{k.candidate.id}: {one_line(k.failure())}"
@@ -242,9 +258,8 @@ def shape_table(evaluation: Evaluation, title: str, width: int | None = None) ->
     labels, common = compact_labels([s.shape for s in evaluation.shapes])
     rows = []
     for s in evaluation.shapes:
-        mine = f"{s.time_us:.2f} ±{s.time_spread_us:.2f}" if s.time_us > 0 else "-"
-        base = (f"{s.best_baseline_us:.2f} ±{s.best_baseline_spread_us:.2f}"
-                if s.best_baseline_us > 0 else "-")
+        mine = time_text(s.time_us, s.time_spread_us)
+        base = time_text(s.best_baseline_us, s.best_baseline_spread_us)
         rows.append(dict(zip(SHAPE_COLUMNS, (
             labels[s.shape], mine, s.best_baseline or "-", base,
             speedup_text(s.speedup_vs_best, s.speedup_vs_best_ci, mark_noise=True),

@@ -25,6 +25,14 @@ def speedup_text(value: float, ci: float = math.nan, mark_noise: bool = False) -
     return text
 
 
+def time_text(median_us: float, spread_us: float = math.nan) -> str:
+    """``12.34 ±0.56`` (µs, the median and its interquartile range); the spread left out where
+    it is unknown (fewer than 4 timed calls), never ``±nan``; ``-`` when not timed."""
+    if not (median_us > 0):
+        return "-"
+    return f"{median_us:.2f}" + (f" ±{spread_us:.2f}" if math.isfinite(spread_us) else "")
+
+
 def best_text(evaluation: Evaluation) -> str:
     text = speedup_text(evaluation.speedup_vs_best, evaluation.geomean_ci("speedup_vs_best"),
                         mark_noise=True)
@@ -73,14 +81,21 @@ def shape_figures(evaluation: Evaluation) -> list[dict[str, Any]]:
              "roofline_fraction": s.roofline_fraction} for s in evaluation.shapes]
 
 
+def measured(value: float) -> float:
+    """A geometric mean as a document states it: NaN (null in JSON) where ``Evaluation`` gives
+    0.0 for "not measured on every shape" (torch.compile on the CPU, say), never a 0x."""
+    return value if value > 0 else math.nan
+
+
 def kernel_figures(evaluation: Evaluation) -> dict[str, Any]:
-    """The geometric means over shapes (with their 95% half-widths) and the per-shape figures."""
-    return {"speedup_vs_start": evaluation.speedup,
+    """The geometric means over shapes (with their 95% half-widths; null where a baseline was
+    not measured) and the per-shape figures."""
+    return {"speedup_vs_start": measured(evaluation.speedup),
             "speedup_vs_start_ci": evaluation.geomean_ci("speedup_vs_start"),
-            "speedup_vs_best": evaluation.speedup_vs_best,
+            "speedup_vs_best": measured(evaluation.speedup_vs_best),
             "speedup_vs_best_ci": evaluation.geomean_ci("speedup_vs_best"),
-            "speedup_vs_eager": evaluation.speedup_vs_eager,
-            "speedup_vs_compile": evaluation.speedup_vs_compile,
+            "speedup_vs_eager": measured(evaluation.speedup_vs_eager),
+            "speedup_vs_compile": measured(evaluation.speedup_vs_compile),
             "shapes": shape_figures(evaluation)}
 
 

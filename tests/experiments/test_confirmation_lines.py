@@ -81,8 +81,10 @@ def test_a_best_kernel_that_is_no_lineages_best_names_its_lineage():
     runner_up = Candidate.create(language="cpp", source="b", entry="f", lineage=1)
     best_of_1 = Candidate.create(language="cpp", source="c", entry="f", lineage=1)
     text = _closing(runner_up, 1.3, start, {0: (first, 1.2), 1: (best_of_1, 1.5)})
-    row = next(line for line in text.splitlines() if "overall" in line)
-    assert "overall (lineage 1)" in row and runner_up.id in row
+    row = next(line for line in text.splitlines() if "(lineage 1)" in line)
+    # not judged again after the search (no confirmation here): its figure says so
+    assert "unconfirmed (lineage 1)" in row and runner_up.id in row
+    assert "unconfirmed: the best kernel was not judged again after the search" in text
 
 
 @pytest.mark.parametrize("baseline, heading", [("eager", "vs eager"),

@@ -100,7 +100,8 @@ def test_the_confirmation_is_told_kernel_by_kernel_against_what_the_search_measu
         "(2.900x to 3.200x); the search had measured 3.500x.",
         "c: judged again, failed: repeat 1: INCORRECT on shape d=7"]
     assert confirmation_lines({"confirmation": {**CONFIRMED, "skipped": "interrupted"}}) == [
-        "Not judged again after the search: interrupted."]
+        "Unconfirmed: not judged again after the search (interrupted): the figures are the "
+        "search's own single measurement, which favours a lucky one."]
     assert confirmation_lines({"confirmation": None})[0].startswith("Not judged again")
 
 
