@@ -18,12 +18,10 @@ time are read (activity.py).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -32,18 +30,12 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from kernelswarm.search import Candidate, Evaluation, Evaluator, StartingKernelFailed, Status
 
 from .fair_share import FairShare, Share, UnknownCell
+from .packed import PackedFactory
 
 RESTART_WAIT_S = 300.0
 # How long a worker whose evaluation raised is given to finish going down, before the
 # dispatcher asks whether it is still the same process (see EvalDispatcher._went_down).
 EXIT_GRACE_S = 1.0
-
-
-def evaluator_key(make_evaluator: Callable[[], Evaluator]) -> str:
-    """What a worker keys its evaluators by: factories that pickle to the same bytes (the same
-    task, language and settings) build the same evaluator, so cells share one per worker and
-    calibrate once (the baselines and the starting kernel timed once, not once per cell)."""
-    return hashlib.sha256(ray.cloudpickle.dumps(make_evaluator)).hexdigest()[:16]
 
 
 def _gpu_identity(gpu: str) -> tuple[str, str]:
@@ -79,23 +71,23 @@ class EvalWorker:
         start_runner_template("cuda" if ray.get_gpu_ids() else "cpu")
 
     def evaluate(self, key: str, candidate: Candidate,
-                 make_evaluator: Callable[[], Evaluator] | None = None) -> Evaluation | None:
+                 factory: PackedFactory | None = None) -> Evaluation | None:
         """The verdict; None when this worker holds no evaluator for ``key`` and was not given
         its factory (it was restarted since, say): the caller sends the factory with it."""
         evaluator = self._evaluators.get(key)
         if evaluator is None:
-            if make_evaluator is None:
+            if factory is None:
                 return None
-            evaluator = self._evaluators[key] = make_evaluator()
+            evaluator = self._evaluators[key] = factory.unpack()()
         return evaluator.evaluate(candidate)
 
-    def prepare(self, key: str, make_evaluator: Callable[[], Evaluator]) -> dict[str, str]:
+    def prepare(self, key: str, factory: PackedFactory) -> dict[str, str]:
         """Build the key's evaluator (unless held) and get it ready for its first candidate
         (``Evaluator.prepare``); what was done. An evaluator that fails to get ready is not
         kept: its first candidate builds it again and reports the failure there."""
         evaluator = self._evaluators.get(key)
         if evaluator is None:
-            evaluator = make_evaluator()
+            evaluator = factory.unpack()()
             try:
                 done = evaluator.prepare()
             except BaseException:
@@ -178,12 +170,12 @@ class EvalDispatcher:
         self._jobs: set[asyncio.Task[None]] = set()
         self._timeline: list[dict[str, Any]] = []  # what each worker did, and when
 
-    async def open_cell(self, cell: str, make_evaluator: Callable[[], Evaluator],
+    async def open_cell(self, cell: str, factory: PackedFactory,
                         max_workers: int | None = None, group: str | None = None) -> None:
-        """Admit a cell (in ``group``, see ``Share``); its factory is stored once and handed to
-        each worker by reference."""
+        """Admit a cell (in ``group``, see ``Share``); its factory is stored once, packed, and
+        handed to each worker by reference."""
         self._share.add(Share(cell, max_workers, group))
-        self._factories[cell] = (evaluator_key(make_evaluator), ray.put(make_evaluator))
+        self._factories[cell] = (factory.key, ray.put(factory))
         self._match()  # idle workers start getting ready for it
 
     async def release_cell(self, cell: str) -> None:

@@ -22,6 +22,7 @@ from kernelswarm.search import Candidate, Evaluation, Evaluator, StartingKernelF
 
 from .eval_worker import EvalDispatcher, EvalWorker
 from .fair_share import UnknownCell
+from .packed import PackedFactory
 from .retry import call
 
 # How long closing waits for workers to release their sandboxes before they are killed.
@@ -68,8 +69,8 @@ class Lane:
 
     def _reopen(self) -> None:
         if self.make_evaluator is not None:
-            ray.get(self.dispatcher.open_cell.remote(self.cell, self.make_evaluator,
-                                                     self.max_workers, self.group))
+            ray.get(self.dispatcher.open_cell.remote(
+                self.cell, PackedFactory.of(self.make_evaluator), self.max_workers, self.group))
 
     def utilisation(self) -> dict[str, float]:
         """The pool's busy fraction and this cell's worker seconds (``cell_busy_s``)."""
@@ -94,7 +95,8 @@ class EvalPool:
              max_workers: int | None = None, group: str | None = None) -> Lane:
         """Admit a cell whose candidates ``make_evaluator()`` judges; ``max_workers`` caps the
         workers it (with the other cells of ``group``) may hold at once (None: any free one)."""
-        ray.get(self.dispatcher.open_cell.remote(cell, make_evaluator, max_workers, group))
+        ray.get(self.dispatcher.open_cell.remote(cell, PackedFactory.of(make_evaluator),
+                                                 max_workers, group))
         return Lane(self.dispatcher, cell, make_evaluator, max_workers, group)
 
     def release(self, cell: str) -> None:

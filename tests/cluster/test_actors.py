@@ -12,6 +12,7 @@ import pytest
 import ray
 
 from kernelswarm.cluster import EvalDispatcher, EvalWorker, TrackerActor
+from kernelswarm.cluster.packed import PackedFactory
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import (
     Candidate,
@@ -59,7 +60,7 @@ def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(
     worker = EvalWorker.options(num_cpus=0).remote()
     dispatcher = EvalDispatcher.remote([worker])
     ray.get(worker.__ray_ready__.remote())
-    ray.get(dispatcher.open_cell.remote("run", make))
+    ray.get(dispatcher.open_cell.remote("run", PackedFactory.of(make)))
     start = load_task(SILU_TASK).starting_candidate("cpp")
     pending = dispatcher.evaluate.remote("run", start)
     time.sleep(1.5)  # the sandbox takes seconds to start: the evaluation is in flight
@@ -102,7 +103,8 @@ def test_an_evaluation_that_raises_is_retried_only_if_its_worker_went_down(
     worker = EvalWorker.options(num_cpus=0).remote()
     dispatcher = EvalDispatcher.remote([worker])
     first_pid = ray.get(worker.pid.remote())
-    ray.get(dispatcher.open_cell.remote("run", _failing_factory(tmp_path / "marker", exits)))
+    ray.get(dispatcher.open_cell.remote(
+        "run", PackedFactory.of(_failing_factory(tmp_path / "marker", exits))))
     candidate = Candidate.create(language="cpp", source="// fails once", entry="f")
     try:
         if exits:
