@@ -90,7 +90,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from kernelswarm.search import Record, RunInfo, RunSummary, ShapeResult, Sink
@@ -351,5 +350,7 @@ def read_evaluations(run_dir: str | os.PathLike[str]) -> pa.Table:
     files = sorted(str(path) for path in folder.glob("part-*.parquet"))
     if not files:
         return SCHEMA.empty_table()
+    import pyarrow.dataset as ds  # imports pandas (~1 s of CPU): only where a run is read
+
     table = ds.dataset(files, schema=SCHEMA, format="parquet").to_table()
     return table.sort_by([("seq", "ascending"), ("shape", "ascending")])
