@@ -23,8 +23,8 @@ from ..report.writer import REPORT_FOLDER, Report
 from ..report.writer import _Page as Page  # the run report's page builder (HTML + markdown)
 from ..run.resume import _shape as shape_result  # a Parquet row as resume reads it
 from ..sinks import read_evaluations
-from ..views.speedups import compact_labels, speedup_text
-from ..views.tune_view import TrialFigures, knobs_text, noise_verdict
+from ..views.speedups import compact_labels
+from ..views.tune_view import TrialFigures, knobs_text, noise_verdict, spread_text
 from .folder import TUNE_FILE, is_tune_folder
 
 
@@ -158,8 +158,8 @@ def _shape_rows(shapes: tuple[ShapeResult, ...]) -> list[list[str]]:
         rows.append([labels[s.shape], f"{s.time_us:.2f} ±{s.time_spread_us:.2f}",
                      f"{s.start_time_us:.2f}" if s.start_time_us > 0 else "-",
                      f"{s.eager_time_us:.2f}" if s.eager_time_us > 0 else "-",
-                     speedup_text(s.speedup_vs_start, s.speedup_vs_start_ci, mark_noise=True),
-                     speedup_text(s.speedup_vs_eager, s.speedup_vs_eager_ci, mark_noise=True)])
+                     spread_text(s.speedup_vs_start, s.speedup_vs_start_ci),
+                     spread_text(s.speedup_vs_eager, s.speedup_vs_eager_ci)])
     return rows
 
 
@@ -172,12 +172,11 @@ def tune_page(data: TuneData) -> Page:
                   f"{data.summary.get('dashboard', '')}")
     page.heading("Trials")
     page.text("Every trial recorded in this folder, fastest first; ± is the half-width of the "
-              "95% interval, ≈ marks a figure whose interval holds 1.0 (no faster or slower "
-              "than the starting kernel, or than eager, within the timing noise).")
-    rows = [[str(t.number), knobs_text(t.knobs), "OK",
-             speedup_text(t.speedup, t.speedup_ci, mark_noise=True),
-             speedup_text(t.vs_eager, t.vs_eager_ci, mark_noise=True), t.candidate_id]
-            for t in data.trials]
+              "95% interval (±?: unknown, a shape timed fewer than 4 times), ≈ marks a figure "
+              "whose interval holds 1.0 (no faster or slower than the starting kernel, or than "
+              "eager, within the timing noise).")
+    rows = [[str(t.number), knobs_text(t.knobs), "OK", spread_text(t.speedup, t.speedup_ci),
+             spread_text(t.vs_eager, t.vs_eager_ci), t.candidate_id] for t in data.trials]
     rows += [[str(f.number), knobs_text(f.knobs), f.status, "-", "-",
               f.message.splitlines()[0][:120] if f.message else ""] for f in data.failed]
     page.table(["trial", "knobs", "verdict", "vs start", "vs eager", "candidate / why"], rows)
@@ -215,8 +214,8 @@ def tune_description(data: TuneData) -> str:
                 f"{data.summary.get('stop_reason', '?')}.")
     best = data.trials[0]
     lines = [f"**{data.task}** ({data.language}, {data.device}): best trial {best.number} "
-             f"({knobs_text(best.knobs)}), {speedup_text(best.speedup, best.speedup_ci)} vs the "
-             f"starting kernel, {speedup_text(best.vs_eager, best.vs_eager_ci)} vs eager, "
+             f"({knobs_text(best.knobs)}), {spread_text(best.speedup, best.speedup_ci)} vs the "
+             f"starting kernel, {spread_text(best.vs_eager, best.vs_eager_ci)} vs eager, "
              f"timed with a {data.regime}."]
     verdict = noise_verdict(data.trials)
     if verdict:

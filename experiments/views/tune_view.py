@@ -92,6 +92,11 @@ def noise_verdict(trials: Sequence[TrialFigures]) -> str:
     if not trials:
         return ""
     best = trials[0]
+    if not math.isfinite(best.speedup_ci):
+        return (f"the spread of {best.named} is unknown (a shape was timed fewer than 4 "
+                f"times): it is not known to be faster than the others, or than the starting "
+                f"kernel, beyond the timing noise. Time longer (e.g. --set timing.min_repeats=10)"
+                f" to know.")
     tied = [t.named for t in trials[1:] if within_noise(best, t)]
     against_start = math.isfinite(best.speedup_ci) and abs(best.speedup - 1.0) <= best.speedup_ci
     gain = f"{speedup_text(best.speedup, best.speedup_ci)} over the starting kernel"
@@ -108,6 +113,13 @@ def noise_verdict(trials: Sequence[TrialFigures]) -> str:
     return text + ". Time longer (e.g. --set timing.budget_s=1) to tell them apart."
 
 
+def spread_text(value: float, ci: float) -> str:
+    """``1.234x ±0.012`` (``≈``: the interval holds 1.0), ``1.234x ±?`` where the spread is
+    unknown: a figure is never shown as if it had none."""
+    text = speedup_text(value, ci, mark_noise=True)
+    return text + " ±?" if text != "-" and not math.isfinite(ci) else text
+
+
 def trials_table(trials: Sequence[TrialFigures], title: str) -> Table:
     """Trials best first: knobs, speedups with their 95% half-widths (``≈``: the interval
     holds 1.0), the candidate's id."""
@@ -119,9 +131,8 @@ def trials_table(trials: Sequence[TrialFigures], title: str) -> Table:
                          justify="right" if column.startswith("vs") else "left")
     for trial in trials:
         table.add_row(str(trial.number), escape(knobs_text(trial.knobs)),
-                      speedup_text(trial.speedup, trial.speedup_ci, mark_noise=True),
-                      speedup_text(trial.vs_eager, trial.vs_eager_ci, mark_noise=True),
-                      trial.candidate_id)
+                      spread_text(trial.speedup, trial.speedup_ci),
+                      spread_text(trial.vs_eager, trial.vs_eager_ci), trial.candidate_id)
     if not trials:
         table.add_row("-", "no trial has a correct kernel yet", "-", "-", "-")
     return table

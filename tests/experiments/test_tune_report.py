@@ -23,7 +23,8 @@ EXAMPLE = "silu_and_mul_unroll.cpp"  # in the task's folder, installed with the 
 def _settings(folder: Path, cache: Path) -> list[str]:
     pairs = [f'run.out_dir="{folder / "runs"}"', f'evaluator.cache_dir="{cache}"',
              "evaluator.seeds=1", "evaluator.check_heldout=false", "timing.budget_s=0.05",
-             "timing.min_repeats=3", "timing.max_repeats=10", "timing.flush_cache=false",
+             # 5 calls a shape at least: a spread needs 4 (fewer: "±?", tested below)
+             "timing.min_repeats=5", "timing.max_repeats=10", "timing.flush_cache=false",
              f'tracking.mlflow_uri="sqlite:///{folder / "mlflow.db"}"']
     return [arg for pair in pairs for arg in ("--set", pair)]
 
@@ -141,6 +142,11 @@ def test_a_best_inside_the_noise_is_not_named_without_saying_so():
                               "faster than trial 0 (UNROLL=1) beyond the timing noise")
     apart = [_trial(2, 8, 1.500, 0.030), _trial(0, 1, 0.982, 0.041)]
     assert noise_verdict([TrialFigures.of(t) for t in apart]) == ""
+    unknown = [_trial(2, 8, 1.500, None), _trial(0, 1, 0.982, 0.041)]
+    console.print(best_table(unknown, "study"))
+    assert "1.500x ±?" in console.file.getvalue()
+    assert noise_verdict([TrialFigures.of(t) for t in unknown]).startswith(
+        "the spread of trial 2 (UNROLL=8) is unknown")
 
 
 def test_a_kernel_name_not_in_the_task_folder_lists_the_files_there(tmp_path, capsys):
