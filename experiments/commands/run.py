@@ -75,11 +75,11 @@ def run_search_command(args: argparse.Namespace, console: Console) -> int:
     from ..run.runner import run  # imports Ray and MLflow: after the configuration is checked
 
     outcome = run(config, console, resume=resume)
-    if outcome.failure is not None:  # the reason is the last line a user or a script sees
+    if outcome.failure is not None and not outcome.interrupted:
+        # the reason is the last line a user or a script sees
         console.print(f"[red]error:[/] {escape(outcome.failure)}", highlight=False,
                       soft_wrap=True)
-        return 1
-    return 0 if outcome.result.summary.best is not None else 1
+    return outcome.exit_status  # 130 after Ctrl-C, as a shell gives a command it stopped
 
 
 def print_plan(console: Console, plan: RunPlan, config_file: str | None, resume: Path | None) -> None:

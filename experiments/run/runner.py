@@ -25,6 +25,7 @@ from kernelswarm.search.dispatch import read_table
 from ..agent.llm_view import LLMWatch, one_line, spending_table
 from ..config import Config
 from ..sinks.sources import self_contained_source, source_file_name
+from ..views.carried_baselines import MeasuredBaselines, baseline_scales, measured_of_run
 from ..views.language_summary import languages_document
 from ..views.progress import closing_table, search_view
 from ..views.speedups import finite, kernel_figures
@@ -35,12 +36,24 @@ from .prepare import PreparedRun, prepare_run, print_checks, worker_pool
 from .prepare import evaluator_settings as evaluator_settings
 from .prepare import search_budget as search_budget
 
+INTERRUPTED = "interrupted by the user"
+INTERRUPTED_STATUS = 130  # a shell's status for a command stopped by Ctrl-C (128 + SIGINT)
+
 
 @dataclass(frozen=True)
 class RunOutcome:
     run_dir: Path
     result: SwarmResult
     best_path: Path | None
+    interrupted: bool = False  # Ctrl-C stopped the search or its confirmation
+
+    @property
+    def exit_status(self) -> int:
+        """What ``kernelswarm run`` exits with: 130 after Ctrl-C (whatever was kept), 1 when
+        no kernel was found correct or no lineage proposed one, else 0."""
+        if self.interrupted:
+            return INTERRUPTED_STATUS
+        return 0 if self.failure is None and self.result.summary.best is not None else 1
 
     @property
     def failure(self) -> str | None:
@@ -82,18 +95,21 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         best_path = write_best_kernel(run_dir, summary.best[0])
     lineage_best = dict(summary.lineage_best)  # the tracker's: the one per-lineage source
     start = result.start
+    measured = measured_baselines(run_dir, result)
     doc = {
         "stop_reason": summary.stop_reason, "records": summary.records,
         "wall_s": summary.wall_s if wall_s is None else wall_s,
         "search_wall_s": summary.wall_s,  # the tracker's clock, as MLflow logs it
         "timing": {**timing.as_dict(), "regime": timing.regime},
-        "baselines": start.baselines.as_dict() if start is not None and start.baselines
-        else {"error": "not measured"},
+        "baselines": {**start.baselines.as_dict(),
+                      # the cached times the figures below were carried over from
+                      **(measured.document() if measured is not None else {})}
+        if start is not None and start.baselines else {"error": "not measured"},
         "best": None if summary.best is None else {
             "candidate_id": summary.best[0].id, "language": summary.best[0].language,
             "lineage": summary.best[0].lineage,  # the lineage that proposed it
             "knobs": summary.best[0].knob_values,
-            **kernel_figures(summary.best[1]), "file": str(best_path),
+            **_best_figures(summary.best[1], measured), "file": str(best_path),
             # over the reference language's starting kernel: how languages were ranked
             "speedup_vs_reference": result.scales.speedup(*summary.best),
             **_confirmed_figures(result.confirmation)},
@@ -132,12 +148,34 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
     return best_path
 
 
+def measured_baselines(run_dir: Path, result: SwarmResult) -> MeasuredBaselines | None:
+    """The cache entry the run's baseline times were carried over from (views/
+    carried_baselines.py); None when it is gone or the baselines were not measured."""
+    source = result.start.baselines if result.start is not None else None
+    if source is None or not (run_dir / "config.json").is_file():
+        return None
+    config = json.loads((run_dir / "config.json").read_text())
+    return measured_of_run(config, source.as_dict())
+
+
+def _best_figures(evaluation: Evaluation, measured: MeasuredBaselines | None) -> dict:
+    """``kernel_figures``, each shape with the factor its baseline times were carried over by
+    (``baseline_scale``: the starting kernel's time now over then)."""
+    figures = kernel_figures(evaluation)
+    if measured is not None:
+        scales = baseline_scales(evaluation, measured)
+        for shape in figures["shapes"]:
+            shape["baseline_scale"] = scales[shape["shape"]]
+    return figures
+
+
 def _confirmed_figures(confirmation: Confirmation | None) -> dict:
     """What summary.json's best says of its confirmation: the figure the search found it at,
     and the lowest and highest of its repeats (the spread a later ``eval`` falls in)."""
     chosen = confirmation.chosen if confirmation else None
-    if chosen is None:
-        return {"confirmed": False}
+    if chosen is None:  # the search's own single measurement, which favours a lucky one
+        why = confirmation.skipped if confirmation is not None else ""
+        return {"confirmed": False, "unconfirmed_reason": why or "not run"}
     low, high = chosen.spread("speedup")
     return {"confirmed": True, "repeats": len(chosen.repeats),
             "speedup_vs_start_range": [low, high],
@@ -158,20 +196,25 @@ def run(config: Config, console: Console | None = None,
     prepared = prepare_run(config, console, make_roles, resume)
     run_dir = prepared.run_dir
     with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
-        result = _search(console, prepared)
+        result, interrupted = _search(console, prepared)
     if (start := result.failed_start) is not None:
         raise stopped_by_start(config, prepared, result, start)
     llm = prepared.watch.summary()
     timing = prepared.timing
     best_path = write_outputs(run_dir, result, timing, llm, prepared.wall_s())
-    console.print(closing_table(result, timing.regime, console.width))
+    console.print(closing_table(result, timing.regime, console.width,
+                                measured_baselines(run_dir, result)))
     if (spent := spending_table(llm)) is not None:
         console.print(spent)
-    outcome = RunOutcome(run_dir, result, best_path)
-    if outcome.failure is not None:  # it exits 1: MLflow says FAILED, and why
+    outcome = RunOutcome(run_dir, result, best_path, interrupted)
+    if outcome.failure is not None and not interrupted:  # it exits 1: MLflow says FAILED, why
         record_failed_start(config, prepared, outcome.failure, keep_folder=True)
     _print_locations(console, outcome)
     _report(console, run_dir, config)
+    if interrupted:  # the last words: what the figures are worth and how to finish them
+        console.print(f"[yellow]interrupted:[/] the figures above are unconfirmed; to go on "
+                      f"and confirm them: kernelswarm run --resume {escape(str(run_dir))}",
+                      highlight=False, soft_wrap=True)
     return outcome
 
 
@@ -200,7 +243,8 @@ def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
                 prepared.run_id, str(prepared.run_dir), reason)
 
 
-def _search(console: Console, prepared: PreparedRun) -> SwarmResult:
+def _search(console: Console, prepared: PreparedRun) -> tuple[SwarmResult, bool]:
+    """The search's result, and whether Ctrl-C stopped it."""
     config, task, watch = prepared.config, prepared.task, prepared.watch
     language = " + ".join(config.languages)
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
@@ -246,12 +290,14 @@ def _report(console: Console, run_dir: Path, config: Config) -> None:
 
 def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
            budget: dict[str, float | None] | None = None,
-           confirm: tuple[int, int] = (0, 0)) -> SwarmResult:
+           confirm: tuple[int, int] = (0, 0)) -> tuple[SwarmResult, bool]:
     """Start the swarm, show progress until every lineage stops, then confirm the best kernels
-    (``confirm``: how many, how many repeats each); Ctrl-C stops it cleanly.
+    (``confirm``: how many, how many repeats each); Ctrl-C stops it cleanly. The result, and
+    whether Ctrl-C stopped the search or its confirmation.
     ``watch``: the LLM roles' waits and spending for the view, their failures printed."""
     stop_reason = None
     confirmation = None
+    interrupted = False
     try:
         swarm.start()
         with search_view(console) as view:
@@ -264,7 +310,7 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
                 view.update(stats)
         if watch is not None:
             watch.echo(console)
-        confirmation = confirm_best(swarm, console, *confirm)
+        confirmation, interrupted = _confirm(swarm, console, *confirm)
     except StartingKernelFailed as failed:  # the search ends with the start's verdict
         swarm.abort()
         stop_reason = str(failed)
@@ -272,33 +318,47 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
         console.print("[yellow]interrupted: stopping lineages after their current step; "
                       "recorded results are kept[/]")
         swarm.abort()
-        stop_reason = "interrupted by the user"
+        stop_reason, interrupted = INTERRUPTED, True
+        confirmation = not_confirmed(f"{INTERRUPTED} during the search", confirm[1])
     except Exception:
         swarm.abort()
         swarm.finish("the run failed to start")
         raise
-    return swarm.finish(stop_reason, confirmation)
+    return swarm.finish(stop_reason, confirmation), interrupted
+
+
+def not_confirmed(why: str, repeats: int = 0) -> Confirmation:
+    """A confirmation that did not run, saying why: the run's best keeps the search's own
+    figures, and every table, summary.json and MLflow label them unconfirmed."""
+    return Confirmation(repeats, (), None, 0.0, why)
 
 
 def confirm_best(swarm: Swarm, console: Console, top: int,
                  repeats: int) -> Confirmation | None:
     """The search's ``top`` kernels judged ``repeats`` more times each (search/confirm.py);
-    None when turned off. Ctrl-C here keeps the search's own figures. A sweep's cell does the
-    same; other cells' candidates share the workers meanwhile, each evaluation still timed
-    alone on its worker."""
+    skipped, with the reason, when turned off. Ctrl-C here keeps the search's own figures,
+    labelled unconfirmed. A sweep's cell does the same; other cells' candidates share the
+    workers meanwhile, each evaluation still timed alone on its worker."""
+    return _confirm(swarm, console, top, repeats)[0]
+
+
+def _confirm(swarm: Swarm, console: Console, top: int,
+             repeats: int) -> tuple[Confirmation, bool]:
+    """``confirm_best``'s confirmation, and whether Ctrl-C cut it short."""
     if top <= 0 or repeats <= 0:
-        return None
+        return not_confirmed("turned off (search.confirm_top or search.confirm_repeats is "
+                             "0)"), False
 
     def announce(kernels: int) -> None:
         console.print(f"confirming the best {kernels} kernel(s): {repeats} more evaluations "
                       f"each", highlight=False)
 
     try:
-        return swarm.confirm(top, repeats, announce)
+        return swarm.confirm(top, repeats, announce), False
     except KeyboardInterrupt:
         console.print("[yellow]confirmation interrupted: the search's own figures are "
-                      "reported[/]")
-        return None
+                      "reported, unconfirmed[/]")
+        return not_confirmed(f"{INTERRUPTED} during the confirmation", repeats), True
 
 
 def _print_locations(console: Console, outcome: RunOutcome) -> None:
