@@ -40,6 +40,9 @@ def _status_line(stats: dict[str, Any], elapsed: float) -> str:
     busy = stats.get("utilisation", {}).get("busy_fraction", 0.0)
     line = (f"{elapsed:6.1f}s  evaluations {stats.get('records', 0)}  [{counts}]  "
             f"best {stats.get('best', 0.0):.3f}x  workers busy {busy:.0%}")
+    wall_s = (stats.get("budget") or {}).get("wall_s")
+    if wall_s:  # the whole search's limit, once here; the lineages' bars count candidates
+        line += f"  wall time {elapsed:.0f}/{wall_s:.0f} s"
     llm = stats.get("llm") or {}  # the LLM roles' spending and waits (experiments/agent/llm_view.py)
     waits = "; ".join(f"lineage {n} {text}" for n, text in sorted(llm.get("waiting", {}).items())
                       if n >= 0)
@@ -49,25 +52,20 @@ def _status_line(stats: dict[str, Any], elapsed: float) -> str:
 BAR_WIDTH = 10
 
 
-def budget_bar(steps: int, elapsed: float, budget: Mapping[str, Any]) -> str:
-    """How much of a lineage's budget is spent: candidates or wall time, whichever is nearer
-    its limit, as a bar and the figure it stands for (``███░░░░░░░ 3/10``)."""
-    candidates, wall_s = budget.get("candidates"), budget.get("wall_s")
-    shares = []
-    if candidates:
-        shares.append((steps / candidates, f"{steps}/{candidates}"))
-    if wall_s:
-        shares.append((elapsed / wall_s, f"{elapsed:.0f}/{wall_s:.0f}s"))
-    if not shares:
+def budget_bar(steps: int, budget: Mapping[str, Any]) -> str:
+    """How many of a lineage's candidates are spent, as a bar and the count it stands for
+    (``███░░░░░░░ 3/10``). One unit for every bar: the search's wall-time limit, the same for
+    every lineage, is in the status line above the table."""
+    candidates = budget.get("candidates")
+    if not candidates:
         return ""
-    share, figure = max(shares)
-    filled = round(min(1.0, max(0.0, share)) * BAR_WIDTH)
-    return "█" * filled + "░" * (BAR_WIDTH - filled) + " " + figure
+    filled = round(min(1.0, max(0.0, steps / candidates)) * BAR_WIDTH)
+    return "█" * filled + "░" * (BAR_WIDTH - filled) + f" {steps}/{candidates}"
 
 
 def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
     table = Table(box=None, pad_edge=False)
-    for column in ("lineage", "budget", "best", "last move", "last verdict", "model"):
+    for column in ("lineage", "candidates", "best", "last move", "last verdict", "model"):
         table.add_column(column, justify="right" if column == "best" else "left",
                          no_wrap=column != "model")
     rows, waiting = stats.get("lineages", {}), (stats.get("llm") or {}).get("waiting", {})
@@ -79,7 +77,7 @@ def progress_table(stats: dict[str, Any], elapsed: float) -> Group:
             continue
         row = rows.get(lineage, {"steps": 0, "best": 0.0, "last_move": "", "last_status": ""})
         label = f"{lineage} {row['language']}" if several and row.get("language") else str(lineage)
-        table.add_row(label, budget_bar(row["steps"], elapsed, budget) or str(row["steps"]),
+        table.add_row(label, budget_bar(row["steps"], budget) or str(row["steps"]),
                       f"{row['best']:.3f}x", escape(row["last_move"]), escape(row["last_status"]),
                       escape(waiting.get(lineage, "")))
     return Group(Text(_status_line(stats, elapsed), style="bold"), table)

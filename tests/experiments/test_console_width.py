@@ -68,10 +68,11 @@ def test_the_closing_table_fits_80_columns_when_the_confirmed_kernel_is_a_runner
     assert best[0].id in text
 
 
-def _live_view(stats: dict) -> str:
-    """The live view of ``stats`` ten seconds into a run, as an 80-column terminal shows it."""
+def _live_view(stats: dict, elapsed: float = 10.0) -> str:
+    """The live view of ``stats`` ``elapsed`` seconds into a run, as an 80-column terminal
+    shows it."""
     console = Console(file=io.StringIO(), width=80)
-    console.print(progress_table(stats, 10.0))
+    console.print(progress_table(stats, elapsed))
     return console.file.getvalue()
 
 
@@ -81,14 +82,24 @@ def _lineage(steps: int, best: float, move: str, language: str) -> dict:
 
 
 def test_the_live_view_shows_a_budget_bar_per_lineage():
-    assert budget_bar(3, 5.0, {"candidates": 10, "wall_s": 120}) == "███░░░░░░░ 3/10"
-    assert budget_bar(1, 90.0, {"candidates": 10, "wall_s": 120}) == "████████░░ 90/120s"
+    assert budget_bar(3, {"candidates": 10, "wall_s": 120}) == "███░░░░░░░ 3/10"
     stats = {"records": 4, "budget": {"candidates": 4},
              "lineages": {0: _lineage(2, 1.5, "tune", "cuda"),
                           1: _lineage(4, 1.1, "unroll", "cuda")}}
     text = _live_view(stats)
     assert "█████░░░░░ 2/4" in text and "██████████ 4/4" in text
     assert "cuda" not in text  # one language: the lineage's number is its label
+
+
+def test_every_bar_counts_candidates_and_the_wall_time_is_said_once_with_its_unit():
+    # 90 s of 120 is nearer its limit than 1 or 6 candidates of 10: still, one unit per bar
+    stats = {"records": 8, "budget": {"candidates": 10, "wall_s": 120},
+             "lineages": {0: _lineage(1, 1.0, "tune", "cpp"),
+                          1: _lineage(6, 1.2, "unroll", "cpp")}}
+    text = _live_view(stats, elapsed=90.0)
+    assert "█░░░░░░░░░ 1/10" in text and "██████░░░░ 6/10" in text
+    assert text.count("/120") == 1 and "wall time 90/120 s" in text.splitlines()[0]
+    assert "candidates" in text  # the column says what its bars count
 
 
 def test_the_live_view_labels_each_lineage_with_its_language_when_a_run_has_several():
