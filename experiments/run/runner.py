@@ -30,6 +30,7 @@ from ..views.language_summary import languages_document
 from ..views.progress import closing_table, search_view
 from ..views.speedups import finite, kernel_figures
 from .log import LOG_NAME, stderr_to
+from .phases import PhaseLog
 from .prepare import PreparedRun, prepare_run, print_checks, worker_pool
 
 # Re-exported: other modules and tests import these from here.
@@ -193,15 +194,20 @@ def run(config: Config, console: Console | None = None,
     ``make_roles(seed)`` replaces the configured agent (for agents defined in your own code).
     """
     console = console or Console()
+    phases = PhaseLog()  # run.log's [phase] lines: where the run's time went
+    phases.mark("configuration loaded")
     prepared = prepare_run(config, console, make_roles, resume)
     run_dir = prepared.run_dir
+    phases.attach(run_dir / LOG_NAME)
+    phases.mark("run folder ready")
     with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
-        result, interrupted = _search(console, prepared)
+        result, interrupted = _search(console, prepared, phases)
     if (start := result.failed_start) is not None:
         raise stopped_by_start(config, prepared, result, start)
     llm = prepared.watch.summary()
     timing = prepared.timing
     best_path = write_outputs(run_dir, result, timing, llm, prepared.wall_s())
+    phases.mark("summary written")
     console.print(closing_table(result, timing.regime, console.width,
                                 measured_baselines(run_dir, result)))
     if (spent := spending_table(llm)) is not None:
@@ -211,6 +217,7 @@ def run(config: Config, console: Console | None = None,
         record_failed_start(config, prepared, outcome.failure, keep_folder=True)
     _print_locations(console, outcome)
     _report(console, run_dir, config)
+    phases.mark("report written")
     if interrupted:  # the last words: what the figures are worth and how to finish them
         console.print(f"[yellow]interrupted:[/] the figures above are unconfirmed; to go on "
                       f"and confirm them: kernelswarm run --resume {escape(str(run_dir))}",
@@ -243,11 +250,14 @@ def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
                 prepared.run_id, str(prepared.run_dir), reason)
 
 
-def _search(console: Console, prepared: PreparedRun) -> tuple[SwarmResult, bool]:
+def _search(console: Console, prepared: PreparedRun,
+            phases: PhaseLog | None = None) -> tuple[SwarmResult, bool]:
     """The search's result, and whether Ctrl-C stopped it."""
     config, task, watch = prepared.config, prepared.task, prepared.watch
     language = " + ".join(config.languages)
+    phases = phases or PhaseLog()
     cluster = connect(config.cluster.address, config.cluster.num_cpus)
+    phases.mark("ray started")
     try:
         workers, resources = worker_pool(config, cluster.gpus)
         spec = prepared.spec(workers, resources)
@@ -260,10 +270,13 @@ def _search(console: Console, prepared: PreparedRun) -> tuple[SwarmResult, bool]
         print_checks(console, prepared)
         budget = {"candidates": config.search.candidates_per_lineage,
                   "wall_s": config.search.wall_time_s}
-        return _drive(Swarm(spec), console, watch, budget,
-                      (config.search.confirm_top, config.search.confirm_repeats))
+        swarm = Swarm(spec)
+        phases.mark("actors created")
+        return _drive(swarm, console, watch, budget,
+                      (config.search.confirm_top, config.search.confirm_repeats), phases)
     finally:
         disconnect(cluster)
+        phases.mark("ray stopped")
 
 
 def _print_path(console: Console, label: str, path: object) -> None:
@@ -290,16 +303,20 @@ def _report(console: Console, run_dir: Path, config: Config) -> None:
 
 def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
            budget: dict[str, float | None] | None = None,
-           confirm: tuple[int, int] = (0, 0)) -> tuple[SwarmResult, bool]:
+           confirm: tuple[int, int] = (0, 0),
+           phases: PhaseLog | None = None) -> tuple[SwarmResult, bool]:
     """Start the swarm, show progress until every lineage stops, then confirm the best kernels
     (``confirm``: how many, how many repeats each); Ctrl-C stops it cleanly. The result, and
     whether Ctrl-C stopped the search or its confirmation.
-    ``watch``: the LLM roles' waits and spending for the view, their failures printed."""
+    ``watch``: the LLM roles' waits and spending for the view, their failures printed;
+    ``phases``: where each step's end is marked."""
+    phases = phases or PhaseLog()
     stop_reason = None
     confirmation = None
     interrupted = False
     try:
         swarm.start()
+        phases.mark("starting kernel judged")
         with search_view(console) as view:
             while not swarm.done(timeout=0.5):
                 stats = swarm.stats()
@@ -308,9 +325,11 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
                     stats["llm"] = watch.stats()
                     watch.echo(console)
                 view.update(stats)
+        phases.mark("search ended")
         if watch is not None:
             watch.echo(console)
         confirmation, interrupted = _confirm(swarm, console, *confirm)
+        phases.mark("best kernels confirmed")
     except StartingKernelFailed as failed:  # the search ends with the start's verdict
         swarm.abort()
         stop_reason = str(failed)
@@ -324,7 +343,9 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
         swarm.abort()
         swarm.finish("the run failed to start")
         raise
-    return swarm.finish(stop_reason, confirmation), interrupted
+    result = swarm.finish(stop_reason, confirmation)
+    phases.mark("sinks closed")
+    return result, interrupted
 
 
 def not_confirmed(why: str, repeats: int = 0) -> Confirmation:
