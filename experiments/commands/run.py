@@ -72,6 +72,9 @@ def run_search_command(args: argparse.Namespace, console: Console) -> int:
 
         print_plan(console, plan_run(config), args.config, resume)
         return 0
+    from ..agent.roles import check_agent
+
+    check_agent(config)  # an LLM endpoint that cannot serve: refused before Ray is even imported
     from ..run.runner import run  # imports Ray and MLflow: after the configuration is checked
 
     outcome = run(config, console, resume=resume)
