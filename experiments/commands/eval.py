@@ -35,7 +35,13 @@ from kernelswarm.search import (
 )
 
 from ..config import ConfigError
-from ..evaluation.judge_file import judge_file, repeats_for, roofline_bounds
+from ..evaluation.judge_file import (
+    judge_file,
+    measured_for,
+    repeats_for,
+    roofline_bounds,
+    settings_origin,
+)
 from ..evaluation.kernel_file import (
     EvalUsageError,
     default_device,
@@ -44,6 +50,7 @@ from ..evaluation.kernel_file import (
 )
 from ..run.compiler_messages import naming_the_users_file
 from ..run.folder import RunFolder, open_run_folder, run_folder_of
+from ..views.carried_baselines import baseline_scales, carried_line
 from ..views.evaluation_view import evaluation_document, evaluation_table, verdict_text
 from ..views.speedups import finite
 
@@ -133,11 +140,15 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     evaluation = median_evaluation(evaluations)
     speedups = [e.speedup for e in evaluations]
     bounds = roofline_bounds(task, evaluation, settings.flush_cache)
+    measured = measured_for(evaluation, task, settings)  # what the baselines were carried from
     if args.json:
         doc = evaluation_document(evaluation, task.name, language, candidate)
+        scales = baseline_scales(evaluation, measured) if measured is not None else {}
         for shape in doc["shapes"]:
             shape["roofline_bound"] = bounds.get(shape["shape"])
+            shape["baseline_scale"] = scales.get(shape["shape"])
         doc["timing"] = {**timing.as_dict(), "regime": timing.regime}
+        doc["timing_source"] = settings_origin(settings, run)
         doc["repeats"] = {"asked": repeats, "speedup_vs_start": speedups,
                           "speedup_vs_best": [e.speedup_vs_best for e in evaluations]}
         if run is not None:
@@ -148,6 +159,10 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
             console.print(evaluation_table(evaluation, task.name, language, timing.regime,
                                            bounds, console.width))
         console.print(verdict_text(evaluation), highlight=False)
+        # which regime and settings, and by how much the baselines' times were carried over
+        for note in (settings_origin(settings, run), carried_line(evaluation, measured)):
+            if note:
+                console.print(note, style="dim", highlight=False, markup=False)
         if len(evaluations) > 1 and evaluation.ok:
             console.print(f"judged {len(evaluations)} times, each in a fresh sandbox: the "
                           f"median is shown ({min(speedups):.3f}x to {max(speedups):.3f}x vs "

@@ -15,6 +15,7 @@ from kernelswarm.search import Evaluation, Origin, Task, language_spec, load_tas
 
 from ..run.compiler_messages import naming_the_file
 from ..run.folder import RunFolder
+from ..views.carried_baselines import MeasuredBaselines, read_measured
 from .kernel_file import EvalUsageError, file_candidate
 
 
@@ -57,6 +58,14 @@ def search_checks(task: Task, language: str) -> tuple[dict[str, Any], ...]:
     magnitudes), so that a file judged here fails where it would fail in a search."""
     return tuple({"shape": dict(c.shape), "scale": c.scale, "reason": c.reason}
                  for c in RuleTester().checks(task, language))
+
+
+def measured_for(evaluation: Evaluation, task: Task,
+                 settings: EvaluatorSettings) -> MeasuredBaselines | None:
+    """The cached measurement ``evaluation``'s baseline times were carried over from (views/
+    carried_baselines.py); None where it had no baselines or the entry is gone."""
+    key = evaluation.baselines.key if evaluation.baselines is not None else ""
+    return read_measured(settings.cache_dir, task.name, key)
 
 
 def repeats_for(requested: int | None, run: RunFolder | None) -> int:

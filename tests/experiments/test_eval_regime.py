@@ -30,6 +30,10 @@ def test_eval_of_a_file_outside_a_run_times_it_as_a_default_run_does(compile_cac
     run = TimingSettings.of(evaluator_settings(load_config(None, ["task.name=\"silu_and_mul\""])))
     assert doc["timing"] == {**run.as_dict(), "regime": run.regime}
     assert doc["timing"]["regime"] == "warm cache (not flushed)"  # the quickstart's
+    assert doc["timing_source"] == ("timed as `kernelswarm run` times by default "
+                                    "(quickstart.toml): warm cache (not flushed)")
+    # each shape's baseline times, carried over from their cached measurement, say by how much
+    assert all(shape["baseline_scale"] > 0 for shape in doc["shapes"])
     # torch.compile is not measured on the CPU: no figure, not a 0.0x
     assert doc["speedup_vs_compile"] is None
     assert doc["speedup_vs_eager"] > 0
