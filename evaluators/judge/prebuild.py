@@ -88,13 +88,34 @@ def safe_files(root: Path) -> list[tuple[Path, Path]]:
 
 
 def copy_tree(source: Path, target: Path) -> int:
-    """The ``safe_files`` of ``source`` copied under ``target``; how many."""
+    """The ``safe_files`` of ``source`` copied under ``target``; how many. Triton's group files
+    (``<key>/__grp__<name>.json``) name their members by absolute path: they are written
+    anew, naming the copies (only files of their own folder)."""
     copied = 0
     for relative, path in safe_files(source):
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target / relative, follow_symlinks=False)
         copied += 1
+    for group in target.glob("*/__grp__*.json"):
+        _relocate_group(group)
     return copied
+
+
+def _relocate_group(group: Path) -> None:
+    """Point a copied group file's members at the files beside it (a member that is not there
+    is dropped: Triton then compiles that kernel again rather than read another file)."""
+    try:
+        members = json.loads(group.read_text()).get("child_paths")
+    except (OSError, ValueError, AttributeError):
+        members = None
+    here = {}
+    if isinstance(members, dict):
+        for name, path in members.items():
+            base = os.path.basename(str(path))
+            if isinstance(name, str) and _SAFE_NAME.match(base) and \
+                    (group.parent / base).is_file():
+                here[name] = str(group.parent.resolve() / base)
+    group.write_text(json.dumps({"child_paths": here}))
 
 
 class Prebuilder:
@@ -180,13 +201,21 @@ class Prebuilder:
                     return f"not built ahead: {log}"
                 _write_atomically(failed, f"the build ahead failed (exit {done}):\n{log}")
                 return failed.read_text()[:_LOG_TAIL]
+            found = json.loads(report.read_text())
+            if not found.get("kernels"):  # nothing the runner could use
+                _write_atomically(failed, "no kernel was built ahead: "
+                                  + json.dumps(found.get("failed", {}))[:_LOG_TAIL])
+                return failed.read_text()[:_LOG_TAIL]
             built = scratch / "built"
+            built.mkdir()
             copy_tree(scratch / "triton", built)
             shutil.copyfile(report, built / "report.json")
             try:
                 os.replace(built, folder)
             except OSError:  # another process published the same folder first
-                pass
+                return ""
+            for group in folder.glob("*/__grp__*.json"):  # its members where they now are
+                _relocate_group(group)
             return ""
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -5,6 +5,8 @@ and the end-to-end evaluations run the real judge and runner with a tiny referen
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -29,6 +31,7 @@ from tests.evaluators.kernel_library import RUN_TIMEOUT_S, quick_settings
 H100_BYTES = 85_029_158_912  # torch.cuda.get_device_properties(...).total_memory of an H100
 H100_L2 = 50 * 2 ** 20
 KB = 1024
+MB = 1024 * KB
 
 
 def _same(a: tuple, b: tuple) -> bool:
@@ -184,3 +187,42 @@ def test_without_a_spare_in_advance_the_runner_starts_when_taken(lean_evaluator,
             runner.close()
     finally:
         spares.close()
+
+
+def test_the_plan_fits_several_spares_on_a_big_device_and_one_on_the_cpu():
+    small = TimedProblem(1 * MB, 1 * MB)
+    plan = plan_memory(H100_BYTES, [small], small.footprint, 2 * small.footprint, H100_L2,
+                       H100_BYTES // 8)
+    assert plan.spares == memory_plan.SPARES_WANTED
+    # the references' budget leaves the room of every spare
+    assert plan.references_budget <= plan.usable_bytes - plan.evaluation_bytes \
+        - plan.spares * plan.spare_bytes
+    assert plan_memory(0, [small], small.footprint, small.footprint, 0, 2 * GIB).spares == 1
+
+
+def test_spares_widen_to_the_pool_the_cpus_allow(lean_evaluator, start, monkeypatch):
+    """A runner's start-up can outlast an evaluation (a Triton runner's, with its profiler):
+    several spares then prepare side by side, one per four CPUs, and each take hands over the
+    oldest and starts another."""
+    lean_evaluator.prepare()
+    build = lean_evaluator.cache.build(lean_evaluator.language, start,
+                                       lean_evaluator.settings.compile_timeout_s)
+    spares = Spares(1 << 20, prepare_message(lean_evaluator, build), None,
+                    lean_evaluator.startup_s(), in_advance=True)
+    try:
+        assert len(spares.spares) == 1
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(2)))
+        spares.widen(3)
+        assert len(spares.spares) == 1  # two CPUs: room for one start-up beside the judging
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(8)))
+        spares.widen(3)
+        assert len(spares.spares) == 2
+        oldest = spares.spare
+        runner = spares.take()
+        try:
+            assert runner is oldest and len(spares.spares) == 2 and oldest not in spares.spares
+        finally:
+            runner.close()
+    finally:
+        spares.close()
+    assert spares.spares == []
