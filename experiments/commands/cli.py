@@ -71,6 +71,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as experiments/run/runner.py's run exits after Ctrl-C
+
+
 def command_given(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names: its first word that is not an option (the top level's own
     options take no value, so nothing before the command can be one)."""
@@ -122,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     command = COMMANDS[args.command]
     try:
         return getattr(_module(command), command.run)(args, console)
+    except KeyboardInterrupt:
+        # Ctrl-C where a command does not stop cleanly itself (a search does, and says what it
+        # kept): one line, no traceback, and a shell's status for a command it stopped
+        console.print("[yellow]interrupted[/]", highlight=False)
+        return INTERRUPTED_STATUS
     except Exception as exc:
         status = _exit_status(exc)
         if status is None:

@@ -89,3 +89,22 @@ def test_ctrl_c_exits_130_and_every_figure_it_kept_says_unconfirmed(
     assert parent.tags["best_confirmed"] == "false"
     assert parent.tags["best_unconfirmed_reason"] == "interrupted by the user during the search"
     assert parent.metrics["best_speedup"][-1][1] == pytest.approx(best["speedup_vs_start"])
+
+
+def test_ctrl_c_in_a_command_that_does_not_stop_itself_exits_130_without_a_traceback(
+        compile_cache, monkeypatch, capsys):
+    from tests.conftest import SILU_TASK
+
+    monkeypatch.setenv("KERNELSWARM_CACHE", str(compile_cache))
+    timer = threading.Timer(3.0, _thread.interrupt_main)  # eval takes longer: its sandbox
+    timer.start()
+    try:
+        status = main(["eval", "silu_and_mul", str(SILU_TASK / "silu_and_mul.cpp")])
+    except KeyboardInterrupt:
+        status = "a KeyboardInterrupt and its traceback"
+    finally:
+        timer.cancel()
+    captured = capsys.readouterr()
+    assert status == 130
+    assert captured.out.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in captured.out + captured.err
