@@ -29,6 +29,7 @@ from .table_fit import fit
 # <run name>-<YYYYmmdd>-<HHMMSS>-<4 hex digits>: how run, tune and sweep name their folders
 _STAMP = re.compile(r"-(\d{8})-(\d{6})-[0-9a-f]{4}$")
 INTERRUPTED = "interrupted by the user"
+_START_FAILED = re.compile(r"the starting kernel fails evaluation \((\w+)\)")
 
 
 def _number(value: Any) -> float:
@@ -76,7 +77,8 @@ class PastRun:
 
     @property
     def status(self) -> str:
-        """finished | no correct kernel | interrupted | failed | unfinished (no summary.json)."""
+        """finished | no correct kernel | interrupted | start failed (<its verdict>) | failed |
+        unfinished (no summary.json)."""
         summary = self.summary
         if not summary:
             return "unfinished"
@@ -86,6 +88,9 @@ class PastRun:
             return "failed"
         if summary.get("stop_reason") == INTERRUPTED:
             return "interrupted"
+        failed = _START_FAILED.match(str(summary.get("stop_reason", "")))
+        if failed and not self.best:  # nothing to search from: StartingKernelFailed's words
+            return f"start failed ({failed.group(1)})"
         return "finished" if self.best else "no correct kernel"
 
     @property

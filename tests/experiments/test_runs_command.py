@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelswarm.experiments.authoring.task_folders import scaffold_task
 from kernelswarm.experiments.commands.cli import main
 
 TINY = ["search.lineages=1", "search.confirm_top=0", "search.tester=false", "evaluator.seeds=1",
@@ -32,6 +33,13 @@ def past(tmp_path_factory, compile_cache, ray_session):
     killed = folder / "runs" / first.name.replace("one-", "killed-")
     shutil.copytree(first, killed)
     (killed / "summary.json").unlink()
+    # a task of one's own whose starting kernel does not compile: its folder is kept
+    task = scaffold_task("my_op", folder)
+    kernel = task / "my_op.cpp"
+    kernel.write_text(kernel.read_text().replace("out[i] = alpha * x[i] + y[i];",
+                                                 "out[i] = undefined_z[i];"))
+    settings = [*TINY, f'run.out_dir="{folder / "runs"}"', f'evaluator.cache_dir="{compile_cache}"']
+    assert main(["run", "--task", str(task), *(a for s in settings for a in ("--set", s))]) == 1
     return folder, first, second, killed
 
 
@@ -59,6 +67,8 @@ def test_runs_lists_every_run_folder_with_what_its_summary_says(past, capsys, mo
         assert f"{summary['best']['speedup_vs_best']:.3f}x" in line and "(eager)" in line
         assert line.rstrip().endswith(f"{summary['wall_s']:.0f}")
     assert "unfinished" in lines[killed.name]
+    broken = next(ln for ln in out.splitlines() if "my_op-" in ln)
+    assert "start failed (COMPILE_ERROR)" in broken and "my_op" in broken
     # oldest first: the newest lies nearest the prompt
     order = [out.index(first.name), out.index(second.name)]
     assert order == sorted(order)
