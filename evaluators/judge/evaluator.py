@@ -71,7 +71,8 @@ class SandboxEvaluator(Evaluator):
     the starting kernel, the extra checks and times the baselines) and starts the first spare
     runner; ``compile`` never starts one, so a compile pool can build with its own instance
     (instances pickle without their processes). ``evaluate`` raises only for what is not the
-    candidate's fault: ``TaskError`` (e.g. the starting kernel fails its own task) or
+    candidate's fault: ``StartingKernelFailed`` (the starting kernel fails its own task: it
+    carries the start's verdict), ``TaskError`` (the task itself is broken) or
     ``SandboxError`` (a runner cannot start, or a bug).
     """
 

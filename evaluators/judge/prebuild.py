@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -42,14 +41,13 @@ from ..isolation import isolated_command
 from ..languages.cuda import detect_cuda_arch
 from ..languages.triton_aot import capability_of
 from ..settings import EvaluatorSettings
+from .jit_cache import copy_tree, relocate_groups
 from .runner_process import runner_environment
 
 PREBUILD_MODULE = "kernelswarm.evaluators.runner.prebuild"
 FORMAT = "triton-aot-1"  # bump when the folder's layout changes
-MAX_FOLDER_BYTES = 256 << 20
 AHEAD_TIMEOUTS = 4
 BUILD_WORKERS = 4
-_SAFE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,200}\Z")
 _LOG_TAIL = 1500
 
 
@@ -63,59 +61,6 @@ class Prebuilt:
     seconds: float
     cached: bool = False
     note: str = ""
-
-
-def safe_files(root: Path) -> list[tuple[Path, Path]]:
-    """(relative path, absolute path) of the regular files of ``root`` at ``<dir>/<file>`` or
-    ``<file>`` with plain names, links not followed, up to ``MAX_FOLDER_BYTES`` in all."""
-    found, total = [], 0
-    for first in sorted(os.scandir(root), key=lambda e: e.name):
-        if not _SAFE_NAME.match(first.name):
-            continue
-        if first.is_file(follow_symlinks=False):
-            entries = [(Path(first.name), first)]
-        elif first.is_dir(follow_symlinks=False):
-            entries = [(Path(first.name) / e.name, e) for e in os.scandir(first.path)
-                       if _SAFE_NAME.match(e.name) and e.is_file(follow_symlinks=False)]
-        else:
-            continue
-        for relative, entry in entries:
-            total += entry.stat(follow_symlinks=False).st_size
-            if total > MAX_FOLDER_BYTES:
-                return found
-            found.append((relative, Path(entry.path)))
-    return found
-
-
-def copy_tree(source: Path, target: Path) -> int:
-    """The ``safe_files`` of ``source`` copied under ``target``; how many. Triton's group files
-    (``<key>/__grp__<name>.json``) name their members by absolute path: they are written
-    anew, naming the copies (only files of their own folder)."""
-    copied = 0
-    for relative, path in safe_files(source):
-        (target / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target / relative, follow_symlinks=False)
-        copied += 1
-    for group in target.glob("*/__grp__*.json"):
-        _relocate_group(group)
-    return copied
-
-
-def _relocate_group(group: Path) -> None:
-    """Point a copied group file's members at the files beside it (a member that is not there
-    is dropped: Triton then compiles that kernel again rather than read another file)."""
-    try:
-        members = json.loads(group.read_text()).get("child_paths")
-    except (OSError, ValueError, AttributeError):
-        members = None
-    here = {}
-    if isinstance(members, dict):
-        for name, path in members.items():
-            base = os.path.basename(str(path))
-            if isinstance(name, str) and _SAFE_NAME.match(base) and \
-                    (group.parent / base).is_file():
-                here[name] = str(group.parent.resolve() / base)
-    group.write_text(json.dumps({"child_paths": here}))
 
 
 class Prebuilder:
@@ -214,8 +159,7 @@ class Prebuilder:
                 os.replace(built, folder)
             except OSError:  # another process published the same folder first
                 return ""
-            for group in folder.glob("*/__grp__*.json"):  # its members where they now are
-                _relocate_group(group)
+            relocate_groups(folder)  # its members where they now are
             return ""
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -40,6 +40,7 @@ from ..environment import python_path, scrubbed_environment
 from ..isolation import isolated_command, isolation_marker, launcher
 from ..protocol import RUNNER_MODULE
 from ..shared_memory import Arena
+from .jit_cache import copy_tree
 from .runner_template import (
     TemplateChild,
     TemplateUnavailable,
@@ -260,8 +261,6 @@ class RunnerProcess:
     def stage_tree(self, folder: Path, name: str) -> str:
         """A copy of ``folder``'s plain files (two levels down, links not followed) as
         ``name`` in the runner's scratch folder; the path of the copy."""
-        from .prebuild import copy_tree
-
         target = self.scratch / name
         copy_tree(folder, target)
         return str(target)

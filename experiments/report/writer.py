@@ -314,12 +314,6 @@ def write_report(folder: str | Path) -> Report:
     root = Path(folder).resolve()
     if not root.is_dir():
         raise ReportError(f"{root} is not a folder")
-    from ..tune.folder import is_tune_folder
-
-    if is_tune_folder(root):  # a knob study: trials, not lineages (tune/report.py)
-        from ..tune.report import write_tune_report
-
-        return write_tune_report(root)
     if is_run_folder(root):
         return _run_page(load_run(root)).write(root / REPORT_FOLDER)
     cells = run_folders(root)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.judge.prebuild import copy_tree, safe_files
+from kernelswarm.evaluators.judge.jit_cache import copy_tree, safe_files
 from tests.conftest import SILU_TASK
 
 triton = pytest.importorskip("triton", reason="Triton is not installed")
