@@ -36,10 +36,10 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
                           "--set, e.g. a larger search.candidates_per_lineage); nothing recorded "
                           "is evaluated again")
     run.add_argument("--dry-run", action="store_true",
-                     help="check the configuration, the task and its starting kernel's build, "
-                          "print what the run would do, and stop: no Ray, no run folder, no "
-                          "MLflow run (exit 2 for a bad configuration or task, 1 for a starting "
-                          "kernel that does not build)")
+                     help="check the configuration (an LLM agent's endpoints too), the task and "
+                          "its starting kernel's build, print what the run would do, and stop: "
+                          "no Ray, no run folder, no MLflow run (exit 2 for a bad configuration "
+                          "or task, 1 for a starting kernel that does not build)")
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -67,14 +67,14 @@ def run_search_command(args: argparse.Namespace, console: Console) -> int:
                           "(use --set to change settings)")
     resume = Path(args.resume) if args.resume else None
     config = load_run_config(resume, overrides) if resume else load_config(args.config, overrides)
+    from ..agent.roles import check_agent
+
+    check_agent(config)  # an LLM endpoint that cannot serve: refused before Ray is even imported
     if args.dry_run:
         from ..run.plan import plan_run
 
         print_plan(console, plan_run(config), args.config, resume)
         return 0
-    from ..agent.roles import check_agent
-
-    check_agent(config)  # an LLM endpoint that cannot serve: refused before Ray is even imported
     from ..run.runner import run  # imports Ray and MLflow: after the configuration is checked
 
     outcome = run(config, console, resume=resume)

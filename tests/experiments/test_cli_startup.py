@@ -109,3 +109,13 @@ def test_dry_run_names_the_users_file_when_the_start_does_not_build(silu_task_co
     assert "does not" in output or "fails" in output
     assert str(kernel) in output.replace("\n", "")
     assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_refuses_an_llm_endpoint_that_cannot_serve(tmp_path):
+    status, output, modules = _cli(
+        "run", "--dry-run", "--set", 'agent.kind="llm"', "--set", 'agent.llm.model="m"',
+        "--set", 'agent.llm.base_url="http://127.0.0.1:9/v1"', "--set", 'agent.llm.api_key_env=""',
+        cwd=tmp_path)
+    assert status == 2, output
+    assert "agent.llm.base_url" in output
+    assert "ray" not in modules
