@@ -35,13 +35,6 @@ from kernelswarm.search import (
 )
 
 from ..config import ConfigError
-from ..evaluation.judge_file import (
-    judge_file,
-    measured_for,
-    repeats_for,
-    roofline_bounds,
-    settings_origin,
-)
 from ..evaluation.kernel_file import (
     EvalUsageError,
     default_device,
@@ -123,6 +116,9 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
         language = args.language or (run.language_of(candidate.stem) if run else None)
         language = infer_language(candidate, language)
         device = args.device or (run.settings.device if run else default_device(language))
+        # judging imports torch: only once the arguments are known to be usable
+        from ..evaluation.judge_file import judge_file, repeats_for
+
         repeats = repeats_for(args.repeats, run)
         evaluations, task, settings = judge_file(task_path, candidate, language, device, run,
                                                   repeats)
@@ -132,6 +128,8 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     except StartingKernelFailed as failed:  # every speedup is over it: nothing to judge
         _print_failed_start(failed.evaluation, task_path, language, device)
         return 1
+    from ..evaluation.judge_file import measured_for, roofline_bounds, settings_origin
+
     timing = TimingSettings.of(settings)
     recorded = run.recorded(candidate.stem) if run is not None else None
     if not console.is_terminal and not os.environ.get("COLUMNS"):
