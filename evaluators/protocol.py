@@ -38,6 +38,9 @@ RELEASE_ABOVE_BYTES = 1 << 30
 # with what was built ahead for the candidate.
 JIT_CACHE = "triton"
 
+# The frame a runner sends, ahead of its ``ready``, as the starting kernel's warm-up calls begin
+WARMING = "warming"
+
 CANDIDATE = "candidate"
 START = "start"
 KERNELS = (CANDIDATE, START)

@@ -153,7 +153,8 @@ def _measure(evaluator: SandboxEvaluator, start: Build, references: References, 
                                prepare_message(evaluator, start), settings.memory_limit_mb)
     loaded = False  # from then on, a crash or a fault is the starting kernel's
     try:
-        ready = runner.start_up(evaluator.startup_s(), evaluator.start_candidate)
+        ready = runner.start_up(evaluator.startup_s(), evaluator.start_candidate,
+                                evaluator.run_deadline())
         # trusted: its limit is generous (the start-up's and a candidate's run phase together)
         trial = Trial(runner, evaluator.startup_s() + evaluator.run_deadline().seconds,
                       trusted=True)

@@ -38,7 +38,7 @@ from ..channel import ChannelError, FrameBuffer, write_frame
 from ..device_arena import DeviceArena
 from ..environment import python_path, scrubbed_environment
 from ..isolation import isolated_command, isolation_marker, launcher
-from ..protocol import RUNNER_MODULE
+from ..protocol import RUNNER_MODULE, WARMING
 from ..shared_memory import Arena
 from .jit_cache import copy_tree
 from .runner_template import (
@@ -113,6 +113,7 @@ class RunnerProcess:
         self.ready_s = float("nan")  # seconds from spawn until its ready reply was read
         self.unkillable = ""
         self.started_as = ""  # how its process started (evaluation metrics: runner_started_as)
+        self.warming = False  # its start-up reached the starting kernel's warm-up calls
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         env = runner_environment()
@@ -181,7 +182,7 @@ class RunnerProcess:
         """The reply to ``prepare``; ``SandboxError`` (or ``TaskError``) when it does not come."""
         if self.ready is not None:
             return self.ready
-        outcome = self._receive(timeout_s, self._log_size())
+        outcome = self.start_up_reply(timeout_s)
         if isinstance(outcome, Replied) and outcome.message.get("type") == "ready":
             self.ready = outcome.message
             self.ready_s = time.perf_counter() - self.started
@@ -192,6 +193,19 @@ class RunnerProcess:
         what = (f"did not get ready within {timeout_s:g} s" if isinstance(outcome, TimedOut)
                 else "died while starting")
         raise SandboxError(f"the runner {what}; its log ends with:\n{outcome.log_tail}")
+
+    def start_up_reply(self, timeout_s: float, warm_up_s: float | None = None) -> Outcome:
+        """The outcome of the start-up: its ``ready`` (or what came instead) within
+        ``timeout_s`` of now, and within ``warm_up_s`` of the ``warming`` frame, where given
+        (the starting kernel's warm-up calls: a hang there is the kernel's)."""
+        offset = self._log_size()
+        deadline = time.monotonic() + timeout_s
+        outcome = self._receive(timeout_s, offset)
+        if isinstance(outcome, Replied) and outcome.message.get("type") == WARMING:
+            self.warming = True
+            left = deadline - time.monotonic()
+            outcome = self._receive(left if warm_up_s is None else min(left, warm_up_s), offset)
+        return outcome
 
     def request(self, message: dict[str, Any], timeout_s: float) -> Outcome:
         """Send one request and wait up to ``timeout_s`` for its reply."""

@@ -6,9 +6,10 @@ a candidate's place, checks it and times it. A start that does not compile, cras
 raises or is wrong there gets the verdict a candidate would get, raised as
 ``StartingKernelFailed`` whichever kernel was being judged: nothing can be compared with it.
 
-The warm-up is part of the runner's start-up, so a start that hangs there is stopped by the
-start-up limit (``SandboxEvaluator.startup_s``, which allows for importing torch on a loaded
-machine), not by ``run_timeout_s``, which holds from the checks on; its message says which.
+The warm-up is part of the runner's start-up, which has a limit of its own
+(``SandboxEvaluator.startup_s``: importing torch on a loaded machine); the runner says when the
+warm-up calls begin (a ``warming`` frame), and from then on the run's limit
+(``run_timeout_s`` and the allowance for the problem's bytes) holds, as for a candidate's calls.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from ...search.candidate import Candidate
 from ...search.evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
+from .deadlines import Deadline
 from .runner_process import Crashed, Replied, RunnerProcess, SandboxError, TimedOut, raise_fault
 from .trial import CandidateFault, Stopped, Trial
 from .verdicts import crash_message, timeout_message
@@ -35,11 +37,12 @@ def start_failed(start: Candidate, status: Status, message: str,
 class CalibrationRunner(RunnerProcess):
     """The calibration's runner, whose start-up is the starting kernel's first trial."""
 
-    def start_up(self, limit_s: float, start: Candidate) -> dict[str, Any]:
-        """The reply to ``prepare``, waited for up to ``limit_s``. ``StartingKernelFailed``
-        where the starting kernel crashed, hung, could not load or failed a call in the
-        warm-up; ``TaskError`` or ``SandboxError`` where the task or the runner failed."""
-        outcome = self._receive(limit_s, self._log_size())
+    def start_up(self, limit_s: float, start: Candidate, run_limit: Deadline) -> dict[str, Any]:
+        """The reply to ``prepare``, waited for up to ``limit_s``, and up to ``run_limit`` once
+        the warm-up calls began. ``StartingKernelFailed`` where the starting kernel crashed,
+        hung, could not load or failed a call in the warm-up; ``TaskError`` or
+        ``SandboxError`` where the task or the runner failed."""
+        outcome = self.start_up_reply(limit_s, run_limit.seconds)
         if isinstance(outcome, Replied) and outcome.message.get("type") == "ready":
             self.ready = outcome.message
             self.ready_s = time.perf_counter() - self.started
@@ -48,7 +51,9 @@ class CalibrationRunner(RunnerProcess):
         if isinstance(outcome, Crashed):
             raise start_failed(start, Status.RUNTIME_ERROR, crash_message(outcome, WARM_UP))
         if isinstance(outcome, TimedOut):
-            raise start_failed(start, Status.TIMEOUT, _start_up_timeout(outcome))
+            raise start_failed(start, Status.TIMEOUT,
+                               timeout_message(outcome, WARM_UP, run_limit.describe())
+                               if self.warming else _start_up_timeout(outcome))
         reply = outcome.message
         if reply.get("type") == "called":  # a call of the warm-up raised, or was caught cheating
             try:
@@ -63,10 +68,9 @@ class CalibrationRunner(RunnerProcess):
 
 
 def _start_up_timeout(outcome: TimedOut) -> str:
-    text = (f"it did not return within the runner's start-up limit of {outcome.limit_s:.4g} s "
-            f"{WARM_UP}, and the sandbox was killed — an endless loop, or a kernel far too "
-            f"slow for this shape (run_timeout_s holds from the checks on; the start-up limit "
-            f"allows for importing torch on a loaded machine)")
+    text = (f"its runner did not start within the start-up limit of {outcome.limit_s:.4g} s "
+            f"(loading the task and the starting kernel, before its warm-up calls), and the "
+            f"sandbox was killed")
     return f"{text}\nsandbox log (tail):\n{outcome.log_tail}" if outcome.log_tail else text
 
 

@@ -3,7 +3,8 @@
 Requests (JSON frames, evaluators/channel.py), in the order the judge sends them:
 
 - ``prepare`` {task, language, settings, start}: torch, the task and the starting kernel;
-  ``ready`` {cache_bytes, flush_bytes}. A spare runner stops here until it is needed.
+  ``warming`` as the starting kernel's warm-up calls begin, then ``ready`` {cache_bytes,
+  flush_bytes}. A spare runner stops here until it is needed.
 - ``calibrate`` (only in a runner that never loads a candidate): the machine's figures;
   ``calibrated`` {machine}.
 - ``load`` {artifact, entry, spec}: the OS isolation, then the candidate; ``loaded``
@@ -117,6 +118,7 @@ class Runner:
 
 def serve(request_fd: int, reply_fd: int, arena_fd: int) -> int:
     runner = Runner(arena_fd)
+    runner.session.notify = lambda frame: write_frame(reply_fd, frame)
     while True:
         message = read_frame(request_fd)
         if message is None or message.get("type") == "exit":

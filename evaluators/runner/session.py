@@ -25,7 +25,7 @@ from ..isolation import enter_isolation, forbid_processes
 from ..languages import KernelLanguage, LoadedKernel, get_language
 from ..machine import device_cache_bytes
 from ..profiling import kernel_profile
-from ..protocol import CANDIDATE, JIT_CACHE, START, TensorSpec, release_due
+from ..protocol import CANDIDATE, JIT_CACHE, START, WARMING, TensorSpec, release_due
 from ..settings import EvaluatorSettings
 from ..shared_memory import spec_dtype
 from ..timing import CacheFlusher, TimingPlan
@@ -73,6 +73,8 @@ class Session:
         self._buffers: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
         self.compiled: Callable[[], dict[str, float]] | None = None  # a JIT's compiles
         self.problem_bytes = 0  # the largest shape's inputs and outputs drawn on the device
+        # sends a frame to the judge ahead of the reply (the request loop sets it)
+        self.notify: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def device(self) -> str:
@@ -110,7 +112,10 @@ class Session:
         # One call of the starting kernel per tuning shape now: a JIT compiles it while
         # processes may still start, and what a first call imports lazily (the triton
         # interpreter imports torch._dynamo, which wraps torch.manual_seed) is in place before
-        # the snapshot the candidate's calls are checked against.
+        # the snapshot the candidate's calls are checked against. The judge hears when these
+        # calls begin: from then on a hang is the starting kernel's, held to the run's limit.
+        if self.notify is not None:
+            self.notify({"type": WARMING})
         self._warm_start()
         if self.on_gpu and (self.settings.profile_kernels or self.language.host_code):
             self._warm_profiler()
