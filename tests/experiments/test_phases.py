@@ -59,3 +59,43 @@ def test_a_runs_log_names_every_phase_in_order_with_its_times(small_run):
     assert at == sorted(at)
     took = sum(float(m["took"]) for m in lines)
     assert abs(took - at[-1]) < 0.05 * len(lines)  # each phase's time, from the process start
+
+
+_CONFIRMING = """
+import io, sys, time
+from rich.console import Console
+from kernelswarm.experiments.run.runner import _drive
+
+REPORT = ("kernelswarm.experiments.report.writer", "matplotlib.pyplot", "mlflow")
+
+
+class Swarm:  # a search that ends at once, then confirms for as long as the imports take
+    def start(self):
+        assert not any(m in sys.modules for m in REPORT)
+
+    def done(self, timeout=0.0):
+        return True
+
+    def stats(self):
+        return {}
+
+    def confirm(self, top, repeats, announce):
+        give_up = time.monotonic() + 120
+        while not all(m in sys.modules for m in REPORT) and time.monotonic() < give_up:
+            time.sleep(0.1)
+        print("LOADED", all(m in sys.modules for m in REPORT))
+
+    def finish(self, stop_reason=None, confirmation=None):
+        return "result"
+
+
+print(_drive(Swarm(), Console(file=io.StringIO()), confirm=(2, 3)))
+"""
+
+
+def test_the_reports_libraries_load_while_the_best_kernels_are_confirmed():
+    """matplotlib and MLflow (seconds of CPU) load while the driver waits for the confirmation,
+    not after it, when the report is written."""
+    proc = subprocess.run([sys.executable, "-c", _CONFIRMING], capture_output=True, text=True,
+                          timeout=300)
+    assert "LOADED True" in proc.stdout, proc.stdout + proc.stderr
