@@ -111,6 +111,23 @@ def test_cost_variants_differ_by_a_comment_of_the_language(name, silu):
     assert len({v.id for v in variants}) == 2
 
 
+def test_triton_cost_variants_differ_inside_every_kernel(silu):
+    """Triton keys its own cache by a kernel's source alone: a variant that differed only
+    after it would find the first one's compiled kernels, and cost nothing to build."""
+    import ast
+
+    def kernels(source: str) -> dict[str, str]:
+        return {node.name: ast.get_source_segment(source, node)
+                for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)
+                and any("jit" in ast.unparse(d) for d in node.decorator_list)}
+
+    first, second = (kernels(v.source) for v in
+                     eval_cost.variants(silu.starting_candidate("triton"), 2))
+    assert first and set(first) == set(second)
+    assert all(first[name] != second[name] for name in first)
+    assert all("# variant 1" in kernel for kernel in second.values())
+
+
 # -- experiments/flashinfer/export.py: FlashInfer-Trace solutions ------------------------------
 
 @pytest.mark.parametrize("name", [n for n in NAMES if SPECS[n].claims_suffixes])
