@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,55 +10,29 @@ from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.cluster import Swarm, SwarmResult, connect, disconnect
-from kernelswarm.cluster.activity import write_activity
-from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
-    Candidate,
     Confirmation,
     Evaluation,
     Roles,
     StartingKernelFailed,
 )
-from kernelswarm.search.dispatch import read_table
 
 from ..agent.llm_view import LLMWatch, one_line, spending_table
 from ..config import Config
-from ..sinks.sources import self_contained_source, source_file_name
-from ..views.carried_baselines import MeasuredBaselines, baseline_scales, measured_of_run
-from ..views.language_summary import languages_document
 from ..views.progress import closing_table, search_view
-from ..views.speedups import finite, kernel_figures
+
+# write_best_kernel, write_outputs, evaluator_settings and search_budget are re-exported: other
+# modules and tests import them from here.
 from .log import LOG_NAME, stderr_to
+from .outputs import measured_baselines, write_outputs
+from .outputs import write_best_kernel as write_best_kernel
 from .phases import PhaseLog
 from .prepare import PreparedRun, prepare_run, print_checks, worker_pool
-
-# Re-exported: other modules and tests import these from here.
 from .prepare import evaluator_settings as evaluator_settings
 from .prepare import search_budget as search_budget
 
 INTERRUPTED = "interrupted by the user"
 INTERRUPTED_STATUS = 130  # a shell's status for a command stopped by Ctrl-C (128 + SIGINT)
-
-
-# What writing the report and logging it to MLflow import (matplotlib, MLflow, pyarrow.dataset
-# with pandas: 2-4 s of CPU on a small machine). They are imported on a thread while the best
-# kernels are confirmed, when the driver only waits and a core is free, instead of after.
-REPORT_MODULES = ("kernelswarm.experiments.report.writer", "kernelswarm.experiments.report.plots",
-                  "pyarrow.dataset", "mlflow", "mlflow.entities")
-
-
-def import_in_background(modules: tuple[str, ...]) -> threading.Thread:
-    """Import ``modules`` on a daemon thread; one that fails is left for its user to report."""
-    def load() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - the code that needs it says what is wrong
-                pass
-
-    thread = threading.Thread(target=load, name="report-imports", daemon=True)
-    thread.start()
-    return thread
 
 
 @dataclass(frozen=True)
@@ -89,123 +60,6 @@ class RunOutcome:
         reasons = dict.fromkeys(one_line(r.stop_reason or "no reason given") if not r.error
                                 else "crashed" for r in lineages)
         return "no lineage proposed a candidate: " + "; ".join(reasons)
-
-
-def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
-    """The best kernel's source as ``run_dir/best/<id>.<ext>``, with the knob values it was
-    judged with at the top (self-contained: see experiments/sinks/sources.py); returns its path.
-    A dispatch kernel's table (search/dispatch.py), which its first line holds, is also written
-    as ``best/dispatch/<id>.json`` for a launcher of the user's own (a folder of its own: the
-    kernel stays the one ``best/<id>.*`` file)."""
-    path = run_dir / "best" / source_file_name(candidate)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(self_contained_source(candidate))
-    table = read_table(candidate.source)
-    if table is not None:
-        (path.parent / "dispatch").mkdir(exist_ok=True)
-        (path.parent / "dispatch" / f"{candidate.id}.json").write_text(
-            json.dumps(table.to_json(), indent=2, sort_keys=True) + "\n")
-    return path
-
-
-def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
-                  llm: dict | None = None, wall_s: float | None = None) -> Path | None:
-    """``summary.json`` and ``best/``; the best kernel's file, or None. ``wall_s``: the run's
-    wall time from its start (Ray, the actors and the starting kernel included); None: the
-    search's own, from the tracker's start."""
-    summary = result.summary
-    best_path = None
-    if summary.best is not None:
-        best_path = write_best_kernel(run_dir, summary.best[0])
-    lineage_best = dict(summary.lineage_best)  # the tracker's: the one per-lineage source
-    start = result.start
-    measured = measured_baselines(run_dir, result)
-    doc = {
-        "stop_reason": summary.stop_reason, "records": summary.records,
-        "wall_s": summary.wall_s if wall_s is None else wall_s,
-        "search_wall_s": summary.wall_s,  # the tracker's clock, as MLflow logs it
-        "timing": {**timing.as_dict(), "regime": timing.regime},
-        "baselines": {**start.baselines.as_dict(),
-                      # the cached times the figures below were carried over from
-                      **(measured.document() if measured is not None else {})}
-        if start is not None and start.baselines else {"error": "not measured"},
-        "best": None if summary.best is None else {
-            "candidate_id": summary.best[0].id, "language": summary.best[0].language,
-            "lineage": summary.best[0].lineage,  # the lineage that proposed it
-            "knobs": summary.best[0].knob_values,
-            **_best_figures(summary.best[1], measured), "file": str(best_path),
-            # over the reference language's starting kernel: how languages were ranked
-            "speedup_vs_reference": result.scales.speedup(*summary.best),
-            **_confirmed_figures(result.confirmation)},
-        # each language's best (search.languages; one entry in a single-language run)
-        "languages": languages_document(result, run_dir),
-        # the best kernels judged again after the search (search/confirm.py); null: not done
-        "confirmation": result.confirmation.as_dict() if result.confirmation else None,
-        "lineages": [{"lineage": r.lineage, "language": result.language_of(r.lineage),
-                      "steps": r.steps, "stop_reason": r.stop_reason,
-                      "best_candidate": lineage_best[r.lineage][0].id
-                      if r.lineage in lineage_best else None,
-                      "best_speedup": lineage_best[r.lineage][1].speedup
-                      if r.lineage in lineage_best else 0.0,
-                      "best_speedup_vs_best_baseline": lineage_best[r.lineage][1].speedup_vs_best
-                      if r.lineage in lineage_best else 0.0,
-                      "error": r.error,
-                      # crashes it was restarted from its records after (cluster/swarm.py)
-                      "restarts": r.restarts, "crashes": list(r.crashes)}
-                     for r in result.lineages],
-        "sink_errors": result.sink_errors, "utilisation": result.utilisation,
-        # the evaluation workers' busy fractions, evaluations a minute, calibrations and GPUs
-        # (workers.json holds what each worker did and when; cluster/activity.py)
-        "workers": write_activity(run_dir, result.activity) if result.activity else None,
-        "diversity": summary.diversity, "migrations": summary.migrations,
-        "reused_verdicts": summary.reused,
-        # the search strategy and its figures (kept kernels and families, cells, migrations),
-        # and the candidates novelty rejection kept from being judged
-        "strategy": summary.strategy, "novelty_rejected": summary.rejected,
-        "population": summary.population,
-        "extra_checks_dropped": dict(start.dropped_checks) if start is not None else {},
-        "llm": llm,  # tokens and dollars per role, lineage and in all (null without LLM roles)
-    }
-    tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(finite(doc), indent=2))
-    tmp.replace(run_dir / "summary.json")
-    return best_path
-
-
-def measured_baselines(run_dir: Path, result: SwarmResult) -> MeasuredBaselines | None:
-    """The cache entry the run's baseline times were carried over from (views/
-    carried_baselines.py); None when it is gone or the baselines were not measured."""
-    source = result.start.baselines if result.start is not None else None
-    if source is None or not (run_dir / "config.json").is_file():
-        return None
-    config = json.loads((run_dir / "config.json").read_text())
-    return measured_of_run(config, source.as_dict())
-
-
-def _best_figures(evaluation: Evaluation, measured: MeasuredBaselines | None) -> dict:
-    """``kernel_figures``, each shape with the factor its baseline times were carried over by
-    (``baseline_scale``: the starting kernel's time now over then)."""
-    figures = kernel_figures(evaluation)
-    if measured is not None:
-        scales = baseline_scales(evaluation, measured)
-        for shape in figures["shapes"]:
-            shape["baseline_scale"] = scales[shape["shape"]]
-    return figures
-
-
-def _confirmed_figures(confirmation: Confirmation | None) -> dict:
-    """What summary.json's best says of its confirmation: the figure the search found it at,
-    and the lowest and highest of its repeats (the spread a later ``eval`` falls in)."""
-    chosen = confirmation.chosen if confirmation else None
-    if chosen is None:  # the search's own single measurement, which favours a lucky one
-        why = confirmation.skipped if confirmation is not None else ""
-        return {"confirmed": False, "unconfirmed_reason": why or "not run"}
-    low, high = chosen.spread("speedup")
-    return {"confirmed": True, "repeats": len(chosen.repeats),
-            "speedup_vs_start_range": [low, high],
-            "speedup_vs_best_range": list(chosen.spread("speedup_vs_best")),
-            "found_speedup_vs_start": chosen.found.speedup,
-            "found_speedup_vs_best": chosen.found.speedup_vs_best}
 
 
 def run(config: Config, console: Console | None = None,
@@ -349,7 +203,6 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
                     watch.echo(console)
                 view.update(stats)
         phases.mark("search ended")
-        import_in_background(REPORT_MODULES)
         if watch is not None:
             watch.echo(console)
         confirmation, interrupted = _confirm(swarm, console, *confirm)
