@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +35,27 @@ from .prepare import search_budget as search_budget
 
 INTERRUPTED = "interrupted by the user"
 INTERRUPTED_STATUS = 130  # a shell's status for a command stopped by Ctrl-C (128 + SIGINT)
+
+
+# What writing the report and logging it to MLflow import (matplotlib, MLflow, pyarrow.dataset
+# with pandas: 2-4 s of CPU on a small machine). They are imported on a thread while the best
+# kernels are confirmed, when the driver only waits and a core is free, instead of after.
+REPORT_MODULES = ("kernelswarm.experiments.report.writer", "kernelswarm.experiments.report.plots",
+                  "pyarrow.dataset", "mlflow", "mlflow.entities")
+
+
+def import_in_background(modules: tuple[str, ...]) -> threading.Thread:
+    """Import ``modules`` on a daemon thread; one that fails is left for its user to report."""
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the code that needs it says what is wrong
+                pass
+
+    thread = threading.Thread(target=load, name="report-imports", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass(frozen=True)
@@ -203,6 +226,7 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
                     watch.echo(console)
                 view.update(stats)
         phases.mark("search ended")
+        import_in_background(REPORT_MODULES)
         if watch is not None:
             watch.echo(console)
         confirmation, interrupted = _confirm(swarm, console, *confirm)
