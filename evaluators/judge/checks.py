@@ -63,7 +63,8 @@ class Checker:
             for spec, tensor in zip(in_specs, inputs, strict=True):
                 self.arena.write(spec, tensor)
         # the runner allocates its outputs now: room for them on a large problem
-        release_device_memory(self.references.device)
+        release_device_memory(self.references.device,
+                              sum(spec.nbytes for spec in (*in_specs, *out_specs)))
         reply = self.trial.ask({"type": "call", "kernel": kernel, "shape": dict(shape),
                                 "inputs": [s.as_json() for s in in_specs],
                                 "outputs": [s.as_json() for s in out_specs],

@@ -289,7 +289,8 @@ class SandboxEvaluator(Evaluator):
                 raise
         phases["correctness"] = time.perf_counter() - clock
         common["compiled"] = self._seal(trial)
-        release_device_memory(s.device)  # the checks' copies: timing needs the room
+        # the checks' copies: timing needs the room (on a problem of a GiB or more)
+        release_device_memory(s.device, self._memory.footprint if self._memory else None)
         clock = time.perf_counter()
         spares.settle()  # the next runner's start-up must not share the CPU with timing
         phases["spare_wait"] = time.perf_counter() - clock
