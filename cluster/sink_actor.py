@@ -112,8 +112,11 @@ class ProcessSink(Sink):
     """Stands in a tracker for a background sink that runs in a ``SinkActor``.
 
     ``open`` starts the actor on the tracker's node (a ``sqlite:///`` store and the run folder
-    are where the tracker finds them) and opens the sink there; as in the tracker's process, a
-    sink that cannot be opened fails the tracker's start.
+    are where the tracker finds them) and opens the sink there without waiting for it: MLflow's
+    import and a new store's tables take seconds, which the tracker's start, and so the starting
+    kernel's evaluation and every lineage, would wait for. The first ``write`` or ``close``
+    waits for the opening; a sink that could not be opened raises ``SinkFailed`` there, and the
+    tracker disables and reports it as any failed sink (the durable Parquet sink goes on).
     """
 
     durable = False
@@ -123,20 +126,29 @@ class ProcessSink(Sink):
             raise ValueError(f"{type(sink).__name__} is durable: the tracker writes it itself")
         self.sink = sink
         self._actor: ray.actor.ActorHandle | None = None
+        self._opening: ray.ObjectRef | None = None  # the sink's opening, until it is read
+        self._reading = threading.Lock()  # the tracker's writer thread and its own both call
+        self._failed = ""  # why the sink could not be opened
         self._location = ""  # kept at close: the actor is gone after it
 
     def open(self, run: RunInfo) -> None:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-        actor = SinkActor.options(scheduling_strategy=here).remote(self.sink)
-        if error := _result(actor.open.remote(run)):
-            ray.kill(actor)
-            raise SinkFailed(error)
-        self._actor = actor
+        self._actor = SinkActor.options(scheduling_strategy=here).remote(self.sink)
+        self._opening = self._actor.open.remote(run)
 
     def _handle(self) -> ray.actor.ActorHandle:
-        if self._actor is None:
-            raise RuntimeError(f"ProcessSink({type(self.sink).__name__}) used before open()")
-        return self._actor
+        """The actor, once the sink is open in it; ``SinkFailed`` if it could not be."""
+        with self._reading:
+            if self._opening is not None:
+                error, self._opening = _result(self._opening), None
+                if error:
+                    ray.kill(self._actor)
+                    self._actor, self._failed = None, str(error)
+            if self._failed:
+                raise SinkFailed(self._failed)
+            if self._actor is None:
+                raise RuntimeError(f"ProcessSink({type(self.sink).__name__}) used before open()")
+            return self._actor
 
     def write(self, record: Record) -> None:
         self.write_batch([record])
@@ -159,4 +171,4 @@ class ProcessSink(Sink):
     def location(self) -> str:
         if self._actor is None:
             return self._location
-        return _result(self._actor.location.remote())
+        return _result(self._handle().location.remote())
