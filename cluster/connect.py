@@ -32,8 +32,14 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> ClusterI
             ray.init(address=address, **kwargs)
         else:
             # "local" starts a new instance; with no address Ray would join whatever cluster
-            # /tmp/ray/ray_current_cluster names, even a dead one.
-            ray.init(address="local", num_cpus=num_cpus, **kwargs)
+            # /tmp/ray/ray_current_cluster names, even a dead one. Ray starts its workers at
+            # niceness 15, below its own processes; on this machine the evaluation worker and
+            # its sandboxed runners time kernels, and at 15 any other process (the driver,
+            # Ray's agents, another user's) takes the CPU from a timed call. They run at the
+            # normal priority here; the actors that are not the bottleneck lower their own
+            # (priority.py).
+            ray.init(address="local", num_cpus=num_cpus,
+                     _system_config={"worker_niceness": 0}, **kwargs)
             started = True
     resources = ray.cluster_resources()
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))

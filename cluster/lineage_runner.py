@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +23,16 @@ from kernelswarm.search import (
     journal_storage,
 )
 
+from .packed import PackedFactory
 from .pool import Lane
 from .ports import ActorTracker, DispatchedEvaluator
+from .priority import yield_cpu
 from .retry import call
+
+# A lineage yields the CPU to the evaluation worker, the run's bottleneck (priority.py): its
+# start (torch and the task imported, its roles and compiler made) and its compiles wait for
+# the worker's start and timed calls on a machine of few cores, and take every core it leaves.
+LINEAGE_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -49,20 +55,22 @@ class LineageRunner:
     """
 
     def __init__(self, lineage: int, seed: int, start: Candidate,
-                 make_roles: Callable[[int], Roles], make_compiler: Callable[[], Evaluator],
+                 make_roles: PackedFactory[Roles], make_compiler: PackedFactory[Evaluator],
                  tracker: ray.actor.ActorHandle, lane: Lane, tuner_journal: Path | None,
                  max_repairs: int = 2,
                  first_candidates: tuple[Candidate, ...] = ()) -> None:
         # What takes seconds (the roles, the task's module and the compiler) is made here, so
         # that the actor can be started while the starting kernel is still being judged;
-        # ``run`` then gets the verdict and the budget.
+        # ``run`` then gets the verdict and the budget. The factories come packed: unpickled
+        # here, after the priority is lowered, not before as Ray's arguments are.
+        yield_cpu(LINEAGE_NICENESS)
         self._stop = threading.Event()
         self._number, self._start, self._max_repairs = lineage, start, max_repairs
         self._firsts = first_candidates  # judged first (LanguageStart.first_candidates)
         storage = journal_storage(tuner_journal) if tuner_journal else None
         self._tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
-        self._roles = make_roles(seed)
-        self._compiler = make_compiler()
+        self._roles = make_roles.unpack()(seed)
+        self._compiler = make_compiler.unpack()()
         self._tracker = tracker
         self._lane = lane
 

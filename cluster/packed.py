@@ -1,8 +1,9 @@
-"""An evaluator factory carried as its pickled bytes through the processes that only pass it on.
+"""Factories carried as their pickled bytes, unpickled only where they are called.
 
-Unpickling a factory imports what its evaluator imports (torch, the task's module: seconds of
-CPU). The dispatcher only stores factories and hands them to workers, so it gets them packed:
-the driver packs, the worker that builds the evaluator unpacks.
+Unpickling an evaluator's factory (or a lineage's roles) imports what it builds with: torch, the
+task's module, seconds of CPU. The dispatcher only stores evaluator factories and hands them to
+workers, so it never unpickles them; a lineage actor unpickles its own once it has lowered its
+priority (lineage_runner.py), so that those imports do not slow the evaluation worker's start.
 """
 
 from __future__ import annotations
@@ -10,21 +11,22 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import ray
 
-from kernelswarm.search import Evaluator
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class PackedFactory:
-    """An evaluator factory's pickled bytes; ``key`` names the evaluator it builds."""
+class PackedFactory(Generic[T]):
+    """A factory's pickled bytes; ``key`` names what it builds."""
 
     blob: bytes
 
     @classmethod
-    def of(cls, make_evaluator: Callable[[], Evaluator]) -> PackedFactory:
-        return cls(ray.cloudpickle.dumps(make_evaluator))
+    def of(cls, factory: Callable[..., T]) -> PackedFactory[T]:
+        return cls(ray.cloudpickle.dumps(factory))
 
     @property
     def key(self) -> str:
@@ -34,5 +36,6 @@ class PackedFactory:
         per cell)."""
         return hashlib.sha256(self.blob).hexdigest()[:16]
 
-    def unpack(self) -> Callable[[], Evaluator]:
-        return ray.cloudpickle.loads(self.blob)
+    def unpack(self) -> Callable[..., T]:
+        factory: Any = ray.cloudpickle.loads(self.blob)
+        return factory

@@ -45,9 +45,10 @@ class Lane:
 
     dispatcher: ray.actor.ActorHandle
     cell: str
-    # What opened the cell: a dispatcher restarted by Ray knows no cells, so the lane opens its
-    # own again before sending the candidate again.
-    make_evaluator: Callable[[], Evaluator] | None = None
+    # What opened the cell, packed (a lineage actor unpickling its lane imports nothing for
+    # it): a dispatcher restarted by Ray knows no cells, so the lane opens its own again
+    # before sending the candidate again.
+    factory: PackedFactory[Evaluator] | None = None
     max_workers: int | None = None
     group: str | None = None
 
@@ -60,7 +61,7 @@ class Lane:
         try:
             return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
         except UnknownCell:  # the dispatcher restarted between two calls of this lane
-            if self.make_evaluator is None:
+            if self.factory is None:
                 raise
             self._reopen()
             return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
@@ -68,9 +69,9 @@ class Lane:
             raise StartingKernelFailed(failed.evaluation) from None
 
     def _reopen(self) -> None:
-        if self.make_evaluator is not None:
-            ray.get(self.dispatcher.open_cell.remote(
-                self.cell, PackedFactory.of(self.make_evaluator), self.max_workers, self.group))
+        if self.factory is not None:
+            ray.get(self.dispatcher.open_cell.remote(self.cell, self.factory, self.max_workers,
+                                                     self.group))
 
     def utilisation(self) -> dict[str, float]:
         """The pool's busy fraction and this cell's worker seconds (``cell_busy_s``)."""
@@ -95,9 +96,9 @@ class EvalPool:
              max_workers: int | None = None, group: str | None = None) -> Lane:
         """Admit a cell whose candidates ``make_evaluator()`` judges; ``max_workers`` caps the
         workers it (with the other cells of ``group``) may hold at once (None: any free one)."""
-        ray.get(self.dispatcher.open_cell.remote(cell, PackedFactory.of(make_evaluator),
-                                                 max_workers, group))
-        return Lane(self.dispatcher, cell, make_evaluator, max_workers, group)
+        factory = PackedFactory.of(make_evaluator)
+        ray.get(self.dispatcher.open_cell.remote(cell, factory, max_workers, group))
+        return Lane(self.dispatcher, cell, factory, max_workers, group)
 
     def release(self, cell: str) -> None:
         """Close the cell's evaluators on every worker (their sandboxes go)."""

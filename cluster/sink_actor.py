@@ -22,6 +22,12 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kernelswarm.search import Record, RunInfo, RunSummary, Sink
 
+from .priority import yield_cpu
+
+# Below the lineages (lineage_runner.LINEAGE_NICENESS): the worker waits for their candidates,
+# nobody waits for MLflow before the run closes.
+SINK_NICENESS = 15
+
 
 class SinkFailed(RuntimeError):
     """The sink in the other process raised; its message names the sink and the error."""
@@ -43,6 +49,9 @@ class SinkActor:
     """
 
     def __init__(self, sink: Sink) -> None:
+        # In the background by design: MLflow's import, its store's creation and its writes
+        # wait for the evaluation worker and the lineages (priority.py)
+        yield_cpu(SINK_NICENESS)
         self._sink = sink
         self._name = type(sink).__name__
         self._queue: list[Record] = []

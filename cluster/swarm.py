@@ -37,6 +37,7 @@ from kernelswarm.search import (
 )
 
 from .lineage_runner import LineageResult, LineageRunner
+from .packed import PackedFactory
 from .pool import EvalPool, verdict
 from .ports import ActorTracker, call
 from .tracker_actor import TrackerActor
@@ -212,7 +213,8 @@ class Swarm:
         part = spec.language_of(lineage)
         start = part.start.derive(lineage=lineage, origin=part.start.origin)
         return LineageRunner.options(**spec.lineage_options).remote(
-            lineage, spec.seeds[lineage], start, part.make_roles, part.make_evaluator,
+            lineage, spec.seeds[lineage], start, PackedFactory.of(part.make_roles),
+            PackedFactory.of(part.make_evaluator),
             self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs,
             part.first_candidates)
 

@@ -132,7 +132,9 @@ def test_a_killed_tracker_is_restarted_from_its_records(tmp_path, ray_session):
     experiment = client.get_experiment_by_name("faults").experiment_id
     runs = client.search_runs([experiment], "tags.run_id = 'faults-tracker'")
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    assert len(parents) == 2  # the lost tracker's and the restarted one's
+    # the restarted tracker's, and the lost one's if its MLflow had opened before the kill
+    # (the tracker does not wait for it: cluster/sink_actor.py)
+    assert len([r for r in parents if r.info.status == "FINISHED"]) == 1 and len(parents) <= 2
     finished = next(r for r in parents if r.info.status == "FINISHED")
     history = client.get_metric_history(finished.info.run_id, "global_best")
     assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]

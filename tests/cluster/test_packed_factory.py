@@ -67,3 +67,44 @@ def test_only_the_worker_unpickles_a_cells_factory_not_the_dispatcher(tmp_path, 
         assert os.getpid() not in unpickled_in
     finally:
         pool.close()
+
+
+@ray.remote
+def _niceness() -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_a_local_ray_instance_runs_its_workers_at_the_drivers_priority(ray_session):
+    """Ray's default (15) put every timed call below any other process on the machine."""
+    assert ray.get(_niceness.remote()) == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _priority_noting(marks: Path):
+    """Roles and compiler factories that note the niceness of the process unpickling them."""
+
+    def unpickled(marks: Path):
+        (marks / f"{os.getpid()}-{os.getpriority(os.PRIO_PROCESS, 0)}").touch()
+        return lambda *args: None
+
+    class Noting:
+        def __reduce__(self) -> tuple:
+            return unpickled, (marks,)
+
+    return Noting()
+
+
+def test_a_lineage_unpickles_its_roles_and_compiler_once_its_priority_is_lowered(tmp_path,
+                                                                               ray_session):
+    from kernelswarm.cluster.lineage_runner import LINEAGE_NICENESS, LineageRunner
+
+    start = Candidate.create(language="cpp", source="// start", entry="f")
+    make = _priority_noting(tmp_path)
+    runner = LineageRunner.remote(0, 0, start, PackedFactory.of(make), PackedFactory.of(make),
+                                  None, None, None)
+    try:
+        ray.get(runner.__ray_ready__.remote())
+        niceness = {int(mark.name.split("-")[1]) for mark in tmp_path.iterdir()}
+        worker = ray.get(_niceness.remote())  # an actor's process that lowers nothing
+        assert niceness == {min(19, worker + LINEAGE_NICENESS)}
+    finally:
+        ray.kill(runner)
