@@ -24,6 +24,9 @@ from .measured import (
 
 _MACHINE_KEYS = tuple(f.name for f in fields(MachineFigures))
 _COST_KEYS = tuple(f.name for f in fields(EvaluationCost))
+# cost fields that records written before them lack: stored only when they hold something, so
+# that such a record reads and is written back unchanged
+_COST_ADDED_LATER = frozenset({"runner_s", "build_wait_s", "jit_compiles"})
 _TYPED_RESOURCES = {"binary", "kernels"}
 _TYPED_METRICS = {*_MACHINE_KEYS, *_COST_KEYS, "baselines", "baselines_error",
                   "extra_checks_dropped", "profile", "ncu", "reused_from"}
@@ -53,7 +56,8 @@ def stored_detail(evaluation: Evaluation) -> tuple[dict[str, Any], dict[str, Any
             metrics["ncu"] = e.profile.stored_ncu()
     if e.cost is not None:
         metrics.update({k: (dict(v) if isinstance(v, Mapping) else v)
-                        for k, v in asdict(e.cost).items()})
+                        for k, v in asdict(e.cost).items()
+                        if k not in _COST_ADDED_LATER or v})
     if e.reused_from:
         metrics["reused_from"] = e.reused_from
     return resources, metrics

@@ -25,13 +25,13 @@ def _press_ctrl_c_once_a_kernel_beats_the_start(runs: Path, stop: threading.Even
     """SIGINT's KeyboardInterrupt in the main thread once the run has recorded a candidate
     faster than its starting kernel (so that its best is no start), or after ``limit_s``."""
     began = time.monotonic()
-    while not stop.wait(0.5):
+    while not stop.wait(0.1):
         folders = list(runs.glob("*/evaluations"))
         try:
             rows = read_evaluations(folders[0].parent).to_pylist() if folders else []
         except (OSError, ValueError):
             rows = []  # a dataset being written: read it again
-        faster = any(r["lineage"] >= 0 and (r["candidate_speedup"] or 0) > 1.05 for r in rows)
+        faster = any(r["lineage"] >= 0 and (r["candidate_speedup"] or 0) > 1.0 for r in rows)
         if faster or time.monotonic() - began > limit_s:
             _thread.interrupt_main()
             return
@@ -46,7 +46,9 @@ def test_ctrl_c_exits_130_and_every_figure_it_kept_says_unconfirmed(
     watcher.start()
     try:
         status = main(["run", "--set", f'run.out_dir="{runs}"', "--set", "run.name=stopped",
-                       "--set", "search.lineages=2", "--set", "search.candidates_per_lineage=40",
+                       # four lineages: each tries its rewrites in its own order, and the search outlasts
+                       # the first one to beat the start (two ran out of rewrites 1 s after it)
+                       "--set", "search.lineages=4", "--set", "search.candidates_per_lineage=40",
                        "--set", "search.wall_time_s=900", "--set", f'tracking.mlflow_uri="{uri}"',
                        "--set", f'evaluator.cache_dir="{compile_cache}"',
                        "--set", "timing.budget_s=0.05", "--set", "timing.min_repeats=5",
