@@ -14,9 +14,9 @@ import ray
 from kernelswarm.search import (
     Budget,
     Candidate,
+    Compiler,
     Driver,
     Evaluation,
-    Evaluator,
     KnobTuner,
     Lineage,
     Roles,
@@ -55,7 +55,7 @@ class LineageRunner:
     """
 
     def __init__(self, lineage: int, seed: int, start: Candidate,
-                 make_roles: PackedFactory[Roles], make_compiler: PackedFactory[Evaluator],
+                 make_roles: PackedFactory[Roles], make_compiler: PackedFactory[Compiler],
                  tracker: ray.actor.ActorHandle, lane: Lane, tuner_journal: Path | None,
                  max_repairs: int = 2,
                  first_candidates: tuple[Candidate, ...] = ()) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError
 
-from kernelswarm.search import CompileResult, Evaluation, Evaluator, Migration, Rejection
+from kernelswarm.search import Compiler, CompileResult, Evaluation, Evaluator, Migration, Rejection
 from kernelswarm.search.archive import Member
 from kernelswarm.search.candidate import Candidate
 
@@ -119,7 +119,7 @@ class DispatchedEvaluator(Evaluator):
     the pool's workers through the cell's ``Lane``, so a worker only receives candidates that
     built."""
 
-    def __init__(self, compiler: Evaluator, lane: Lane) -> None:
+    def __init__(self, compiler: Compiler, lane: Lane) -> None:
         self._compiler = compiler
         self._lane = lane
 

@@ -20,6 +20,7 @@ from ray.exceptions import RayError
 from kernelswarm.search import (
     Budget,
     Candidate,
+    Compiler,
     Confirmation,
     Confirmed,
     Evaluation,
@@ -56,10 +57,18 @@ class LanguageStart:
     # Kernels each lineage of the language judges first, before its roles propose (a start
     # generated from torch.compile): the lineage goes on from one that is faster than ``start``.
     first_candidates: tuple[Candidate, ...] = ()
+    # What a lineage builds its candidates with (only ``compile`` and ``close`` are called):
+    # something lighter than the evaluator where building needs less (SandboxBuilder does not
+    # load the task, nor torch); None: ``make_evaluator``.
+    make_compiler: Callable[[], Compiler] | None = None
 
     @property
     def language(self) -> str:
         return self.start.language
+
+    @property
+    def compiler_factory(self) -> Callable[[], Compiler]:
+        return self.make_compiler or self.make_evaluator
 
 
 @dataclass(frozen=True)
@@ -96,12 +105,13 @@ class SwarmSpec:
     # ``languages[i % len(languages)]``. Migration.languages must name the same rotation.
     more_languages: tuple[LanguageStart, ...] = ()
     first_candidates: tuple[Candidate, ...] = ()  # the first language's (LanguageStart's)
+    make_compiler: Callable[[], Compiler] | None = None  # the first language's (LanguageStart's)
 
     @property
     def languages(self) -> tuple[LanguageStart, ...]:
         """Every language of the search, the reference (``start``'s) first."""
         return (LanguageStart(self.start, self.make_evaluator, self.make_roles,
-                              self.first_candidates),
+                              self.first_candidates, self.make_compiler),
                 *self.more_languages)
 
     def language_of(self, lineage: int) -> LanguageStart:
@@ -214,7 +224,7 @@ class Swarm:
         start = part.start.derive(lineage=lineage, origin=part.start.origin)
         return LineageRunner.options(**spec.lineage_options).remote(
             lineage, spec.seeds[lineage], start, PackedFactory.of(part.make_roles),
-            PackedFactory.of(part.make_evaluator),
+            PackedFactory.of(part.compiler_factory),
             self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs,
             part.first_candidates)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .settings import CACHE_ENV, EvaluatorSettings
 
-__all__ = ["CACHE_ENV", "EvaluatorSettings", "SandboxError", "SandboxEvaluator"]
+__all__ = ["CACHE_ENV", "EvaluatorSettings", "SandboxBuilder", "SandboxError", "SandboxEvaluator"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +22,10 @@ def __getattr__(name: str) -> Any:
         from .judge.evaluator import SandboxEvaluator
 
         return SandboxEvaluator
+    if name == "SandboxBuilder":  # builds as SandboxEvaluator does, without torch
+        from .judge.builder import SandboxBuilder
+
+        return SandboxBuilder
     if name == "SandboxError":
         from .judge.runner_process import SandboxError
 

@@ -110,6 +110,11 @@ class EvaluatorSettings:
             object.__setattr__(self, "cuda_arch", normalize_cuda_arch(self.cuda_arch))
         object.__setattr__(self, "extra_checks", tuple(_extra_check(c) for c in self.extra_checks))
 
+    def builds_ahead(self, language: str) -> bool:
+        """Whether candidates in ``language`` get device code built before their evaluation
+        (evaluators/judge/prebuild.py): Triton kernels on a GPU."""
+        return language == "triton" and self.device.startswith("cuda")
+
 
 def _extra_check(check: object) -> dict[str, Any]:
     """One extra check as a plain dict (it travels to the sandbox as JSON)."""

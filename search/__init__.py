@@ -7,7 +7,7 @@ from .candidate import Candidate, Origin, candidate_id
 from .confirm import Confirmation, Confirmed, choose, median_evaluation
 from .driver import Clock, Driver, Judged, StopSignal, SystemClock, TrackerPort, Via
 from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
-from .evaluator import CompileResult, Evaluator
+from .evaluator import Compiler, CompileResult, Evaluator
 from .executor import LocalExecutor
 from .language_spec import (
     LANGUAGES,
@@ -59,7 +59,7 @@ __all__ = [
     "ADOPT", "BOUNDS", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
     "STOP", "TOPOLOGIES", "TUNE", "Check", "Migration", "Spent", "Tester", "Usage",
     "source_family", "Analyst", "Archive", "Attempt", "Budget",
-    "Candidate", "Coder", "CompileResult", "Evaluation", "Evaluator", "Facts", "Feedback",
+    "Candidate", "Coder", "CompileResult", "Compiler", "Evaluation", "Evaluator", "Facts", "Feedback",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",
     "Task", "TaskError", "Tolerance", "Tracker", "candidate_id", "study_key", "load_task",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol
 
 from .candidate import Candidate
 from .evaluation import Evaluation, Status
@@ -63,3 +64,13 @@ class Evaluator(ABC):
         """Release processes and files; safe to call twice. The evaluator is not to be used
         afterwards: what it does then is the implementation's (the sandboxed judge starts a
         new runner), not a contract."""
+
+
+class Compiler(Protocol):
+    """What a compile pool needs of an evaluator: ``compile`` (the contract's, cached by
+    content hash so that the evaluator finds the build) and ``close``. Every ``Evaluator`` is
+    one; an evaluator may offer a lighter one that builds without what judging needs."""
+
+    def compile(self, candidate: Candidate) -> CompileResult: ...
+
+    def close(self) -> None: ...

@@ -33,14 +33,14 @@ from ...search.evaluation import Evaluation, ShapeResult, Status
 from ...search.evaluator import CompileResult, Evaluator
 from ...search.measured import EvaluationCost, Profile, kernel_resources
 from ...search.task import Shape, load_task
-from ..compile_cache import Build, CompileCache
+from ..compile_cache import Build
 from ..device_arena import arena_refusal
 from ..languages import get_language
 from ..machine import describe_device
 from ..profiling import ncu_profile
 from ..protocol import CANDIDATE, JIT_CACHE
-from ..screen import screen
 from ..settings import EvaluatorSettings
+from .builder import SandboxBuilder
 from .calibration import calibrate, prepare_message
 from .checks import Checker
 from .deadlines import Deadline, run_deadline, startup_deadline
@@ -52,7 +52,6 @@ from .figures import (
 )
 from .memory_plan import MemoryPlan
 from .observations import foreign_launches
-from .prebuild import Prebuilder
 from .references import References, release_device_memory
 from .runner_process import Crashed, SandboxError
 from .spares import Spares
@@ -88,8 +87,8 @@ class SandboxEvaluator(Evaluator):
                              f"{', '.join(self.language.devices)}")
         self.start_candidate = self.task.starting_candidate(language)
         self.language.check_spec(self.start_candidate.entry, self.start_candidate.spec_dict)
-        self.cache = CompileCache(self.settings.cache_dir)
-        self._prebuilder = Prebuilder(self.task, self.language, self.settings, self.cache.root)
+        self._builder = SandboxBuilder(self.task_path, self.language, self.settings, self.task)
+        self.cache = self._builder.cache
         self._device = describe_device(self.settings.device)
         self._references: References | None = None
         self._calibration: Calibration | None = None
@@ -114,25 +113,12 @@ class SandboxEvaluator(Evaluator):
         """Build ``candidate`` into the cache, and its device code ahead of its first call
         where its language compiles there (a Triton kernel on a GPU: evaluators/judge/
         prebuild.py); a source the screen refuses is not built (``rejected=True``, the
-        screen's finding as the log)."""
-        return self._build(candidate, ahead=True).result
+        screen's finding as the log). A compile pool needs only this: ``SandboxBuilder``
+        does it without loading the task."""
+        return self._builder.compile(candidate)
 
     def _build(self, candidate: Candidate, ahead: bool = False) -> Build:
-        """The candidate's build from the cache (made now where missing); with ``ahead``,
-        its device code too (else only found where a compile pool built it)."""
-        if candidate.language != self.language.name:
-            raise ValueError(f"candidate {candidate.id} is in {candidate.language!r}; this "
-                             f"evaluator judges {self.language.name!r}")
-        finding = screen(candidate.source, self.language.screen_rules)
-        if finding is not None:
-            return Build(CompileResult(candidate.id, ok=False, seconds=0.0,
-                                       log=finding.message, rejected=True), None)
-        build = self.cache.build(self.language, candidate, self.settings.compile_timeout_s)
-        if build.artifact is None or not self._prebuilder.wanted:
-            return build
-        prebuilt = self._prebuilder.prebuild(candidate, build.artifact, build=ahead)
-        return replace(build, prebuilt=prebuilt.folder, result=replace(
-            build.result, seconds=build.result.seconds + prebuilt.seconds))
+        return self._builder.build(candidate, ahead)
 
     def close(self) -> None:
         """Kill the spare runner and delete its scratch folder; the compile cache stays."""

@@ -72,7 +72,7 @@ class Prebuilder:
         self.language = language
         self.settings = settings
         self.cache_root = Path(cache_root)
-        self.wanted = language.name == "triton" and settings.device.startswith("cuda")
+        self.wanted = settings.builds_ahead(language.name)
         self._tag: str | None = None
         self._capability: int | None = None
         self._unavailable = ""

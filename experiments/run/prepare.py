@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from kernelswarm.agents.llm import LLMRoleFactory
 from kernelswarm.cluster import LanguageStart, SwarmSpec
-from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
+from kernelswarm.evaluators import EvaluatorSettings, SandboxBuilder, SandboxEvaluator
 from kernelswarm.evaluators.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Budget,
@@ -179,14 +179,15 @@ class PreparedRun:
         first, *more = [
             LanguageStart(start, partial(SandboxEvaluator, task.path, start.language, settings),
                           roles_for(self.make_roles, start.language),
-                          self.first_candidates.get(start.language, ()))
+                          self.first_candidates.get(start.language, ()),
+                          partial(SandboxBuilder, task.path, start.language, settings))
             for start in (self.start, *self.more_starts)]
         return SwarmSpec(
             run=info, sinks=result_sinks(config, mlflow_parent, bool(self.history)),
             start=self.start,
             make_evaluator=first.make_evaluator, more_languages=tuple(more),
             make_roles=first.make_roles, seeds=list(self.seeds), budget=search_budget(config),
-            first_candidates=first.first_candidates,
+            first_candidates=first.first_candidates, make_compiler=first.make_compiler,
             workers=workers, worker_resources=resources, elites=search.elites,
             tuner_journal=self.run_dir / "optuna.journal", history=self.history,
             migration=Migration(search.migration_interval, search.migration_count,

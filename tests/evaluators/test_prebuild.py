@@ -120,7 +120,7 @@ def test_a_build_ahead_that_fails_is_remembered_with_its_reason(gpu_triton):
     assert gpu_triton.compile(broken).ok  # the module itself builds: its run fails, in a runner
     failed = list(Path(gpu_triton.cache.root).glob("*.aot-*.error.txt"))
     assert len(failed) == 1 and "no kernels today" in failed[0].read_text()
-    again = gpu_triton._prebuilder.prebuild(broken, gpu_triton._build(broken).artifact)
+    again = gpu_triton._builder._prebuild().prebuild(broken, gpu_triton._build(broken).artifact)
     assert again.cached and again.folder is None and "no kernels today" in again.note
 
 
