@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 import os
 import sys
 import time
@@ -262,14 +263,69 @@ class ProcessSnapshot:
                 value = _lookup(owner, key)
                 if callable(value):
                     self._entries.append((label, owner, key, value))
+        self._spaces = _Namespaces(owners, self._entries)
 
     def changed(self) -> str | None:
-        """Why the process was tampered with (the first replaced name), or None."""
+        """Why the process was tampered with (the first replaced name), or None. Checked after
+        every call: the namespaces' names and values are compared whole first (a few set and
+        identity comparisons, done in C), and the entries one by one only when those differ,
+        to name what changed or find that nothing the judge relies on did (a module that
+        gained an attribute, say)."""
+        if self._spaces.unchanged():
+            return None
         for label, owner, key, value in self._entries:
             if _lookup(owner, key) is not value:
                 return (f"replaced {label}.{key} in the runner's process: a kernel may not "
                         f"patch PyTorch, the clocks, the task or the evaluator")
+        self._spaces.rebase()
         return None
+
+
+class _Namespaces:
+    """Every namespace an entry of a ``ProcessSnapshot`` is looked up in (a module's
+    dictionary; each class of an owner's MRO), its names, and the values found there: one
+    name added to, removed from or rebound in any of them shows as a difference. A name
+    added to a class before the one defining an entry shadows it; the names of every class in
+    the MRO are kept for that, callable or not, so that a name removed beside one added does
+    not hide it."""
+
+    def __init__(self, owners: list[tuple[str, Any]],
+                 entries: list[tuple[str, Any, str, Any]]) -> None:
+        # by the identity of the module or class (``vars`` of a class makes a new proxy of
+        # its dictionary at each call), each with its live dictionary or proxy
+        spaces: dict[int, Any] = {}
+        for _, owner in owners:
+            for holder in owner.__mro__ if isinstance(owner, type) else (owner,):
+                spaces.setdefault(id(holder), vars(holder))
+        found: dict[int, tuple[list[str], list[Any]]] = {key: ([], []) for key in spaces}
+        for _, owner, key, value in entries:
+            names, values = found[id(_defining(owner, key))]
+            names.append(key)
+            values.append(value)
+        self._spaces = [(spaces[k], tuple(names), tuple(values)) for k, (names, values)
+                        in found.items()]
+        self.rebase()
+
+    def rebase(self) -> None:
+        """Take the names as they are now (after the entries were found unchanged)."""
+        self._names = [frozenset(space.keys()) for space, _, _ in self._spaces]
+
+    def unchanged(self) -> bool:
+        for (space, names, values), keys in zip(self._spaces, self._names, strict=True):
+            if space.keys() != keys or not all(map(operator.is_, map(space.get, names),
+                                                   values)):
+                return False
+        return True
+
+
+def _defining(owner: Any, key: str) -> Any:
+    """Where ``_lookup`` finds ``owner.key``: the module, or the first class of its MRO that
+    defines it."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if key in vars(klass):
+                return klass
+    return owner
 
 
 def _lookup(owner: Any, key: str) -> Any:

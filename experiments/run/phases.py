@@ -11,6 +11,7 @@ says little; the CPU seconds and the load say whether a phase was slow or only w
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class PhaseLog:
         self.last = self.started
         self.lines: list[str] = []
         self.path: Path | None = None
+        self._lock = threading.Lock()  # a phase may end on another thread (Ray's shutdown)
 
     def attach(self, path: Path) -> None:
         """Write the lines so far to ``path`` (appended), and every later one as it comes."""
@@ -85,6 +87,10 @@ class PhaseLog:
 
     def mark(self, phase: str) -> None:
         """``phase`` has ended now."""
+        with self._lock:
+            self._mark(phase)
+
+    def _mark(self, phase: str) -> None:
         now = time.time()
         driver = time.process_time()
         tree = tree_cpu_s()

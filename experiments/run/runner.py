@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.cluster import Swarm, SwarmResult, connect, disconnect
+from kernelswarm.cluster import ClusterInfo, Swarm, SwarmResult, connect, disconnect
 from kernelswarm.search import (
     Confirmation,
     Evaluation,
@@ -100,24 +100,31 @@ def run(config: Config, console: Console | None = None,
     run_dir = prepared.run_dir
     phases.attach(run_dir / LOG_NAME)
     phases.mark("run folder ready")
-    with stderr_to(run_dir / LOG_NAME):  # Ray's and MLflow's start-up noise: the log, not the user
-        result, interrupted = _search(console, prepared, phases)
-    if (start := result.failed_start) is not None:
-        raise stopped_by_start(config, prepared, result, start)
-    llm = prepared.watch.summary()
-    timing = prepared.timing
-    best_path = write_outputs(run_dir, result, timing, llm, prepared.wall_s())
-    phases.mark("summary written")
-    console.print(closing_table(result, timing.regime, console.width,
-                                measured_baselines(run_dir, result)))
-    if (spent := spending_table(llm)) is not None:
-        console.print(spent)
-    outcome = RunOutcome(run_dir, result, best_path, interrupted)
-    if outcome.failure is not None and not interrupted:  # it exits 1: MLflow says FAILED, why
-        record_failed_start(config, prepared, outcome.failure, keep_folder=True)
-    _print_locations(console, outcome)
-    _report(console, run_dir, config)
-    phases.mark("report written")
+    # Ray's and MLflow's noise goes to the log, not the user, until Ray has stopped: a local
+    # instance stops (1-2 s) while the summary and the report are written, which need no Ray
+    stopping: list[threading.Thread] = []
+    with stderr_to(run_dir / LOG_NAME):
+        try:
+            result, interrupted = _search(console, prepared, phases, stopping)
+            if (start := result.failed_start) is not None:
+                raise stopped_by_start(config, prepared, result, start)
+            llm = prepared.watch.summary()
+            timing = prepared.timing
+            best_path = write_outputs(run_dir, result, timing, llm, prepared.wall_s())
+            phases.mark("summary written")
+            console.print(closing_table(result, timing.regime, console.width,
+                                        measured_baselines(run_dir, result)))
+            if (spent := spending_table(llm)) is not None:
+                console.print(spent)
+            outcome = RunOutcome(run_dir, result, best_path, interrupted)
+            if outcome.failure is not None and not interrupted:  # exit 1: MLflow FAILED, why
+                record_failed_start(config, prepared, outcome.failure, keep_folder=True)
+            _print_locations(console, outcome)
+            _report(console, run_dir, config)
+            phases.mark("report written")
+        finally:
+            for thread in stopping:
+                thread.join()
     if interrupted:  # the last words: what the figures are worth and how to finish them
         console.print(f"[yellow]interrupted:[/] the figures above are unconfirmed; to go on "
                       f"and confirm them: kernelswarm run --resume {escape(str(run_dir))}",
@@ -150,9 +157,11 @@ def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
                 prepared.run_id, str(prepared.run_dir), reason)
 
 
-def _search(console: Console, prepared: PreparedRun,
-            phases: PhaseLog | None = None) -> tuple[SwarmResult, bool]:
-    """The search's result, and whether Ctrl-C stopped it."""
+def _search(console: Console, prepared: PreparedRun, phases: PhaseLog | None = None,
+            stopping: list[threading.Thread] | None = None) -> tuple[SwarmResult, bool]:
+    """The search's result, and whether Ctrl-C stopped it. With ``stopping``, a local Ray
+    instance is stopped on a thread appended to it (the caller joins it), else before this
+    returns."""
     config, task, watch = prepared.config, prepared.task, prepared.watch
     language = " + ".join(config.languages)
     phases = phases or PhaseLog()
@@ -175,8 +184,17 @@ def _search(console: Console, prepared: PreparedRun,
         return _drive(swarm, console, watch, budget,
                       (config.search.confirm_top, config.search.confirm_repeats), phases)
     finally:
-        disconnect(cluster)
-        phases.mark("ray stopped")
+        if stopping is None:
+            _disconnect(cluster, phases)
+        else:
+            stopping.append(threading.Thread(target=_disconnect, args=(cluster, phases),
+                                             name="ray-shutdown"))
+            stopping[-1].start()
+
+
+def _disconnect(cluster: ClusterInfo, phases: PhaseLog) -> None:
+    disconnect(cluster)
+    phases.mark("ray stopped")
 
 
 def _print_path(console: Console, label: str, path: object) -> None:

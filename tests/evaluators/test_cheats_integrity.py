@@ -110,3 +110,18 @@ def test_a_patched_function_of_torch_or_the_evaluator_is_found(monkeypatch):
     assert "replaced kernelswarm.evaluators.correctness.compare" in snapshot.changed()
     monkeypatch.undo()
     assert snapshot.changed() is None
+
+
+def test_a_shadowing_method_is_found_beside_a_removed_attribute_and_after_a_harmless_one(
+        monkeypatch):
+    """The check compares whole namespaces first (names and values); a name removed beside
+    the one added keeps a class's size, and an attribute that replaces nothing (a module
+    gaining one) must not blind the checks after it."""
+    snapshot = ProcessSnapshot()
+    monkeypatch.setattr(torch.Tensor, "harmless_marker", 1, raising=False)
+    assert snapshot.changed() is None  # nothing the judge relies on changed
+    monkeypatch.delattr(torch.Tensor, "harmless_marker")
+    monkeypatch.setattr(torch.Tensor, "isfinite", lambda self: torch.ones_like(self).bool())
+    assert "replaced torch.Tensor.isfinite" in snapshot.changed()
+    monkeypatch.undo()
+    assert snapshot.changed() is None
