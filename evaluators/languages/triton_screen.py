@@ -39,9 +39,10 @@ FORBIDDEN_BUILTINS = frozenset({
 # (torch.set_ covers torch.set_num_threads), any other covers itself and what is below it.
 STREAMS_EVENTS_GRAPHS = (
     "torch.Stream", "torch.Event", "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.Event",
-    "torch.cuda.ExternalStream", "torch.cuda.set_stream", "torch.cuda.graph",
+    "torch.cuda.ExternalStream", "torch.cuda.set_stream", "torch.cuda.streams",
+    "torch.cuda.StreamContext", "torch.cuda.default_stream", "torch.cuda.graph",
     "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables",
-    "torch.cpu.Stream", "torch.cpu.stream", "torch.accelerator",
+    "torch.cpu.Stream", "torch.cpu.stream", "torch.cpu.StreamContext", "torch.accelerator",
 )
 TORCH_ESCAPE_HATCHES = (
     "torch.compile", "torch.jit", "torch.ops", "torch.library", "torch.utils", "torch.autograd",
