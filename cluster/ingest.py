@@ -1,5 +1,5 @@
 """Feeding a ``TrackerActor`` records as many lineages at once do, to measure how many it takes
-per second (the orchestration benchmark, ``experiments/benchmarks/cluster_scale.py``)."""
+per second (the orchestration benchmark, ``benchmarks/cluster_scale.py``)."""
 
 from __future__ import annotations
 

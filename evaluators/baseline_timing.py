@@ -1,7 +1,7 @@
 """A task's own kernels on a CUDA GPU: the starting kernel (and others asked for, e.g. a
 search's best), each checked against the reference and timed alone, with the roofline.
 
-Used by the baselines and search_gpu benchmarks (experiments/benchmarks/), next to the baselines
+Used by the baselines and search_gpu benchmarks (benchmarks/), next to the baselines
 a user would pick (eager, ``torch.compile`` per shape, library kernels), which
 evaluators/baselines.py measures in their own process. It runs in the calling process, which
 must see a GPU; the kernels run here too, so use it only on trusted kernels.

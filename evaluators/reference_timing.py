@@ -1,6 +1,6 @@
 """Timing a built kernel with ``triton.testing.do_bench``: an outside yardstick for our medians.
 
-Used by the evaluator benchmark (experiments/benchmarks/evaluator.py) to check that the sandbox's
+Used by the evaluator benchmark (benchmarks/evaluator.py) to check that the sandbox's
 medians agree with a widely used timer on the same kernel and shapes. It runs in the calling
 process, which must see a GPU; candidate code runs here, so use it only on trusted kernels.
 """

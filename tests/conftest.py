@@ -67,7 +67,7 @@ def ray_session():
 
 
 # A folder every test process may share as its compile, baseline and calibration cache (all
-# content-hashed, so sharing is safe): the GPU check (experiments/benchmarks/gpu_check.py) runs
+# content-hashed, so sharing is safe): the GPU check (benchmarks/gpu_check.py) runs
 # one pytest per test file and per GPU, which then calibrate each task once, not once a file.
 TEST_CACHE_ENV = "KERNELSWARM_TEST_CACHE"
 

@@ -29,6 +29,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 ALL_LAYERS = tuple(layer for tier in LAYERS for layer in tier)
 TIER = {layer: i for i, tier in enumerate(LAYERS) for layer in tier}
 
+# Above every layer and not installed: the benchmarks of kernelswarm itself (run from the
+# repository root as ``python -m benchmarks.<name>``) and the tests. They may import any layer
+# (as ``kernelswarm.<layer>``) and any outside package; no layer imports them.
+ABOVE = ("benchmarks", "tests")
+
 # The only places an outside package may be imported. Task files (experiments/tasks/) are
 # trusted user code run in the evaluator's sandbox: they may import torch and triton too.
 THIRD_PARTY = {
@@ -43,7 +48,8 @@ THIRD_PARTY = {
 
 
 def _module_name(path: Path) -> tuple[str, ...]:
-    parts = ("kernelswarm", *path.relative_to(ROOT).with_suffix("").parts)
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = parts if parts[0] in ABOVE else ("kernelswarm", *parts)
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
@@ -66,7 +72,7 @@ def imported_modules(path: Path, text: str | None = None) -> Iterator[tuple[int,
                 package = _package(path)
                 if node.level - 1 >= len(package):
                     raise AssertionError(f"{path}:{node.lineno}: relative import beyond the "
-                                         f"kernelswarm package")
+                                         f"{package[0]} package")
                 base = ".".join(package[:len(package) - (node.level - 1)])
                 module = f"{base}.{node.module}" if node.module else base
             else:
@@ -78,11 +84,15 @@ def imported_modules(path: Path, text: str | None = None) -> Iterator[tuple[int,
 
 
 def _source_of(module: str) -> Path | None:
-    """The file of a kernelswarm module, or None (another package, or a name in a module)."""
+    """The file of a module of kernelswarm or of ``ABOVE``, or None (another package, or a name
+    in a module)."""
     parts = module.split(".")
-    if parts[0] != "kernelswarm" or len(parts) < 2:
+    if parts[0] in ABOVE:
+        folder = ROOT.joinpath(*parts)
+    elif parts[0] == "kernelswarm" and len(parts) >= 2:
+        folder = ROOT.joinpath(*parts[1:])
+    else:
         return None
-    folder = ROOT.joinpath(*parts[1:])
     for candidate in (folder.with_suffix(".py"), folder / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -101,7 +111,8 @@ def _place(path: Path) -> str:
 
 def layer_problems(path: Path, text: str | None = None) -> list[str]:
     """What ``path`` (or ``text`` as that file) imports against the layering: layers above or
-    beside its own, bare layer names, outside packages its layer may not import."""
+    beside its own, bare layer names, outside packages its layer may not import, and (from a
+    layer) benchmarks/ or tests/."""
     place, problems = _place(path), []
     layer = path.relative_to(ROOT).parts[0]
     for line, module in imported_modules(path, text):
@@ -109,11 +120,14 @@ def layer_problems(path: Path, text: str | None = None) -> list[str]:
         where = f"{path.relative_to(ROOT)}:{line}"
         if parts[0] in ALL_LAYERS:
             problems.append(f"{where}: bare import of {module!r}; use kernelswarm.{module}")
-        if parts[0] in THIRD_PARTY and place not in THIRD_PARTY[parts[0]]:
+        if parts[0] in ABOVE and layer not in ABOVE:
+            problems.append(f"{where}: imports {module}; {parts[0]}/ sits above every layer "
+                            f"and is not installed")
+        if parts[0] in THIRD_PARTY and place not in (*THIRD_PARTY[parts[0]], *ABOVE):
             allowed = " and ".join(f"{p}/" if p != "tasks" else "task files"
                                    for p in THIRD_PARTY[parts[0]])
             problems.append(f"{where}: imports {parts[0]}, which only {allowed} may")
-        if parts[0] == "kernelswarm" and len(parts) > 1 and parts[1] in TIER:
+        if parts[0] == "kernelswarm" and len(parts) > 1 and parts[1] in TIER and layer in TIER:
             target = parts[1]
             if target != layer and TIER[target] >= TIER[layer]:
                 side = "beside" if TIER[target] == TIER[layer] else "above"
@@ -121,7 +135,7 @@ def layer_problems(path: Path, text: str | None = None) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("layer", ALL_LAYERS)
+@pytest.mark.parametrize("layer", (*ALL_LAYERS, "benchmarks"))
 def test_layer_imports_point_down_only(layer):
     problems = [p for path in _files(layer) for p in layer_problems(path)]
     assert not problems, "\n".join(problems)
@@ -223,7 +237,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
-@pytest.mark.parametrize("layer", ALL_LAYERS)
+@pytest.mark.parametrize("layer", (*ALL_LAYERS, "benchmarks"))
 def test_no_import_cycle_inside_a_layer(layer):
     cycles = import_cycles(_module_graph(layer))
     assert not cycles, "modules that import each other (directly or in a ring):\n" + "\n".join(
@@ -242,6 +256,19 @@ def test_the_checker_resolves_relative_imports_and_finds_cycles():
     assert any("a layer above search/" in p
                for p in layer_problems(search_probe, "from ..cluster import connect\n"))
     assert any("only cluster/ may" in p for p in layer_problems(search_probe, "import ray\n"))
+    # benchmarks/ sits above every layer: it imports any, as kernelswarm.<layer>, and none
+    # imports it.
+    bench_probe = ROOT / "benchmarks" / "probe.py"
+    assert layer_problems(bench_probe, "import triton\nimport ray\nfrom kernelswarm.experiments"
+                                       ".config import QUICKSTART\nfrom .eval_cost import main\n"
+                          ) == []
+    assert layer_problems(bench_probe, "from experiments.config import QUICKSTART\n") == [
+        "benchmarks/probe.py:1: bare import of 'experiments.config'; use "
+        "kernelswarm.experiments.config"]
+    assert layer_problems(ROOT / "experiments" / "run" / "probe.py",
+                          "def f():\n    from benchmarks.eval_cost import main\n") == [
+        "experiments/run/probe.py:2: imports benchmarks.eval_cost; benchmarks/ sits above "
+        "every layer and is not installed"]
     # ... and a ring of modules.
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_cycles({"a": {"b"}, "b": set()}) == []

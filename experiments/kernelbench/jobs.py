@@ -218,9 +218,3 @@ def _read(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
-
-
-def child_command(argv: list[str], problem: str, result: Path) -> list[str]:
-    """The command line of one problem's process: this benchmark with ``--one``."""
-    return [sys.executable, "-m", "kernelswarm.experiments.benchmarks.kernelbench", *argv,
-            "--one", problem, "--result", str(result)]

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.cluster_sim import SimulatedEvaluator, Simulation
+from benchmarks.llm_scale import HeldEvaluator, Workers
 from kernelswarm.cluster import DispatchedEvaluator, EvalPool
 from kernelswarm.cluster.pool import Lane
 from kernelswarm.evaluators import SandboxEvaluator
-from kernelswarm.experiments.benchmarks.cluster_sim import SimulatedEvaluator, Simulation
-from kernelswarm.experiments.benchmarks.llm_scale import HeldEvaluator, Workers
 from kernelswarm.search import (
     Candidate,
     Driver,
@@ -97,18 +97,18 @@ CASES = {
     "SimulatedEvaluator": Case(
         lambda bench: SimulatedEvaluator(Simulation(bench.folder / "trace", service_s=0.01,
                                                     compile_s=0.0)),
-        judges=f"{_STAND_IN} (experiments/benchmarks/cluster_sim.py)"),
+        judges=f"{_STAND_IN} (benchmarks/cluster_sim.py)"),
     "HeldEvaluator": Case(lambda bench: HeldEvaluator(Workers(1, 0.01), seed=0),
-                          judges=f"{_STAND_IN} (experiments/benchmarks/llm_scale.py)",
+                          judges=f"{_STAND_IN} (benchmarks/llm_scale.py)",
                           binaries=False),
 }
 
 
 def _evaluator_classes_in_the_tree() -> set[str]:
-    """Names of the classes under the package folders that derive from ``Evaluator``, read from
-    the source (so one in a module nothing here imports is found too)."""
+    """Names of the classes under the package folders and benchmarks/ that derive from
+    ``Evaluator``, read from the source (so one in a module nothing here imports is found too)."""
     classes = []
-    for layer in ("search", "agents", "evaluators", "cluster", "experiments"):
+    for layer in ("search", "agents", "evaluators", "cluster", "experiments", "benchmarks"):
         for path in (ROOT / layer).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.ClassDef):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import eval_cost, kernelbench
 from kernelswarm.agents.builtin import dispatch_source
 from kernelswarm.evaluators import inductor_start
 from kernelswarm.evaluators.inductor_code import GenerationError
@@ -30,7 +31,6 @@ from kernelswarm.evaluators.languages import (
 from kernelswarm.evaluators.runner.session import Session
 from kernelswarm.evaluators.settings import EvaluatorSettings
 from kernelswarm.experiments.authoring import compiled_start
-from kernelswarm.experiments.benchmarks import eval_cost, kernelbench
 from kernelswarm.experiments.commands.tasks import add_tasks_parser
 from kernelswarm.experiments.flashinfer import export as flashinfer_export
 from kernelswarm.search import SPECS, TaskError, UnknownLanguage, load_task
@@ -101,7 +101,7 @@ def test_a_dispatch_kernel_is_composed_as_the_spec_says(name, silu):
         assert defines_entry == (dispatch is Dispatch.ENTRY_POINT)
 
 
-# -- experiments/benchmarks/eval_cost.py: variants by a trailing comment -----------------------
+# -- benchmarks/eval_cost.py: variants by a trailing comment -----------------------
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cost_variants_differ_by_a_comment_of_the_language(name, silu):
@@ -178,7 +178,7 @@ def test_tasks_start_offers_the_languages_inductor_writes(name, capsys):
     assert offered == (SPECS[name].inductor_device is not None)
 
 
-# -- experiments/benchmarks/kernelbench.py -----------------------------------------------------
+# -- benchmarks/kernelbench.py -----------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_kernelbench_benchmark_offers_the_languages_its_tasks_launch(name, capsys):

@@ -188,7 +188,7 @@ def test_a_forked_runner_gets_the_same_isolation_and_no_socket(evaluator, start)
 
 
 def test_the_start_up_benchmark_times_both_ways(capsys):
-    from kernelswarm.experiments.benchmarks.runner_start import main
+    from benchmarks.runner_start import main
 
     assert main(["silu_and_mul", "cpp", "1"]) == 0
     rows = {line[:28].strip(): [float(x) for x in line[28:].split()]

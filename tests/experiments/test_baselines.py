@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.benchmarks.baselines import _arguments, builtin_tasks, main
+from benchmarks.baselines import _arguments, builtin_tasks, main
 from tests.evaluators.test_baselines import _task
 
 
@@ -28,7 +28,7 @@ def test_a_table_per_task_with_device_versions_command_and_skips(tmp_path, capsy
     text = markdown.read_text()
     assert capsys.readouterr().out.strip().endswith(text.strip().splitlines()[-1])
     assert "on cpu: " in text and "torch 2." in text and "no-such-library not installed" in text
-    assert "Command: `python -m kernelswarm.experiments.benchmarks.baselines --device cpu" in text
+    assert "Command: `python -m benchmarks.baselines --device cpu" in text
     assert "warm cache (no flush)" in text
     assert "Failed: `BaselineError: the baseline worker failed" in text
     rows = [line for line in text.splitlines() if line.startswith("| dtype=float32,n=")]
@@ -71,7 +71,7 @@ def test_every_builtin_gpu_task_names_its_library_anchors():
 
 
 def test_starts_names_gpu_languages_and_tasks_without_one_say_so(capsys):
-    from kernelswarm.experiments.benchmarks.baselines import start_kernels, task_path
+    from benchmarks.baselines import start_kernels, task_path
 
     args = _arguments(["--tasks", "gemm", "--starts", "cute, triton"])
     assert args.start_languages == ["cute", "triton"]
@@ -84,7 +84,7 @@ def test_starts_names_gpu_languages_and_tasks_without_one_say_so(capsys):
 
 
 def test_other_kernels_get_columns_against_the_best_baseline_and_a_geomean_line():
-    from kernelswarm.experiments.benchmarks.baselines import task_table
+    from benchmarks.baselines import task_table
 
     def timed(us):
         return {"median_us": us, "iqr_us": 0.1, "samples": 10, "mode": "graph", "error": None}

@@ -1,4 +1,4 @@
-"""The orchestration benchmark (experiments/benchmarks/cluster_scale.py) at a tiny size: its
+"""The orchestration benchmark (benchmarks/cluster_scale.py) at a tiny size: its
 simulated evaluations all reach Parquet, exactly once, and its figures are sane.
 
 It starts its own multi-node ``ray.cluster_utils`` cluster, so it runs in a subprocess (this
@@ -9,26 +9,31 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.benchmarks.cluster_sim import SIMULATED_DEVICE
+from benchmarks.cluster_sim import SIMULATED_DEVICE
 from kernelswarm.experiments.sinks.parquet import read_evaluations
 
 pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GPUS, CANDIDATES, RECORDS = 2, 3, 60
 
 
 def test_the_benchmark_records_every_simulated_evaluation_once(tmp_path):
-    command = [sys.executable, "-m", "kernelswarm.experiments.benchmarks.cluster_scale",
+    command = [sys.executable, "-m", "benchmarks.cluster_scale",
                "--json", "--gpus", str(GPUS), "--nodes", "1", "--candidates", str(CANDIDATES),
                "--service-s", "0.05", "--compile-s", "0", "--ingest-records", str(RECORDS),
                "--ingest-lineages", "4", "--ingest-in-flight", "8",
                "--ingest-sinks", "parquet+mlflow,floor", "--out", str(tmp_path)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     result = json.loads(proc.stdout)
 

@@ -136,7 +136,7 @@ def test_a_reference_inductor_cannot_generate_is_refused_with_the_reason(
 
 
 def test_the_kernelbench_benchmark_reports_why_no_start_was_generated(tmp_path: Path) -> None:
-    from kernelswarm.experiments.benchmarks.kernelbench import _arguments, _search
+    from benchmarks.kernelbench import _arguments, _search
 
     problem = tmp_path / "1_Matmul.py"
     problem.write_text(_MATMUL)

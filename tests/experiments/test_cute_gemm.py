@@ -1,11 +1,11 @@
 """The CuTe gemm benchmark's arguments on the CPU (the timing needs a GPU:
-experiments/benchmarks/cute_gpu_jobs.sh): knob settings from the task's space or as asked."""
+benchmarks/cute_gpu_jobs.sh): knob settings from the task's space or as asked."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernelswarm.experiments.benchmarks.cute_gemm import knob_settings, label, tflops
+from benchmarks.cute_gemm import knob_settings, label, tflops
 
 SPACE = {"BM": (128, 64), "BN": (128, 64), "STAGES": (3, 2)}
 

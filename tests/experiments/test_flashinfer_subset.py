@@ -1,7 +1,7 @@
 """The FlashInfer subset builder without the network or nvcc: which files of a (small, fake)
 unpacked wheel it keeps, the archive it writes, where it finds the CUDA toolkit and the headers
 norm.cu needs, and its refusal, before any download, where nvcc is missing. (The real build:
-python -m kernelswarm.experiments.benchmarks.subset.)
+python -m benchmarks.flashinfer_subset.)
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.benchmarks import flashinfer_subset as subset
-from kernelswarm.experiments.benchmarks.flashinfer_subset import SubsetError, main
+from benchmarks import flashinfer_subset as subset
+from benchmarks.flashinfer_subset import SubsetError, main
 
 
 def _tree(root: Path, names: list[str]) -> Path:

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from kernelswarm.experiments.benchmarks import gpu_check, gpu_regressions
-from kernelswarm.experiments.benchmarks.search_gpu import throughput
+from benchmarks import gpu_check, gpu_regressions
+from benchmarks.search_gpu import throughput
 from tests.conftest import ROOT
 
 

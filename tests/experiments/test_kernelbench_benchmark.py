@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.benchmarks.kernelbench import (
+from benchmarks.kernelbench import (
     ProblemResult,
     fast_p,
     geomean,

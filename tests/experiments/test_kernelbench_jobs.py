@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.experiments.benchmarks.kernelbench import main
+from benchmarks.kernelbench import main
 from kernelswarm.experiments.kernelbench.jobs import ResultsFile, Slot, run_jobs, slots
 from tests.experiments.test_kernelbench import RELU
 

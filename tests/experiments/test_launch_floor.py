@@ -1,7 +1,7 @@
 """The launch-floor benchmark without a GPU: it refuses to run, saying why; its arguments; the
 repeats' bookkeeping and the table (gap over the fastest, spread, errors) from synthetic figures;
 its empty kernels pass the candidates' screens, build as candidates and run under Triton's
-interpreter. (Timing them needs a GPU: python -m kernelswarm.experiments.benchmarks.launch_floor.)
+interpreter. (Timing them needs a GPU: python -m benchmarks.launch_floor.)
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from benchmarks import launch_floor
+from benchmarks.launch_floor import arguments, main, render, spread
 from kernelswarm.evaluators.baseline_worker import COMPILE_MODES
 from kernelswarm.evaluators.languages import CudaLanguage, TritonLanguage
 from kernelswarm.evaluators.screen import screen
-from kernelswarm.experiments.benchmarks import launch_floor
-from kernelswarm.experiments.benchmarks.launch_floor import arguments, main, render, spread
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine "
@@ -160,8 +160,8 @@ def test_the_empty_cuda_kernels_build_as_a_candidate_with_launch_cudas_kernel(tm
 _RUN_UNDER_THE_INTERPRETER = """
 import sys
 from kernelswarm.evaluators.settings import EvaluatorSettings
-from kernelswarm.experiments.benchmarks import launch_floor as lf
-from kernelswarm.experiments.benchmarks.baselines import task_path
+from benchmarks import launch_floor as lf
+from benchmarks.baselines import task_path
 from kernelswarm.search.task import load_task
 
 settings = EvaluatorSettings(device="cpu", cache_dir=sys.argv[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelswarm.experiments.benchmarks import scaling
+from benchmarks import scaling
 from kernelswarm.experiments.sweep.sweep_file import load_sweep
 
 

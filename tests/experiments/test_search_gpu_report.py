@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from kernelswarm.experiments.benchmarks.search_gpu import _arguments, _overrides, _table
+from benchmarks.search_gpu import _arguments, _overrides, _table
 from kernelswarm.experiments.config import load_config
 
 
@@ -56,7 +56,7 @@ def test_the_table_shows_compiles_kernel_as_the_start_next_to_compile():
 
 
 def test_a_generated_starts_many_knobs_are_shown_by_those_moved_from_compiles_choice():
-    from kernelswarm.experiments.benchmarks.search_gpu import knobs_text
+    from benchmarks.search_gpu import knobs_text
 
     assert knobs_text({"BLOCK": 256}) == "{'BLOCK': 256}"
     many = {f"XBLOCK_S{i}": 0 for i in range(8)}

@@ -1,11 +1,11 @@
-"""The strategy comparison's table (experiments/benchmarks/strategies.py) from saved runs: the
+"""The strategy comparison's table (benchmarks/strategies.py) from saved runs: the
 target is the islands runs' median search best, and a run that never reached it counts as such."""
 
 from __future__ import annotations
 
 import json
 
-from kernelswarm.experiments.benchmarks.strategies import main, table
+from benchmarks.strategies import main, table
 
 
 def _run(variant: str, seed: int, curve, final: float, rejected: int = 0) -> dict:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import baselines
+from benchmarks.baselines import BUILTIN_TASKS
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.evaluators.baselines import COMPILE_ENV
-from kernelswarm.experiments.benchmarks import baselines
-from kernelswarm.experiments.benchmarks.baselines import BUILTIN_TASKS
 from kernelswarm.search import Status
 
 pytestmark = pytest.mark.gpu
@@ -106,4 +106,4 @@ def test_baselines_script_measures_a_small_task(compile_cache, tmp_path, monkeyp
     assert set(task["skipped"]) <= {"flashinfer", "sgl-kernel"}  # merge has no Liger anchor
     text = markdown.read_text()
     assert "### merge_attn_states_lse" in text and "| dtype=bfloat16," in text
-    assert "Command: `python -m kernelswarm.experiments.benchmarks.baselines" in text
+    assert "Command: `python -m benchmarks.baselines" in text

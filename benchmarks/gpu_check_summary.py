@@ -1,6 +1,6 @@
 """The GPU check's summary (``DIR/gpu-check.json``): built step by step and rewritten after each,
 so a check cut at a time limit keeps what it did; resumable by a later call; and the caches a
-fresh machine would measure again, packed for the next one (experiments/benchmarks/gpu_check.py).
+fresh machine would measure again, packed for the next one (benchmarks/gpu_check.py).
 """
 
 from __future__ import annotations

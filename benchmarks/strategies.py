@@ -1,6 +1,6 @@
 """Search strategies compared on one task, same budget, several seeds.
 
-``python -m kernelswarm.experiments.benchmarks.strategies --seeds 0 1 2 --out runs/strategies``
+``python -m benchmarks.strategies --seeds 0 1 2 --out runs/strategies``
 
 Runs the quickstart (the built-in agent on the C++ ``silu_and_mul``, on this machine's CPU) once
 per variant and seed, the variants differing only in ``search.strategy`` and ``search.novelty``;
@@ -44,7 +44,7 @@ VARIANTS = {
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kernelswarm.experiments.benchmarks.strategies",
+        prog="python -m benchmarks.strategies",
         description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(json.loads(args.table.read_text())["runs"]))
         return 0
     runs: list[dict[str, Any]] = []
-    command = "python -m kernelswarm.experiments.benchmarks.strategies " + " ".join(
+    command = "python -m benchmarks.strategies " + " ".join(
         shlex.quote(a) for a in args.argv)
     for seed in args.seeds:
         for variant in args.variants:

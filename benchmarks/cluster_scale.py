@@ -1,5 +1,5 @@
 """How far the orchestration scales, without a GPU:
-``python -m kernelswarm.experiments.benchmarks.cluster_scale``.
+``python -m benchmarks.cluster_scale``.
 
 A SIMULATION (``cluster_sim``): evaluation workers hold a fake GPU (the Ray custom resource
 ``sim_gpu``) and sleep a fixed service time per candidate instead of judging it; compiles are a
@@ -38,14 +38,8 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from kernelswarm.cluster import Swarm, SwarmSpec
-from kernelswarm.cluster.local_cluster import LocalCluster, NodeSpec
-from kernelswarm.search import Budget, RunInfo
-
-from ..sinks.mlflow_sink import MLflowSink
-from ..sinks.parquet import ParquetSink, read_evaluations
-from .cluster_ingest import FLOOR, IngestRow, measure_floor, measure_ingest
-from .cluster_sim import (
+from benchmarks.cluster_ingest import FLOOR, IngestRow, measure_floor, measure_ingest
+from benchmarks.cluster_sim import (
     ANALYSED,
     CODED,
     COMPILED,
@@ -57,6 +51,11 @@ from .cluster_sim import (
     simulated_roles,
     simulated_start,
 )
+from kernelswarm.cluster import Swarm, SwarmSpec
+from kernelswarm.cluster.local_cluster import LocalCluster, NodeSpec
+from kernelswarm.experiments.sinks.mlflow_sink import MLflowSink
+from kernelswarm.experiments.sinks.parquet import ParquetSink, read_evaluations
+from kernelswarm.search import Budget, RunInfo
 
 SIM_GPU = "sim_gpu"  # the Ray custom resource a simulated GPU is
 THROUGHPUT_TARGET = 0.90  # of linear scaling

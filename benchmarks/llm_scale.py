@@ -1,4 +1,4 @@
-"""How many LLM lineages keep a GPU busy: ``python -m kernelswarm.experiments.benchmarks.llm_scale``.
+"""How many LLM lineages keep a GPU busy: ``python -m benchmarks.llm_scale``.
 
 Lineages are real ``search.Lineage`` state machines with the real LLM roles, talking over HTTP
 through the openai package to a ``LoopbackServer`` that answers every call after sleeping a
@@ -50,7 +50,7 @@ from kernelswarm.search import (
     load_task,
 )
 
-TASK = Path(__file__).resolve().parents[1] / "tasks" / "silu_and_mul"
+TASK = Path(__file__).resolve().parents[1] / "experiments" / "tasks" / "silu_and_mul"
 BUSY_TARGET = 0.8
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.cluster_sim import SIMULATED_MOVE, Simulation, simulated_start, simulated_verdict
 from kernelswarm.cluster.ingest import feed_floor, feed_tracker
+from kernelswarm.experiments.sinks.mlflow_runs import find_parent_run
+from kernelswarm.experiments.sinks.mlflow_sink import MLflowSink
+from kernelswarm.experiments.sinks.mlflow_store import mlflow_client
+from kernelswarm.experiments.sinks.parquet import EVALUATIONS, ParquetSink, read_evaluations
 from kernelswarm.search import Candidate, Evaluation, Origin, RunInfo
-
-from ..sinks.mlflow_runs import find_parent_run
-from ..sinks.mlflow_sink import MLflowSink
-from ..sinks.mlflow_store import mlflow_client
-from ..sinks.parquet import EVALUATIONS, ParquetSink, read_evaluations
-from .cluster_sim import SIMULATED_MOVE, Simulation, simulated_start, simulated_verdict
 
 EXPERIMENT = "cluster-scale"
 FLOOR = "floor"  # an ingest row of the calls alone (no tracker behind them)

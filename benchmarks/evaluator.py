@@ -1,4 +1,4 @@
-"""Benchmark of the GPU evaluator: ``python -m kernelswarm.experiments.benchmarks.evaluator``.
+"""Benchmark of the GPU evaluator: ``python -m benchmarks.evaluator``.
 
 Measures, for a task's ``cuda`` starting kernel (default: silu_and_mul) on the first GPU:
 
@@ -30,7 +30,7 @@ from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from kernelswarm.search import Candidate, Evaluation, Status
 from kernelswarm.search.stored_form import stored_detail
 
-TASKS = Path(__file__).resolve().parents[1] / "tasks"
+TASKS = Path(__file__).resolve().parents[1] / "experiments" / "tasks"
 COMPILE_TARGET_S = 0.5
 RATE_TARGET_PER_MIN = 20.0
 REPEAT_TARGET = 0.01
@@ -181,7 +181,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks.evaluator")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.evaluator")
     parser.add_argument("--task", default=str(TASKS / "silu_and_mul"))
     parser.add_argument("--variants", type=int, default=20)
     parser.add_argument("--compiles", type=int, default=20)

@@ -2,14 +2,16 @@
 # What judging a candidate costs on a GPU, before and after a change, in calls of the device tool
 # (one GPU, 10 minutes a call). Run from the repository root on the GPU machine:
 #
-#   bash experiments/benchmarks/judge_gpu_jobs.sh before OUT [TASK...]   # eval_cost of the old tree
-#   bash experiments/benchmarks/judge_gpu_jobs.sh check OUT [gpu_check args...]
+#   bash benchmarks/judge_gpu_jobs.sh before OUT [TASK...]   # eval_cost of the old tree
+#   bash benchmarks/judge_gpu_jobs.sh check OUT [gpu_check args...]
 #
 # Carried paths: .gpu-bundle (make-bundle), .gpu-cache (the caches of an earlier call, optional),
-# .gpu-before (``before`` only: the tree to compare with, as kernelswarm/<package>/, made with
+# .gpu-before (``before`` only: the tree to compare with, as kernelswarm/<package>/ and
+# benchmarks/, made with
 #   mkdir -p .gpu-before/kernelswarm && git archive REV search agents evaluators cluster \
-#     experiments | tar -x -C .gpu-before/kernelswarm
-# and imported ahead of the installed tree through PYTHONPATH).
+#     experiments | tar -x -C .gpu-before/kernelswarm && git archive REV benchmarks | tar -x -C .gpu-before
+# and imported ahead of the installed tree through PYTHONPATH; a tree whose benchmarks sit in
+# experiments/benchmarks/ has none of its own and runs as kernelswarm.experiments.benchmarks).
 # Every call leaves OUT/caches.tar.gz (calibrations and baselines measured, unpacked by the next
 # call from .gpu-cache/caches.tar.gz). torch.compile is left out of the baselines
 # (KERNELSWARM_BASELINE_COMPILE=0): what is measured is the cost of each candidate after the
@@ -33,17 +35,20 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 case "$job" in
   before)
     tasks=("$@"); [ ${#tasks[@]} -eq 0 ] && tasks=(silu_and_mul fused_add_rmsnorm merge_attn_states_lse)
+    # the old tree's own eval_cost, run as a file so that the checkout's benchmarks/ (the
+    # current directory, first on the path of python -m) does not stand in for it
+    if [ -f .gpu-before/benchmarks/eval_cost.py ]; then before=(.gpu-before/benchmarks/eval_cost.py)
+    else before=(-m kernelswarm.experiments.benchmarks.eval_cost); fi
     for task in "${tasks[@]}"; do
       echo "=== before: eval_cost $task cuda cuda 3" | tee -a "$out/before.log"
-      PYTHONPATH=".gpu-before:${PYTHONPATH:-}" timeout 200 python3 -m \
-        kernelswarm.experiments.benchmarks.eval_cost "$task" cuda cuda 3 \
-        >> "$out/before.jsonl" 2>> "$out/before.log"
+      PYTHONPATH="$PWD/.gpu-before:${PYTHONPATH:-}" timeout 200 python3 "${before[@]}" \
+        "$task" cuda cuda 3 >> "$out/before.jsonl" 2>> "$out/before.log"
       echo "exit $?" >> "$out/before.log"
       pack
     done
     tail -n 3 "$out/before.jsonl" ;;
   check)
-    python3 -m kernelswarm.experiments.benchmarks.gpu_check --out "$out" \
+    python3 -m benchmarks.gpu_check --out "$out" \
       --pack-cache "$out/caches.tar.gz" "$@"
     pack ;;
   *) echo "unknown job $job" >&2; exit 2 ;;

@@ -1,5 +1,5 @@
 """Launch floor: at the smallest shapes, does a candidate's launch path add latency that
-``torch.compile``'s does not? ``python -m kernelswarm.experiments.benchmarks.launch_floor``
+``torch.compile``'s does not? ``python -m benchmarks.launch_floor``
 
 At silu_and_mul's tokens=1, d=11008, bf16, each path is timed by the project's GPU timer as the
 baselines time a call (``Bench`` of evaluators/baseline_worker.py, ``measure_gpu`` of the call
@@ -28,8 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baselines import task_path
 from kernelswarm.evaluators.baseline_worker import COMPILE_MODES
-from kernelswarm.experiments.benchmarks.baselines import task_path
 
 SHAPE = {"tokens": 1, "d": 11008, "dtype": "bfloat16"}
 HOST_CALLS = 200  # launches per host-cost sample
@@ -239,7 +239,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks."
+    parser = argparse.ArgumentParser(prog="python -m benchmarks."
                                           "launch_floor", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15,
                         help="runs of the timer per callable, interleaved (default 15)")
@@ -251,7 +251,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
-    args.command = "python -m kernelswarm.experiments.benchmarks.launch_floor " + " ".join(
+    args.command = "python -m benchmarks.launch_floor " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     return args
 

@@ -1,6 +1,6 @@
 """How a sweep and a knob study scale over the GPUs of one machine (docs/cluster.md "Several GPUs").
 
-``python -m kernelswarm.experiments.benchmarks.scaling --out DIR [--steps ...] [--gpus 1 2 4]``
+``python -m benchmarks.scaling --out DIR [--steps ...] [--gpus 1 2 4]``
 
 On a GPU machine with the project installed, each step a command a user would type, run with
 ``CUDA_VISIBLE_DEVICES`` naming the GPUs it may use, under its own time limit:
@@ -106,7 +106,7 @@ class Report:
         self.out = out
         self.began = time.monotonic()
         self.budget_s = budget_s
-        self.doc: dict[str, Any] = {"command": "python -m kernelswarm.experiments.benchmarks."
+        self.doc: dict[str, Any] = {"command": "python -m benchmarks."
                                                "scaling " + " ".join(argv),
                                     "device": _device(), "versions": _versions(),
                                     "gpus": gpu_count(), "steps": {}}

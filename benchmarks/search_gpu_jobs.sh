@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # search_gpu on several GPUs of one host at once, one job per GPU, for docs/search_gpu.md.
 #
-#   bash experiments/benchmarks/search_gpu_jobs.sh PLAN OUT [MINUTES]
+#   bash benchmarks/search_gpu_jobs.sh PLAN OUT [MINUTES]
 #
 # PLAN: one      the three Astra tasks at 1 lineage (triton, from torch.compile's kernel) on
 #                GPUs 0-2, and silu_and_mul at 4 lineages (triton from compile's kernel and
@@ -45,7 +45,7 @@ job() {  # NAME GPU LIMIT_S COMMAND...: run COMMAND on GPU with its own limit, l
 
 search() {  # NAME GPU TASK LINEAGES LANGUAGES
   local name=$1 gpu=$2 task=$3 lineages=$4 languages=$5
-  job "$name" "$gpu" "$limit" python -m kernelswarm.experiments.benchmarks.search_gpu \
+  job "$name" "$gpu" "$limit" python -m benchmarks.search_gpu \
     --task "$task" --lineages "$lineages" --minutes "$minutes" --languages "$languages" \
     --compile-start --out "/tmp/runs-$name" \
     --json "$out/search-gpu-$task-${lineages}l-$stamp.json"
@@ -66,14 +66,14 @@ case "$plan" in
     job tests 2 "$limit" python -m pytest -q -m gpu -p no:cacheprovider \
       tests/experiments/test_compile_start.py tests/evaluators/test_inductor_triton.py \
       tests/evaluators/test_cuda_route.py
-    job floor 3 300 python -m kernelswarm.experiments.benchmarks.launch_floor --repeats 9 \
+    job floor 3 300 python -m benchmarks.launch_floor --repeats 9 \
       --json "$out/launch-floor-$stamp.json"
     ;;
   anchors)
     job tests 0 280 python -m pytest -q -m gpu -p no:cacheprovider \
       tests/experiments/test_compile_start.py tests/evaluators/test_inductor_triton.py
     for pair in 1:silu_and_mul 2:fused_add_rmsnorm 3:merge_attn_states_lse; do
-      job "baselines-${pair#*:}" "${pair%%:*}" 280 python -m kernelswarm.experiments.benchmarks.baselines \
+      job "baselines-${pair#*:}" "${pair%%:*}" 280 python -m benchmarks.baselines \
         --tasks "${pair#*:}" --budget-s 0.15 --out "$out/baselines-${pair#*:}-$stamp.json" \
         --markdown "$out/baselines-${pair#*:}-$stamp.md"
     done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cute language on the GPUs of one host, for docs/search_gpu.md ("CuTe"), a queue per GPU.
 #
-#   bash experiments/benchmarks/cute_gpu_jobs.sh PLAN OUT [MINUTES]
+#   bash benchmarks/cute_gpu_jobs.sh PLAN OUT [MINUTES]
 #
 # PLAN: check   GPU 0: the GPU tests of the cute language (its conformance row and each task's
 #               CuTe kernel on every shape), then the baselines of silu_and_mul and
@@ -47,7 +47,7 @@ step() {  # NAME GPU LIMIT_S COMMAND...: run COMMAND on GPU with its own limit, 
 
 search() {  # NAME GPU TASK
   step "$1" "$2" "$(python -c "print(int($minutes * 60 + 200))")" \
-    python -m kernelswarm.experiments.benchmarks.search_gpu --task "$3" --lineages 3 \
+    python -m benchmarks.search_gpu --task "$3" --lineages 3 \
     --minutes "$minutes" --languages cuda,triton,cute --out "/tmp/runs-$1" \
     --json "$out/search-gpu-$3-cute-$stamp.json"
 }
@@ -60,7 +60,7 @@ queue0() {
         -p no:cacheprovider -rfE --tb=short tests/evaluators/test_cute_language.py
       KERNELSWARM_BASELINE_COMPILE=0 step tests-conformance 0 120 python -m pytest -q -m gpu \
         -p no:cacheprovider -rfE --tb=short tests/conformance/test_languages.py -k cute
-      step baselines 0 320 python -m kernelswarm.experiments.benchmarks.baselines \
+      step baselines 0 320 python -m benchmarks.baselines \
         --tasks silu_and_mul,fused_add_rmsnorm --starts cute --budget-s 0.15 \
         --out "$out/baselines-cute-$stamp.json" --markdown "$out/baselines-cute-$stamp.md" ;;
     search) search search-silu 0 silu_and_mul ;;
@@ -69,7 +69,7 @@ queue0() {
 queue1() {  # on GPU 1, or after queue0 on GPU 0 where there is one GPU
   case "$plan" in
     check)
-      step gemm "$second" 420 python -m kernelswarm.experiments.benchmarks.cute_gemm \
+      step gemm "$second" 420 python -m benchmarks.cute_gemm \
         --json "$out/cute-gemm-$stamp.json" ;;
     search) search search-rms "$second" fused_add_rmsnorm ;;
   esac

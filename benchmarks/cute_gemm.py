@@ -1,4 +1,4 @@
-"""A CuTe gemm against cuBLAS: ``python -m kernelswarm.experiments.benchmarks.cute_gemm``.
+"""A CuTe gemm against cuBLAS: ``python -m benchmarks.cute_gemm``.
 
 For each shape (default: the square 4096^3 and 8192^3 bf16 that matmul benchmarks quote; ``--all``
 adds the gemm task's other tuning shapes), times ``torch.matmul`` (cuBLAS) and the gemm task's
@@ -26,12 +26,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-TASK = Path(__file__).resolve().parents[1] / "tasks" / "gemm"
+TASK = Path(__file__).resolve().parents[1] / "experiments" / "tasks" / "gemm"
 SQUARE = (4096, 8192)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks.cute_gemm",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cute_gemm",
                                      description=__doc__.split("\n\n")[1])
     parser.add_argument("--knobs", action="append", default=[], metavar="BM=128,BN=128,STAGES=3",
                         help="a knob setting to time (repeatable; default: the task's space)")
@@ -46,7 +46,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="parallel builds (default: min(8, CPU cores))")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args(argv)
-    args.command = "python -m kernelswarm.experiments.benchmarks.cute_gemm " + " ".join(
+    args.command = "python -m benchmarks.cute_gemm " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     return args
 

@@ -1,7 +1,7 @@
 """Screenshots of a run in MLflow's UI, taken with headless Chromium: the experiment list, the
 run's parent run, one lineage's run and the best kernel's source in the artifact view.
 
-    python -m kernelswarm.experiments.benchmarks.mlflow_screens RUN_DIR --out FOLDER
+    python -m benchmarks.mlflow_screens RUN_DIR --out FOLDER
 
 Starts ``mlflow ui`` on the run's own store (from its config.json), on loopback only, and stops
 it at the end. Needs a Chromium binary (Debian: ``apt-get install -y chromium``).

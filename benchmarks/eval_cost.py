@@ -1,6 +1,6 @@
 """Seconds per evaluation through ``SandboxEvaluator``: what judging one candidate costs.
 
-``python -m kernelswarm.experiments.benchmarks.eval_cost TASK LANGUAGE DEVICE N [profile]``
+``python -m benchmarks.eval_cost TASK LANGUAGE DEVICE N [profile]``
 builds N copies of the task's starting kernel that differ only by a comment (so no build or
 verdict is reused; in a Triton module the comment goes inside each ``@triton.jit`` kernel, so
 that Triton's own cache holds none of them either), as a compile pool would, before any is

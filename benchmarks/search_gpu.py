@@ -1,6 +1,6 @@
 """A search on one GPU, judged afterwards against the best baseline and the roofline.
 
-``python -m kernelswarm.experiments.benchmarks.search_gpu --task silu_and_mul --lineages 4
+``python -m benchmarks.search_gpu --task silu_and_mul --lineages 4
 --minutes 10 --out runs/silu-4``
 
 1. Runs ``kernelswarm run`` on the task's ``cuda`` kernel with the built-in agent, the given
@@ -42,7 +42,7 @@ COMPILE_TOLERANCE = 0.97  # "no shape more than 3% slower than torch.compile"
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks.search_gpu",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.search_gpu",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", help="a built-in task name or a task folder")
     parser.add_argument("--lineages", type=int, default=4)
@@ -301,7 +301,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     judged = None if args.no_judge else judge(config.task_path(), best, best_eval,
                                               evaluator_settings(config), config.languages[0],
                                               generated)
-    command = "python -m kernelswarm.experiments.benchmarks.search_gpu " + " ".join(
+    command = "python -m benchmarks.search_gpu " + " ".join(
         shlex.quote(a) for a in args.argv)
     return {"task": config.task.name, "lineages": args.lineages, "minutes": args.minutes,
             "command": command, "best_file": str(outcome.best_path),

@@ -1,4 +1,4 @@
-"""Baselines of the task suite: ``python -m kernelswarm.experiments.benchmarks.baselines``.
+"""Baselines of the task suite: ``python -m benchmarks.baselines``.
 
 Per task and tuning shape: the baselines a user would pick, as every speedup is taken against
 them (evaluators/baselines.py, in their own process, with the candidates' timers and timing
@@ -34,7 +34,7 @@ from kernelswarm.evaluators import EvaluatorSettings
 
 # The built-in tasks, found here rather than through the configuration schema, so that the GPU
 # machine needs no more than the evaluators do.
-BUILTIN_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+BUILTIN_TASKS = Path(__file__).resolve().parents[1] / "experiments" / "tasks"
 
 
 def builtin_tasks() -> list[str]:
@@ -202,7 +202,7 @@ def _finite(value: Any) -> Any:
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kernelswarm.experiments.benchmarks.baselines",
+        prog="python -m benchmarks.baselines",
         description="The baselines a user would pick (eager, torch.compile per shape, library "
                     "kernels) and the starting cuda kernel against the roofline, per task and "
                     "tuning shape.")
@@ -225,7 +225,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                              "whose starting kernels are timed too, each beside the baselines "
                              "(tasks without a start in a language skip it, saying so)")
     args = parser.parse_args(argv)
-    args.command = "python -m kernelswarm.experiments.benchmarks.baselines " + " ".join(
+    args.command = "python -m benchmarks.baselines " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     try:
         args.task_paths = [task_path(n.strip()) for n in args.tasks.split(",") if n.strip()]

@@ -1,5 +1,5 @@
 """The FlashInfer subset the GPU anchors use, rebuilt from PyPI: ``python -m
-kernelswarm.experiments.benchmarks.flashinfer_subset --out .gpu-anchors/fi_subset.tar.xz``
+benchmarks.flashinfer_subset --out .gpu-anchors/fi_subset.tar.xz``
 
 flashinfer-python 0.7.2 (a 62 MiB wheel) compiles its kernels with nvcc at their first call; a
 GPU host has no registry and a call carries 64 MiB. For the anchors silu_and_mul,
@@ -226,7 +226,7 @@ def _print_sizes(members: list[tuple[Path, str]], built: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks."
+    parser = argparse.ArgumentParser(prog="python -m benchmarks."
                                           "flashinfer_subset", description=__doc__.split("\n\n")[1])
     parser.add_argument("--out", type=Path, default=Path(".gpu-anchors/fi_subset.tar.xz"))
     parser.add_argument("--work", type=Path, help="downloads and builds, kept for the next run",

@@ -1,6 +1,6 @@
 """The built-in agent over a KernelBench level subset: fast_p and geomean speedups.
 
-``python -m kernelswarm.experiments.benchmarks.kernelbench --kernelbench ~/KernelBench
+``python -m benchmarks.kernelbench --kernelbench ~/KernelBench
 --level 1 --first 20 --starts starts/ --language triton --device cuda --minutes 5
 --out runs/kb-l1 --json kb-l1.json``
 
@@ -67,7 +67,7 @@ LANGUAGES = tuple(name for name, spec in SPECS.items()
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kernelswarm.experiments.benchmarks.kernelbench",
+        prog="python -m benchmarks.kernelbench",
         description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernelbench", type=Path, required=True,
                         help="a KernelBench checkout (or the folder holding level1/, ...)")
@@ -228,7 +228,7 @@ def _problem_timeout(args: argparse.Namespace) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Import the subset, search every problem (in processes of their own, one per GPU at a
     time, results.jsonl written as each ends) and summarise; the report."""
-    from kernelswarm.experiments.kernelbench.jobs import ResultsFile, child_command, run_jobs, slots
+    from kernelswarm.experiments.kernelbench.jobs import ResultsFile, run_jobs, slots
     from kernelswarm.experiments.kernelbench.level import ImportStatus, import_level
 
     began = time.time()
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         signal.signal(signal.SIGTERM, previous)
     ordered = [results.get(item.problem) or ProblemResult(item.problem, NOT_RUN)
                for item in imports]
-    command = "python -m kernelswarm.experiments.benchmarks.kernelbench " + " ".join(
+    command = "python -m benchmarks.kernelbench " + " ".join(
         shlex.quote(a) for a in args.argv)
     return {"command": command, "level": args.level, "language": args.language,
             "device": args.device, "lineages": args.lineages, "minutes": args.minutes,
@@ -289,6 +289,12 @@ def _progress(result: ProblemResult) -> str:
 
 
 _RUN_ONLY = ("--json", "--parallel", "--problem-timeout", "--only", "--first", "--results")
+
+
+def child_command(argv: list[str], problem: str, result: Path) -> list[str]:
+    """The command line of one problem's process: this benchmark with ``--one``."""
+    return [sys.executable, "-m", "benchmarks.kernelbench", *argv, "--one", problem, "--result",
+            str(result)]
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:

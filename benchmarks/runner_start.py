@@ -1,7 +1,7 @@
 """How long a runner takes from spawn to ready, forked from the runner template and started as an
 interpreter of its own (``KERNELSWARM_RUNNER_TEMPLATE=0``), on a machine with nothing else to do.
 
-    python -m kernelswarm.experiments.benchmarks.runner_start [TASK] [LANGUAGE] [N]
+    python -m benchmarks.runner_start [TASK] [LANGUAGE] [N]
 
 For each way, in a process of its own (the template is per process): one evaluator is built and
 judges the task's starting kernel once (so the template, the calibration and the caches are

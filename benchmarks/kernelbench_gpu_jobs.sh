@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The KernelBench benchmark on a GPU machine, for docs/kernelbench.md.
 #
-#   bash experiments/benchmarks/kernelbench_gpu_jobs.sh PLAN OUT LEVEL [MINUTES] [LIMIT_S] [ONLY...]
+#   bash benchmarks/kernelbench_gpu_jobs.sh PLAN OUT LEVEL [MINUTES] [LIMIT_S] [ONLY...]
 #
 # PLAN: starts   each problem's start from torch.compile, not searched (--no-search): which
 #                problems get one, and why not (Inductor's code of each is kept);
@@ -44,7 +44,7 @@ esac
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 # stopped (SIGTERM) at KB_DEADLINE_S, the benchmark kills the problems in flight and still
 # writes its report of those that ended, leaving time to pack
-timeout -k 20 "${KB_DEADLINE_S:-500}" python -m kernelswarm.experiments.benchmarks.kernelbench --kernelbench /tmp/kbsrc --level "$level" \
+timeout -k 20 "${KB_DEADLINE_S:-500}" python -m benchmarks.kernelbench --kernelbench /tmp/kbsrc --level "$level" \
   --compile-starts --language triton --device cuda --lineages 2 --minutes "$minutes" \
   --problem-timeout "$limit" --resume --out "$work" --results "$out/results.jsonl" \
   "${mode[@]}" "${only[@]}" \

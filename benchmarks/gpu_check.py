@@ -1,6 +1,6 @@
 """The GPU check: what judging costs, searches' throughput, the GPU tests, and what got slower.
 
-``python -m kernelswarm.experiments.benchmarks.gpu_check --out DIR [--budget-s 540]``
+``python -m benchmarks.gpu_check --out DIR [--budget-s 540]``
 
 On a GPU machine with the project installed:
 
@@ -13,7 +13,7 @@ On a GPU machine with the project installed:
    joins once its measurements are done), each process seeing only its own GPU
    (``CUDA_VISIBLE_DEVICES``), so that no two share one;
 3. the figures compared with the newest committed ``docs/measurements/gpu-check-*.json``
-   (experiments/benchmarks/gpu_regressions.py): every figure of judging more than 20% slower is
+   (benchmarks/gpu_regressions.py): every figure of judging more than 20% slower is
    printed and kept under ``regressions``.
 
 Every step has its own time limit, and the summary (``DIR/gpu-check.json``) is rewritten after
@@ -41,9 +41,9 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-from .gpu_check_summary import TEST_CACHE, TEST_CACHE_ENV, Check
-from .gpu_regressions import latest_check
-from .gpu_regressions import report as regression_report
+from benchmarks.gpu_check_summary import TEST_CACHE, TEST_CACHE_ENV, Check
+from benchmarks.gpu_regressions import latest_check
+from benchmarks.gpu_regressions import report as regression_report
 
 TASKS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
 # eval_cost of silu_and_mul as the project judged before runners were forked on a GPU and
@@ -77,7 +77,7 @@ def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: fl
     evaluations = args.evaluations
     for path, env in EARLIER_PATHS.items() if args.earlier else ():
         done = check.step(gpu, f"eval_cost silu_and_mul ({path})", [
-            python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", "silu_and_mul", "cuda",
+            python, "-m", "benchmarks.eval_cost", "silu_and_mul", "cuda",
             "cuda", str(evaluations)], limit_s=150, env=env)
         line = _last_json(done.stdout if done else "")
         with check.lock:
@@ -89,12 +89,12 @@ def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: fl
             if check.done(name):
                 continue
             done = check.step(gpu, name, [
-                python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", task, language,
+                python, "-m", "benchmarks.eval_cost", task, language,
                 "cuda", str(evaluations)], limit_s=args.eval_cost_limit_s)
             check.eval_cost(task, language, _last_json(done.stdout if done else ""))
     if args.profile:
         done = check.step(gpu, "eval_cost silu_and_mul (profiling on)", [
-            python, "-m", "kernelswarm.experiments.benchmarks.eval_cost", "silu_and_mul", "cuda",
+            python, "-m", "benchmarks.eval_cost", "silu_and_mul", "cuda",
             "cuda", str(evaluations), "profile"], limit_s=90)
         with check.lock:
             check.summary["eval_cost_profiled"] = _last_json(done.stdout if done else "")
@@ -107,7 +107,7 @@ def measure(check: Check, gpu: int, args: argparse.Namespace, search_minutes: fl
             continue
         report = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "search.json"
         check.step(gpu, name, [
-            python, "-m", "kernelswarm.experiments.benchmarks.search_gpu", "--task", task,
+            python, "-m", "benchmarks.search_gpu", "--task", task,
             "--lineages", str(args.search_lineages), "--languages", args.search_languages,
             "--minutes", f"{search_minutes:g}", "--no-judge", "--json", str(report),
             "--out", str(report.parent / "runs")], limit_s=search_minutes * 60 + 150)
@@ -187,7 +187,7 @@ def _gpu_count() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernelswarm.experiments.benchmarks.gpu_check",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-s", type=float, default=540.0)

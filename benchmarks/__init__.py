@@ -1,0 +1,1 @@
+"""Benchmarks of kernelswarm's own machinery (``python -m benchmarks.<name>``)."""

@@ -1,1 +1,0 @@
-"""Benchmarks of kernelswarm's own machinery (``python -m kernelswarm.experiments.benchmarks.<name>``)."""
