@@ -11,8 +11,9 @@ rewrites turn that into "does not apply" rather than guess.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 
 class SourceError(ValueError):
@@ -176,15 +177,43 @@ def annotations_above(source: str, line_start: int) -> tuple[int, tuple[str, ...
     return start, tuple(reversed(found))
 
 
-def _loop_at(source: str, masked: str, keyword: int, paren: int) -> Loop:
-    close = matching(masked, paren)
-    init = masked[paren + 1:close].split(";", 1)[0]
-    variable_match = _LOOP_VARIABLE.search(init)
-    after = close + 1
+@dataclass(frozen=True)
+class StatementLine:
+    """Where a statement's line starts, the annotation lines above it, and whether a line may go
+    above it."""
+
+    line_start: int
+    annotation_start: int  # start of the annotation lines right above (line_start if none)
+    indent: str
+    annotations: tuple[str, ...]  # those lines, stripped
+    statement_start: bool  # the statement starts its line and follows a complete statement
+
+
+def statement_line(source: str, masked: str, keyword: int) -> StatementLine:
+    """The line of the statement whose first token is at ``keyword``."""
+    line_start = masked.rfind("\n", 0, keyword) + 1
+    indent = source[line_start:keyword]
+    annotation_start, annotations = annotations_above(source, line_start)
+    before = masked[:annotation_start].rstrip()
+    return StatementLine(line_start, annotation_start, indent, annotations,
+                         indent.strip() == "" and (before == "" or before[-1] in ";{}"))
+
+
+def loop_body_start(masked: str, keyword: int, header_close: int) -> int:
+    """Offset of the first character of the body of the ``for`` at ``keyword``."""
+    after = header_close + 1
     while after < len(masked) and masked[after].isspace():
         after += 1
     if after >= len(masked):
         raise SourceError(f"for loop at offset {keyword} has no body")
+    return after
+
+
+def _loop_at(source: str, masked: str, keyword: int, paren: int) -> Loop:
+    close = matching(masked, paren)
+    init = masked[paren + 1:close].split(";", 1)[0]
+    variable_match = _LOOP_VARIABLE.search(init)
+    after = loop_body_start(masked, keyword, close)
     if masked[after] == "{":
         body = masked[after:matching(masked, after) + 1]
         innermost = _LOOP_KEYWORD.search(body) is None
@@ -193,13 +222,10 @@ def _loop_at(source: str, masked: str, keyword: int, paren: int) -> Loop:
     else:
         body = masked[after:statement_end(masked, after)]
         innermost = _LOOP_KEYWORD.search(body) is None
-    line_start = masked.rfind("\n", 0, keyword) + 1
-    indent = source[line_start:keyword]
-    block_start, annotations = annotations_above(source, line_start)
-    before = masked[:block_start].rstrip()
-    annotatable = indent.strip() == "" and (before == "" or before[-1] in ";{}")
-    return Loop(keyword, line_start, indent, variable_match.group(1) if variable_match else None,
-                body, innermost, annotatable, annotations)
+    line = statement_line(source, masked, keyword)
+    return Loop(keyword, line.line_start, line.indent,
+                variable_match.group(1) if variable_match else None, body, innermost,
+                line.statement_start, line.annotations)
 
 
 def for_loops(source: str) -> list[Loop]:
@@ -249,9 +275,28 @@ def split_parameters(masked: str, start: int, end: int) -> tuple[Parameter, ...]
     return tuple(parameters)
 
 
-def _functions_in(masked: str, start: int, end: int, first_only: bool) -> list[Function]:
-    """Functions declared at brace depth 0 of ``masked[start:end]``."""
-    found: list[Function] = []
+@dataclass(frozen=True)
+class Declaration:
+    """A name and its parameter list at brace depth 0: a function declared, or defined when a
+    body follows."""
+
+    name: str
+    name_start: int
+    parameters_open: int  # offset of the '('
+    parameters_close: int  # offset of the ')'
+    body: tuple[int, int] | None  # offsets of the body's '{' and '}'
+
+
+_NAME_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
+_BODY_AFTER_PARAMETERS = re.compile(r"\s*(?:const\s*)?(?:noexcept\s*)?\{")
+
+
+def declarations(masked: str, not_functions: frozenset[str], start: int = 0,
+                 end: int | None = None) -> Iterator[Declaration]:
+    """The declarations at brace depth 0 of ``masked[start:end]``, in order, skipping the bodies
+    they define and every name in ``not_functions`` (keywords and attributes called like
+    functions)."""
+    end = len(masked) if end is None else end
     depth, j = 0, start
     while j < end:
         ch = masked[j]
@@ -261,14 +306,24 @@ def _functions_in(masked: str, start: int, end: int, first_only: bool) -> list[F
             depth -= 1
         elif ch == "(" and depth == 0:
             close = matching(masked, j)
-            name = re.search(r"(\w+)\s*$", masked[start:j])
-            if name and name.group(1) not in _NOT_A_FUNCTION:
-                found.append(Function(name.group(1), split_parameters(masked, j + 1, close)))
-                if first_only:
-                    return found
+            name = _NAME_BEFORE.search(masked, start, j)
+            if name and name.group(1) not in not_functions:
+                opened = _BODY_AFTER_PARAMETERS.match(masked, close + 1, end)
+                body = None if opened is None else (opened.end() - 1,
+                                                    matching(masked, opened.end() - 1))
+                yield Declaration(name.group(1), name.start(1), j, close, body)
+                if body is not None:
+                    j = body[1] + 1
+                    continue
             j = close
         j += 1
-    return found
+
+
+def _functions_in(masked: str, start: int, end: int, first_only: bool) -> list[Function]:
+    """Functions declared at brace depth 0 of ``masked[start:end]``."""
+    found = declarations(masked, _NOT_A_FUNCTION, start, end)
+    return [Function(d.name, split_parameters(masked, d.parameters_open + 1, d.parameters_close))
+            for d in islice(found, 1 if first_only else None)]
 
 
 def extern_c_functions(source: str) -> list[Function]:

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from .clike import (
     Parameter,
-    SourceError,
-    annotations_above,
+    declarations,
+    loop_body_start,
     mask,
     matching,
     split_parameters,
     statement_end,
+    statement_line,
 )
 
 _NOT_A_FUNCTION = frozenset({
@@ -36,7 +37,6 @@ _STRIDED_HEADER = re.compile(
 CONTROL = re.compile(r"\b(if|for|while|do|switch|return|break|continue|goto|case)\b")
 _POINTER_PARAMETER = re.compile(r"^(?P<type>[^*]*?)\*\s*(?:(?:__restrict__|__restrict|const)\s*)*"
                                 r"(?P<name>[A-Za-z_]\w*)\s*$", re.S)
-_BODY_AFTER_PARAMETERS = re.compile(r"\s*(?:const\s*)?(?:noexcept\s*)?\{")
 SYNCHRONISING = re.compile(r"__syncthreads|__syncwarp|_sync\s*\(|__shared__|\bcooperative_groups\b"
                            r"|\bcluster\b|\batomic\w*\s*\(")
 
@@ -86,28 +86,15 @@ def device_functions(source: str) -> list[DeviceFunction]:
     """Every function defined at brace depth 0 (templates included), in source order."""
     masked = mask(source)
     found: list[DeviceFunction] = []
-    depth, j, n = 0, 0, len(masked)
-    while j < n:
-        ch = masked[j]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            close = matching(masked, j)
-            name = re.search(r"([A-Za-z_]\w*)\s*$", masked[:j])
-            body = _BODY_AFTER_PARAMETERS.match(masked, close + 1)
-            if name and name.group(1) not in _NOT_A_FUNCTION and body:
-                start = _declaration_start(masked, name.start())
-                after = body.end() - 1
-                body_close = matching(masked, after)
-                found.append(DeviceFunction(name.group(1), start, masked[start:j],
-                                            split_parameters(masked, j + 1, close), after,
-                                            body_close))
-                j = body_close + 1
-                continue
-            j = close
-        j += 1
+    for declaration in declarations(masked, _NOT_A_FUNCTION):
+        if declaration.body is None:
+            continue
+        start = _declaration_start(masked, declaration.name_start)
+        found.append(DeviceFunction(
+            declaration.name, start, masked[start:declaration.parameters_open],
+            split_parameters(masked, declaration.parameters_open + 1,
+                             declaration.parameters_close),
+            *declaration.body))
     return found
 
 
@@ -162,11 +149,7 @@ def strided_loops(source: str) -> list[StridedLoop]:
             continue
         if not is_geometry(stride) or "threadIdx" in stride:
             continue
-        body = close + 1
-        while body < len(masked) and masked[body].isspace():
-            body += 1
-        if body >= len(masked):
-            raise SourceError(f"for loop at offset {m.start()} has no body")
+        body = loop_body_start(masked, m.start(), close)
         braced = masked[body] == "{"
         if braced:
             end = matching(masked, body) + 1
@@ -174,13 +157,9 @@ def strided_loops(source: str) -> list[StridedLoop]:
             continue  # a loop whose body is another statement with its own body: not read here
         else:
             end = statement_end(masked, body)
-        line_start = masked.rfind("\n", 0, m.start()) + 1
-        annotation_start, _ = annotations_above(source, line_start)
-        indent = source[line_start:m.start()]
-        before = masked[:annotation_start].rstrip()
+        line = statement_line(source, masked, m.start())
         loops.append(StridedLoop(
-            m.start(), line_start, annotation_start, indent, " ".join(header.group("type").split()),
-            header.group("var"), header.group("start"), header.group("bound"), stride,
-            open_, close, body, end, braced,
-            indent.strip() == "" and (before == "" or before[-1] in ";{}")))
+            m.start(), line.line_start, line.annotation_start, line.indent,
+            " ".join(header.group("type").split()), header.group("var"), header.group("start"),
+            header.group("bound"), stride, open_, close, body, end, braced, line.statement_start))
     return loops

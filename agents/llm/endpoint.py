@@ -101,19 +101,14 @@ def _ask(client: object, model: RoleModel, deadline: float,
     or what is wrong with it."""
     import openai
 
-    url = endpoint_of(model)
     try:
         listed = client.with_options(timeout=_left(deadline), max_retries=0)  # type: ignore[attr-defined]
         response = listed.models.with_raw_response.list()
         return _model_list(response.status_code, response.text, model)
-    except openai.APITimeoutError:
-        return _silent(model, within_s)
-    except openai.APIConnectionError as exc:
-        return Fault.UNREACHABLE, f"cannot reach {url}: {_cause(exc)}"
-    except openai.APIStatusError as exc:
-        if exc.status_code in KEY_REFUSED:
-            return Fault.KEY_REFUSED, _key_refused(exc, model)
-        if exc.status_code not in NO_ENDPOINT:
+    except (openai.APIConnectionError, openai.APIStatusError) as exc:
+        if (fault := _server_fault(exc, model, within_s)) is not None:
+            return fault
+        if getattr(exc, "status_code", None) not in NO_ENDPOINT:
             return []  # a server error or a rate limit: the run's retries deal with those
     return _chat_endpoint(client, model, deadline, within_s)
 
@@ -129,19 +124,30 @@ def _chat_endpoint(client: object, model: RoleModel, deadline: float,
         chat = client.with_options(timeout=_left(deadline), max_retries=0)  # type: ignore[attr-defined]
         chat.chat.completions.with_raw_response.create(model=model.model, messages=[],
                                                        max_tokens=1)
-    except openai.APITimeoutError:
-        return _silent(model, within_s)
-    except openai.APIConnectionError as exc:
-        return Fault.UNREACHABLE, f"cannot reach {url}: {_cause(exc)}"
-    except openai.APIStatusError as exc:
-        if exc.status_code in KEY_REFUSED:
-            return Fault.KEY_REFUSED, _key_refused(exc, model)
-        if exc.status_code in NO_ENDPOINT:
+    except (openai.APIConnectionError, openai.APIStatusError) as exc:
+        if (fault := _server_fault(exc, model, within_s)) is not None:
+            return fault
+        status = getattr(exc, "status_code", None)
+        if status in NO_ENDPOINT:
             return Fault.NOT_OPENAI, (
                 f"{url} does not speak OpenAI's protocol: neither {url}/models nor "
-                f"{url}/chat/completions exists there (HTTP {exc.status_code}); the URL is the "
+                f"{url}/chat/completions exists there (HTTP {status}); the URL is the "
                 f"server's OpenAI root, usually ending in /v1")
     return []
+
+
+def _server_fault(exc: Exception, model: RoleModel, within_s: float) -> tuple[Fault, str] | None:
+    """What a failed request says of the server whatever was asked: silent, unreachable, or
+    refusing the key; None for any other HTTP status."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return _silent(model, within_s)
+    if isinstance(exc, openai.APIConnectionError):
+        return Fault.UNREACHABLE, f"cannot reach {endpoint_of(model)}: {_cause(exc)}"
+    if getattr(exc, "status_code", None) in KEY_REFUSED:
+        return Fault.KEY_REFUSED, _key_refused(exc, model)
+    return None
 
 
 def _model_list(status: int, text: str, model: RoleModel) -> tuple[Fault, str] | Served:
