@@ -37,8 +37,6 @@ def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
     the calls themselves, and ``search.wall_time_s`` from ``started`` (Unix time, default now)
     is when every call must have ended."""
     agent = config.agent
-    wall_s = config.search.wall_time_s
-    deadline = None if wall_s is None else (started or time.time()) + wall_s
     roles = {name: RoleModel(**agent.role(name)) for name in ROLE_NAMES}
     prices = {model: Price(p.prompt, p.completion) for model, p in agent.prices.items()}
     if config.search.cost_usd is not None:
@@ -51,7 +49,7 @@ def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
         max_format_retries=agent.max_format_retries,
         prompt_dir=agent.prompt_dir.expanduser().resolve() if agent.prompt_dir else None,
         backoff_s=agent.backoff_s, backoff_max_s=max(agent.backoff_s, agent.backoff_max_s),
-        deadline=deadline)
+        deadline=config.search.deadline(started or time.time()))
 
 
 def check_agent(config: Config) -> None:

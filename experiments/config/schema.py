@@ -126,6 +126,11 @@ class SearchSection(_Section):
                              f"each (search.lineages = {lineages})")
         return value
 
+    def deadline(self, started: float) -> float | None:
+        """Unix time by which every lineage and every model call ends: ``wall_time_s`` from
+        ``started`` (the run's start, Unix time); None without a wall-time budget."""
+        return None if self.wall_time_s is None else started + self.wall_time_s
+
 
 class LLMRoleSection(_Section):
     """One role's model settings (``[agent.llm]`` for every role, ``[agent.<role>]`` per role);

@@ -195,7 +195,7 @@ class PreparedRun:
                                 config.languages if len(config.languages) > 1 else ()),
             population=population_of(config),
             max_repairs=search.max_repairs, max_workers=max_workers,
-            deadline=None if search.wall_time_s is None else self.started + search.wall_time_s,
+            deadline=search.deadline(self.started),
             # a restarted tracker rebuilds itself from what the run folder holds
             replay=partial(replay_records, self.run_dir, task.path, config.evaluator.device))
 
