@@ -3,7 +3,8 @@
 A *strategy* (search/strategies/) decides which judged kernels a population keeps, which of
 them a lineage is handed, and which candidates are not judged at all (novelty rejection).
 ``Population`` names the strategy and holds the settings common to all of them; a strategy's
-own settings come in ``options`` (the configuration's ``[search.<strategy>]`` table).
+own settings come in ``options``, as the strategy declares them (``Strategy.options``; the
+configuration's ``[search.<strategy>]`` table).
 """
 
 from __future__ import annotations
@@ -57,24 +58,23 @@ class Population:
 
     - ``strategy``: a module of search/strategies/ (``islands``, ``map_elites``);
     - ``elites``: the global elites kept whatever the strategy (reports, confirmation);
-    - ``island_size``: kernels an island keeps (islands);
     - ``migration``: when lineages are handed kernels, and how many;
     - ``novelty``: source similarity at or above which a coder's candidate is not judged
       (search/strategies/novelty.py); 1.0 rejects only copies that differ in comments and
       layout; 0 turns novelty rejection off;
-    - ``options``: the strategy's own settings, by name.
+    - ``options``: the strategy's own settings, by name (any it declares; the others take
+      their defaults).
     """
 
     strategy: str = "islands"
     elites: int = 8
-    island_size: int = 8
     migration: Migration = field(default_factory=Migration)
     novelty: float = 0.0
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.elites < 1 or self.island_size < 1:
-            raise ValueError("Population.elites and Population.island_size must be >= 1")
+        if self.elites < 1:
+            raise ValueError("Population.elites must be >= 1")
         if not 0.0 <= self.novelty <= 1.0:
             raise ValueError(f"Population.novelty is a similarity in [0, 1] (0: off), got "
                              f"{self.novelty}")

@@ -9,13 +9,33 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 
+def _table(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model of table ``name`` of ``model``, None where ``name`` is a value or no key."""
+    field = model.model_fields.get(name)
+    if field is None or not isinstance(field.annotation, type) or \
+            not issubclass(field.annotation, BaseModel):
+        return None
+    return field.annotation
+
+
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+        table = _table(model, str(part))
+        if table is None:
             return []
-        model = field.annotation
+        model = table
     return sorted(model.model_fields)
+
+
+def _key(schema: type[BaseModel], loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The key an error's location names: down the tables to the key itself, without what
+    pydantic adds below a key (a union's branch, a list's index)."""
+    model: type[BaseModel] | None = schema
+    for depth, part in enumerate(loc):
+        if model is None or str(part) not in model.model_fields:
+            return loc[:max(depth, 1)]
+        model = _table(model, str(part))
+    return loc
 
 
 def _shown(value: Any) -> Any:
@@ -46,9 +66,10 @@ def describe(error: ValidationError, schema: type[BaseModel], where: str,
     overrides = overrides or {}
     problems: dict[str, list[str]] = {}
     for item in error.errors():
-        # A union's branches add their type to the location; the key is section.field, or the
-        # whole path in [agent], whose tables nest (agent.coder.model, agent.prices.<model>).
-        loc = tuple(item["loc"] if item["loc"][:1] == ("agent",) else item["loc"][:2])
+        # The whole path in [agent], whose tables nest (agent.coder.model, agent.prices.<model>).
+        loc = tuple(item["loc"])
+        if loc[:1] != ("agent",):
+            loc = loc if item["type"] == "extra_forbidden" else _key(schema, loc)
         key = ".".join(str(p) for p in loc) or "(top level)"
         if item["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(schema, loc))

@@ -24,9 +24,9 @@ from pydantic import (
 )
 
 from kernelswarm.search import LANGUAGES, SPECS, STRATEGIES
-from kernelswarm.search.strategies.map_elites import DEFAULT_DESCRIPTORS, DESCRIPTORS
 
 from .errors import describe
+from .strategy_tables import StrategyOptions, stored_form
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,21 +62,10 @@ class TaskSection(_Section):
     language: LanguageName = "cpp"
 
 
-class MapElitesSection(_Section):
-    """``[search.map_elites]``: the behaviour descriptors naming a kernel's cell."""
+class SearchSection(StrategyOptions):  # type: ignore[misc, valid-type]
+    """``[search]``; the tables ``[search.<strategy>]`` of each strategy's own options come from
+    the strategies (``StrategyOptions``, strategy_tables.py)."""
 
-    descriptors: list[Literal[tuple(DESCRIPTORS)]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(DEFAULT_DESCRIPTORS), min_length=1)
-
-    @field_validator("descriptors")
-    @classmethod
-    def _each_once(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError("names a descriptor more than once")
-        return value
-
-
-class SearchSection(_Section):
     lineages: int = Field(4, ge=1, le=1024)
     # Several kernel languages in one population: lineage i searches languages[i % n], each from
     # the task's starting kernel in it; None: every lineage searches task.language.
@@ -94,8 +83,6 @@ class SearchSection(_Section):
     migration_topology: Literal["ring", "all", "random"] = "ring"
     # How the population keeps, selects and shares kernels (search/strategies/).
     strategy: Literal[STRATEGIES] = "islands"  # type: ignore[valid-type]
-    island_size: int = Field(8, ge=1)  # kernels each lineage's island keeps (islands)
-    map_elites: MapElitesSection = Field(default_factory=MapElitesSection)
     # Source similarity at or above which a coder's candidate is not judged; 1.0: only copies
     # that differ in comments and layout; 0: off.
     novelty: float = Field(0.0, ge=0.0, le=1.0)
@@ -437,7 +424,7 @@ def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> 
         raise ConfigError(f"{run_dir}: not a kernelswarm run folder (no config.json)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: {exc}") from None
-    return _validated(data, path, overrides)
+    return _validated(stored_form(data), path, overrides)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

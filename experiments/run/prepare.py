@@ -208,8 +208,7 @@ def population_of(config: Config) -> Population:
     settings are its ``[search.<strategy>]`` table, where it has one)."""
     search = config.search
     own = getattr(search, search.strategy, None)
-    return Population(strategy=search.strategy, elites=search.elites,
-                      island_size=search.island_size, novelty=search.novelty,
+    return Population(strategy=search.strategy, elites=search.elites, novelty=search.novelty,
                       options=own.model_dump() if own is not None else {})
 
 

@@ -8,7 +8,9 @@ them, the global elites, the reference starting kernels and the record of every 
 the run's ``Archive`` (search/archive.py), which the strategy reads and never changes.
 
 A strategy is a module of this package that defines ``STRATEGY``, a subclass of ``Strategy``;
-its name is the module's. docs/architecture.md, "Adding a search strategy", walks through one.
+its name is the module's, and its own settings are the ``Option`` s its class's ``options``
+declares (the configuration's ``[search.<name>]`` table). docs/architecture.md, "Adding a search
+strategy", walks through one.
 """
 
 from __future__ import annotations
@@ -22,16 +24,32 @@ from ..candidate import Candidate
 from ..evaluation import Evaluation
 from ..population import Population
 from .novelty import Novelty, Rejection
+from .option import Option
 
 
 class Strategy(ABC):
-    """A population's rules. Not thread-safe: the tracker calls it under its lock."""
+    """A population's rules. Not thread-safe: the tracker calls it under its lock.
+
+    ``options`` declares the strategy's own settings; ``Population.options`` may give any of
+    them (the others take their defaults) and nothing else, else ``ValueError`` names it."""
 
     name: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, population: Population, archive: Archive) -> None:
         self.population = population
         self.archive = archive
+        declared = {option.name: option for option in self.options}
+        unknown = sorted(set(population.options) - set(declared))
+        if unknown:
+            raise ValueError(f"{self.name} has no option {', '.join(map(repr, unknown))}; its "
+                             f"options: {', '.join(declared) or 'none'}")
+        self._options: dict[str, Any] = {}
+        for name, option in declared.items():
+            try:
+                self._options[name] = option.check(population.options.get(name, option.default))
+            except ValueError as exc:
+                raise ValueError(f"{self.name} option {name} {exc}") from None
         self.shared: list[tuple[int, int, str]] = []  # (from lineage, to lineage, kernel id)
         self.novelty = Novelty(population.novelty)
         # Each lineage's own best kernel (what it found itself), and how many lineages' bests
@@ -64,6 +82,10 @@ class Strategy(ABC):
         return {}
 
     # -- the same for every strategy -------------------------------------------------------
+
+    def option(self, name: str) -> Any:
+        """The value of the declared option ``name``: the population's, else its default."""
+        return self._options[name]
 
     def add(self, candidate: Candidate, evaluation: Evaluation) -> None:
         """A judged kernel: novelty's index, the lineage's own best, then ``keep``."""

@@ -1,7 +1,7 @@
 """Islands: one population per lineage, the best kernels migrating between them.
 
-Each lineage's island holds its best ``island_size`` kernels, its own and the migrants it
-received. On a migration step a lineage receives up to ``migration.count`` kernels from the
+Each lineage's island holds its best ``island_size`` kernels (its option), its own and the
+migrants it received. On a migration step a lineage receives up to ``migration.count`` kernels from the
 island its ``topology`` names (ring: the next lineage; random: one drawn with the seed; all: the
 global elites). Kernels it already holds are skipped; among the rest, those of a source family
 the island lacks come first (diversity), then by speedup. With several languages, kernels move
@@ -18,6 +18,7 @@ from ..archive import Member, best_first, source_family
 from ..candidate import Candidate
 from ..evaluation import Evaluation
 from .base import Strategy
+from .option import Option
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Islands(Strategy):
     """One island per lineage; migration along a ring, at random, or from the elites."""
 
     name = "islands"
+    options = (Option("island_size", int, 8, "kernels each lineage's island keeps (its own and "
+                      "the migrants it received)", minimum=1),)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -59,7 +62,7 @@ class Islands(Strategy):
 
     def island(self, lineage: int) -> Island:
         return self.islands.setdefault(lineage,
-                                       Island(lineage, size=self.population.island_size))
+                                       Island(lineage, size=self.option("island_size")))
 
     def keep(self, candidate: Candidate, evaluation: Evaluation) -> None:
         self.island(candidate.lineage).add(candidate, evaluation)

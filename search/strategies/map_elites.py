@@ -32,6 +32,7 @@ from ..archive import Member
 from ..candidate import STRUCTURE_MARKER, Candidate
 from ..evaluation import Evaluation
 from .base import Strategy
+from .option import Option
 
 _STRUCTURE = re.compile(re.escape(STRUCTURE_MARKER) + r"\s*([A-Za-z0-9_\-]+)")
 
@@ -66,15 +67,17 @@ class MapElites(Strategy):
     """One kernel per cell of behaviour; lineages draw theirs from the filled cells."""
 
     name = "map_elites"
+    options = (Option(
+        "descriptors", list, DEFAULT_DESCRIPTORS,
+        "what names a kernel's cell: `language`, `structure` (the structure its source declares "
+        "with a `kernelswarm structure: <name>` line, `dispatch` for a per-shape dispatch "
+        "kernel, else `base`), `shape` (the timed shape on which it gains most over the "
+        "starting kernel), `move` (the kind of move that made it: `rewrite`, `tune`, "
+        "`repair`, ...)", minimum=1, choices=tuple(DESCRIPTORS)),)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        names = tuple(self.population.options.get("descriptors", DEFAULT_DESCRIPTORS))
-        unknown = [n for n in names if n not in DESCRIPTORS]
-        if unknown or not names:
-            raise ValueError(f"map_elites descriptors must be some of {', '.join(DESCRIPTORS)}"
-                             f", got {', '.join(map(repr, names)) or 'none'}")
-        self.descriptors = names
+        self.descriptors: tuple[str, ...] = self.option("descriptors")
         self.cells: dict[tuple[str, ...], Member] = {}
         self.replaced = 0  # kernels that took a filled cell from a slower one
         self._held: dict[int, set[str]] = {}  # kernels each lineage was handed

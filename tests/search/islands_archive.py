@@ -14,7 +14,8 @@ from kernelswarm.search.strategies.islands import Island, Islands
 class IslandsArchive:
     def __init__(self, elites: int = 8, island_size: int = 8) -> None:
         self.archive = Archive(elites=elites)
-        strategy = make_strategy(Population("islands", elites, island_size), self.archive)
+        strategy = make_strategy(Population("islands", elites,
+                                            options={"island_size": island_size}), self.archive)
         assert isinstance(strategy, Islands)
         self.strategy = strategy
 

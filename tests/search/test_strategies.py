@@ -27,6 +27,7 @@ from kernelswarm.search import (
     make_strategy,
 )
 from kernelswarm.search.lineage import MAX_REJECTIONS, NOT_NOVEL
+from kernelswarm.search.strategies import Option, strategy_options
 from kernelswarm.search.strategies.map_elites import MapElites, structure, winning_shape
 from kernelswarm.search.strategies.novelty import Novelty, shingles, similarity
 from tests.search.test_driver import Judge, _Append, _kernel, _Moves, _Quiet
@@ -70,8 +71,39 @@ def test_the_strategies_are_the_modules_of_the_package_and_an_unknown_one_is_nam
     assert set(STRATEGIES) == {"islands", "map_elites"}
     with pytest.raises(ValueError, match="unknown search strategy 'novelty'.*islands, map_elites"):
         make_strategy(Population("novelty"), Archive())
-    with pytest.raises(ValueError, match="descriptors must be some of"):
+    with pytest.raises(ValueError, match="map_elites option descriptors must be a list of "
+                                         "some of language, structure, shape, move"):
         make_strategy(Population("map_elites", options={"descriptors": ["colour"]}), Archive())
+
+
+def test_a_strategy_takes_the_options_it_declares_checked_and_no_other():
+    declared = strategy_options()
+    assert [o.name for o in declared["islands"]] == ["island_size"]
+    assert [o.name for o in declared["map_elites"]] == ["descriptors"]
+    islands = make_strategy(Population("islands"), Archive())
+    assert islands.option("island_size") == 8  # the declared default
+    with pytest.raises(ValueError, match="islands has no option 'size'; its options: "
+                                         "island_size"):
+        make_strategy(Population("islands", options={"size": 4}), Archive())
+    with pytest.raises(ValueError, match="islands option island_size must be an integer >= 1"):
+        make_strategy(Population("islands", options={"island_size": True}), Archive())
+    with pytest.raises(ValueError, match="names shape more than once"):
+        make_strategy(Population("map_elites", options={"descriptors": ["shape", "shape"]}),
+                      Archive())
+
+
+def test_an_option_checks_its_values_as_declared():
+    ratio = Option("ratio", float, 0.5, "a share", minimum=0, maximum=1)
+    assert ratio.check(1) == 1.0 and isinstance(ratio.check(1), float)
+    assert ratio.allowed() == "a number from 0 to 1"
+    for bad in (1.5, "0.5", True):
+        with pytest.raises(ValueError, match="must be a number from 0 to 1"):
+            ratio.check(bad)
+    mode = Option("mode", str, "fast", "how", choices=("fast", "slow"))
+    with pytest.raises(ValueError, match="must be one of fast, slow"):
+        mode.check("medium")
+    with pytest.raises(ValueError, match="option size: its default 0 must be an integer >= 1"):
+        Option("size", int, 0, "kernels kept", minimum=1)
 
 
 def test_map_elites_keeps_a_slower_kernel_that_wins_another_shape():
