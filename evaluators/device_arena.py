@@ -27,8 +27,7 @@ from typing import Any
 
 import torch
 
-from .protocol import TensorSpec
-from .shared_memory import ArenaError, spec_dtype
+from .shared_memory import BaseArena
 
 DEVICE_ARENA = "device"
 HOST_ARENA = "host"
@@ -84,7 +83,7 @@ class _CudaArrayView:
                                          "strides": None}
 
 
-class DeviceArena:
+class DeviceArena(BaseArena):
     """One mapping of a shared device allocation; ``create`` in the judge, ``attach`` in the
     runner. ``fd`` is the descriptor that travels to the runner."""
 
@@ -111,7 +110,7 @@ class DeviceArena:
 
     def describe(self) -> dict[str, Any]:
         """What the runner needs besides the descriptor to attach (the prepare request)."""
-        return {"kind": DEVICE_ARENA, "bytes": self.size, "mapped": self._mapped}
+        return {**super().describe(), "mapped": self._mapped}
 
     @classmethod
     def create(cls, size: int, device: str) -> DeviceArena:
@@ -161,41 +160,18 @@ class DeviceArena:
             raise
         return cls(fd, size, ordinal, handle, address, mapped)
 
-    def _bytes(self, spec: TensorSpec) -> torch.Tensor:
-        if spec.offset < 0 or spec.offset + spec.nbytes > self.size:
-            raise ArenaError(f"a tensor of {spec.nbytes} bytes at offset {spec.offset} does not "
-                             f"fit the arena of {self.size} bytes")
-        return self._memory[spec.offset:spec.offset + spec.nbytes]
+    def _span(self, offset: int, nbytes: int) -> torch.Tensor:
+        return self._memory[offset:offset + nbytes]
 
-    def write(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
-        """Copy ``tensor`` to ``spec``'s place (on the device; no synchronisation: ``settle``)."""
-        if str(tensor.dtype).removeprefix("torch.") != spec.dtype \
-                or tuple(tensor.shape) != spec.shape:
-            raise ArenaError(f"a {tensor.dtype} tensor of shape {list(tensor.shape)} where "
-                             f"{spec.dtype} {list(spec.shape)} was expected")
-        if spec.nbytes == 0:
-            return
+    def _snapshot(self, data: torch.Tensor, device: str) -> torch.Tensor:
+        return data.to(device, copy=True)
+
+    def _staged(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` on this arena's device: the copy in is device-to-device."""
         source = tensor.detach()
         if source.device != self._memory.device:
             source = source.to(self._memory.device)
-        self._bytes(spec).copy_(source.contiguous().reshape(-1).view(torch.uint8))
-
-    def read(self, spec: TensorSpec, device: str = "cpu") -> torch.Tensor:
-        """A copy of the tensor at ``spec``'s place, on ``device`` (the copy is the snapshot)."""
-        dtype = spec_dtype(spec)
-        if spec.nbytes == 0:
-            return torch.empty(spec.shape, dtype=dtype, device=device)
-        data = self._bytes(spec).to(device, copy=True)
-        return data.view(dtype).reshape(spec.shape)
-
-    def copy_into(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
-        """Copy the tensor at ``spec``'s place into ``tensor`` (same dtype and shape)."""
-        if str(tensor.dtype).removeprefix("torch.") != spec.dtype \
-                or tuple(tensor.shape) != spec.shape or not tensor.is_contiguous():
-            tensor.copy_(self.read(spec, str(tensor.device)))
-            return
-        if spec.nbytes:
-            tensor.view(-1).view(torch.uint8).copy_(self._bytes(spec))
+        return source
 
     def settle(self) -> None:
         """Finish this process's copies, so that the other process sees them."""
@@ -244,7 +220,7 @@ ARENA_ENV = "KERNELSWARM_DEVICE_ARENA"  # "0": GPU evaluations use the page-lock
 _refused: dict[str, str] = {}
 
 
-def evaluation_arena(size: int, device: str) -> Any:
+def evaluation_arena(size: int, device: str) -> BaseArena:
     """The arena of one runner of ``device``: on a GPU the device arena, unless
     ``KERNELSWARM_DEVICE_ARENA=0`` or the driver refuses (then, as on the CPU, the host arena,
     page-locked on a GPU). ``arena_refusal(device)`` says why a GPU got the host arena."""
@@ -268,7 +244,7 @@ def arena_refusal(device: str) -> str:
     return _refused.get(device, "")
 
 
-def attach_arena(fd: int, described: Any, device: str) -> Any:
+def attach_arena(fd: int, described: Any, device: str) -> BaseArena:
     """The runner's side of the arena the judge described in its prepare request."""
     from .shared_memory import Arena
 

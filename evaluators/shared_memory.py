@@ -7,6 +7,10 @@ one runner process, which serves exactly one candidate: an arena is never shared
 candidates. Tensors lie at the byte offsets of ``protocol.TensorSpec``; reading one copies it out
 first, so that what the judge compares is a snapshot the runner can no longer change.
 
+``BaseArena`` is what the judge and the runner use of an arena, whichever memory it is in; it
+checks every copy (the spec within the arena, the tensor of the spec's dtype and shape) once
+for both kinds: ``Arena`` here, ``DeviceArena`` in device memory (evaluators/device_arena.py).
+
 On a GPU both sides page-lock their mapping (``pin``: ``cudaHostRegister``), so that every copy
 between the arena and the device is one DMA transfer rather than the driver's staged copy of
 pageable memory, several times slower on the largest shapes. Where the driver refuses, the
@@ -19,6 +23,7 @@ import ctypes
 import fcntl
 import mmap
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import torch
@@ -49,7 +54,95 @@ def describe(tensors: Sequence[torch.Tensor]) -> list[tuple[str, tuple[int, ...]
             for t in tensors]
 
 
-class Arena:
+def _matches(spec: TensorSpec, tensor: torch.Tensor) -> bool:
+    return str(tensor.dtype).removeprefix("torch.") == spec.dtype \
+        and tuple(tensor.shape) == spec.shape
+
+
+class BaseArena(ABC):
+    """One side's mapping of an arena: ``size`` bytes that the judge and exactly one runner
+    share, tensors at the byte offsets of ``protocol.TensorSpec``; ``fd`` is the descriptor
+    that travels to the runner.
+
+    Every copy is checked here: a spec outside the arena, or a tensor whose dtype or shape is
+    not the spec's, is ``ArenaError``. ``read`` returns a copy, a snapshot the other process can
+    no longer change. A copy is visible to the other process once this one has called
+    ``settle``. Not thread-safe: one judge thread or the runner uses it.
+    """
+
+    on_device: bool
+    kind: str
+    fd: int
+    size: int
+
+    @property
+    @abstractmethod
+    def pinned(self) -> bool:
+        """Whether copies between the arena and a device are direct (one DMA transfer)."""
+
+    @abstractmethod
+    def pin(self) -> bool:
+        """Make copies to and from the device direct where this memory can be; whether they
+        are."""
+
+    def describe(self) -> dict[str, object]:
+        """What the runner needs besides the descriptor to attach (the prepare request)."""
+        return {"kind": self.kind, "bytes": self.size}
+
+    @abstractmethod
+    def settle(self) -> None:
+        """Finish this process's copies, so that the other process sees them."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the mapping and the descriptor."""
+
+    @abstractmethod
+    def _span(self, offset: int, nbytes: int) -> torch.Tensor:
+        """The arena's bytes ``[offset, offset + nbytes)`` as a uint8 tensor (no copy)."""
+
+    @abstractmethod
+    def _snapshot(self, data: torch.Tensor, device: str) -> torch.Tensor:
+        """A copy of ``data`` (the arena's bytes) on ``device``."""
+
+    def _staged(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` as it is copied in (where it already is: the copy reads any device)."""
+        return tensor.detach()
+
+    def _bytes(self, spec: TensorSpec) -> torch.Tensor:
+        if spec.offset < 0 or spec.offset + spec.nbytes > self.size:
+            raise ArenaError(f"a tensor of {spec.nbytes} bytes at offset {spec.offset} does not "
+                             f"fit the arena of {self.size} bytes")
+        return self._span(spec.offset, spec.nbytes)
+
+    def write(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
+        """Copy ``tensor`` (any device) to ``spec``'s place; its dtype and shape must match (on
+        the device no synchronisation: ``settle``)."""
+        if not _matches(spec, tensor):
+            raise ArenaError(f"a {tensor.dtype} tensor of shape {list(tensor.shape)} where "
+                             f"{spec.dtype} {list(spec.shape)} was expected")
+        if spec.nbytes == 0:
+            return
+        self._bytes(spec).copy_(self._staged(tensor).contiguous().reshape(-1).view(torch.uint8))
+
+    def read(self, spec: TensorSpec, device: str = "cpu") -> torch.Tensor:
+        """A copy of the tensor at ``spec``'s place, on ``device`` (the copy is the snapshot)."""
+        dtype = spec_dtype(spec)
+        if spec.nbytes == 0:
+            return torch.empty(spec.shape, dtype=dtype, device=device)
+        return self._snapshot(self._bytes(spec), device).view(dtype).reshape(spec.shape)
+
+    def copy_into(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
+        """Copy the tensor at ``spec``'s place into ``tensor`` (any device; same dtype and
+        shape), with no intermediate copy."""
+        if not _matches(spec, tensor) or not tensor.is_contiguous():
+            tensor.copy_(self.read(spec, str(tensor.device)))
+            return
+        if spec.nbytes:
+            tensor.view(-1).view(torch.uint8).copy_(self._bytes(spec))
+
+
+class Arena(BaseArena):
     """One mapping of the shared file; ``create`` in the judge, ``attach`` in the runner."""
 
     on_device = False
@@ -82,10 +175,6 @@ class Arena:
         self._pinned = address
         return True
 
-    def describe(self) -> dict[str, object]:
-        """What the runner needs besides the descriptor to attach (the prepare request)."""
-        return {"kind": self.kind, "bytes": self.size}
-
     def settle(self) -> None:
         """Host copies are done when they return: nothing to wait for."""
 
@@ -109,46 +198,18 @@ class Arena:
     def attach(cls, fd: int) -> Arena:
         return cls(fd, os.fstat(fd).st_size)
 
-    def _bytes(self, spec: TensorSpec) -> torch.Tensor:
-        if spec.offset < 0 or spec.offset + spec.nbytes > self.size:
-            raise ArenaError(f"a tensor of {spec.nbytes} bytes at offset {spec.offset} does not "
-                             f"fit the arena of {self.size} bytes")
-        return torch.frombuffer(self._map, dtype=torch.uint8, count=spec.nbytes,
-                                offset=spec.offset)
+    def _span(self, offset: int, nbytes: int) -> torch.Tensor:
+        # a tensor copied in goes straight from its device into the mapping (no host temporary)
+        return torch.frombuffer(self._map, dtype=torch.uint8, count=nbytes, offset=offset)
 
-    def write(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
-        """Copy ``tensor`` (any device) to ``spec``'s place; its dtype and shape must match."""
-        if str(tensor.dtype).removeprefix("torch.") != spec.dtype \
-                or tuple(tensor.shape) != spec.shape:
-            raise ArenaError(f"a {tensor.dtype} tensor of shape {list(tensor.shape)} where "
-                             f"{spec.dtype} {list(spec.shape)} was expected")
-        if spec.nbytes == 0:
-            return
-        # One copy, straight from the tensor's device into the mapping (no host temporary).
-        self._bytes(spec).copy_(tensor.detach().contiguous().reshape(-1).view(torch.uint8))
-
-    def read(self, spec: TensorSpec, device: str = "cpu") -> torch.Tensor:
-        """A copy of the tensor at ``spec``'s place, on ``device``."""
-        dtype = _dtype(spec.dtype)
-        if spec.nbytes == 0:
-            return torch.empty(spec.shape, dtype=dtype, device=device)
+    def _snapshot(self, data: torch.Tensor, device: str) -> torch.Tensor:
         if device == "cpu":
-            return self._bytes(spec).clone().view(dtype).reshape(spec.shape)
+            return data.clone()
         # One copy from the mapping to the device: the copy is the snapshot (a host clone first
         # would move every byte twice, which on a GPU's largest shapes costs seconds).
-        data = torch.empty(spec.nbytes, dtype=torch.uint8, device=device)
-        data.copy_(self._bytes(spec))
-        return data.view(dtype).reshape(spec.shape)
-
-    def copy_into(self, spec: TensorSpec, tensor: torch.Tensor) -> None:
-        """Copy the tensor at ``spec``'s place into ``tensor`` (any device; same dtype and
-        shape), with no intermediate copy."""
-        if str(tensor.dtype).removeprefix("torch.") != spec.dtype \
-                or tuple(tensor.shape) != spec.shape or not tensor.is_contiguous():
-            tensor.copy_(self.read(spec, str(tensor.device)))
-            return
-        if spec.nbytes:
-            tensor.view(-1).view(torch.uint8).copy_(self._bytes(spec))
+        copy = torch.empty(data.numel(), dtype=torch.uint8, device=device)
+        copy.copy_(data)
+        return copy
 
     def close(self) -> None:
         if self._pinned:

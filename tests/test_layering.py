@@ -274,6 +274,48 @@ def test_the_checker_resolves_relative_imports_and_finds_cycles():
     assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
+# The judge's functions take at most ``MAX_PARAMETERS`` parameters besides self or cls: what
+# travels together is one object (one candidate's evaluation is a ``Judgement``,
+# evaluators/judge/judgement.py), never a dozen loose values handed from call to call.
+MAX_PARAMETERS = 5
+JUDGE = ROOT / "evaluators" / "judge"
+
+
+def long_signatures(path: Path, text: str | None = None) -> list[str]:
+    """The functions, methods and lambdas of ``path`` (or of ``text`` as that file) that take
+    more than ``MAX_PARAMETERS`` parameters besides a first ``self`` or ``cls``; ``*args``
+    and ``**kwargs`` count one each."""
+    source = path.read_text() if text is None else text
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        args = node.args
+        names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        names += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+        if names[:1] in (["self"], ["cls"]):
+            names = names[1:]
+        if len(names) > MAX_PARAMETERS:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: "
+                         f"{getattr(node, 'name', 'lambda')} takes {len(names)} parameters "
+                         f"({', '.join(names)}); at most {MAX_PARAMETERS} besides self/cls")
+    return found
+
+
+def test_no_function_of_the_judge_takes_more_than_five_parameters():
+    problems = [p for path in sorted(JUDGE.rglob("*.py")) for p in long_signatures(path)]
+    assert not problems, "\n".join(problems) + "\nput what travels together in one object"
+    # the check must be able to fail: six parameters, counted however they are passed
+    probe = JUDGE / "probe.py"
+    assert long_signatures(probe, "def f(a, b, c, d, e, g):\n    pass\n") == [
+        "evaluators/judge/probe.py:1: f takes 6 parameters (a, b, c, d, e, g); at most 5 "
+        "besides self/cls"]
+    assert len(long_signatures(probe, "class C:\n    def f(self, a, b, c, *d, e, **g):\n"
+                                      "        return lambda h, i, j, k, l, m: 0\n")) == 2
+    assert long_signatures(probe, "class C:\n    @classmethod\n"
+                                  "    def f(cls, a, b, c, d, e=1):\n        pass\n") == []
+
+
 def test_the_architecture_page_states_these_layers():
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]

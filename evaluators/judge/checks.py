@@ -22,7 +22,7 @@ from ...search.evaluation import ShapeResult, Status
 from ...search.task import Shape
 from ..correctness import Comparison, compare, first_bit_difference, structure_problem
 from ..protocol import FIRST_POISON, REFILL_SEED, SECOND_POISON, TensorSpec, layout
-from ..shared_memory import Arena, describe
+from ..shared_memory import BaseArena, describe
 from .references import References, release_device_memory
 from .trial import CandidateFault, Trial
 
@@ -37,6 +37,59 @@ class ShapeErrors:
         self.max_rel_err = max(self.max_rel_err, comparison.max_rel_err)
 
 
+@dataclass(frozen=True)
+class CheckKind:
+    """A kind of checked shape: its name in a verdict (``label``) and in where the runner was
+    when it failed (``phase``)."""
+
+    label: str
+    phase: str
+
+
+TUNING = CheckKind("shape", "correctness")
+HELD_OUT = CheckKind("held-out shape", "held-out")
+EXTRA = CheckKind("extra check", "extra")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The shapes one ``check_shapes`` passed: their largest errors by label, and their results
+    (a verdict's shapes)."""
+
+    errors: dict[str, ShapeErrors]
+    passed: list[ShapeResult]
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One check of a kernel on (shape, seed): what its three calls share. ``where`` names the
+    shape, ``place`` the shape and the seed."""
+
+    kernel: str
+    shape: Shape
+    specs: tuple[list[TensorSpec], list[TensorSpec]]
+    where: str
+    place: str
+
+
+@dataclass(frozen=True)
+class _Call:
+    """How one of a check's calls is made: whether the inputs are written to the arena first
+    (the second call reuses those of the first), the outputs' poison, whether the runner makes
+    new buffers (``fresh``) rather than reuse the last call's, and what a verdict adds to the
+    check's place."""
+
+    load: bool
+    poison: str
+    fresh: bool
+    suffix: str
+
+
+_FIRST = _Call(True, FIRST_POISON, True, "")
+_AGAIN = _Call(False, SECOND_POISON, False, " (second call)")
+_REFILLED = _Call(True, FIRST_POISON, False, " (refilled inputs)")
+
+
 def _hint(task: Any) -> str:
     """The task's ``WRONG_RESULT_HINT`` (optional in task.py), as the message's last clause."""
     hint = getattr(getattr(task, "module", None), "WRONG_RESULT_HINT", "")
@@ -46,37 +99,38 @@ def _hint(task: Any) -> str:
 class Checker:
     """Drives one kernel's checked calls in a trial and judges what comes back."""
 
-    def __init__(self, trial: Trial, arena: Arena, references: References, task: Any) -> None:
+    def __init__(self, trial: Trial, arena: BaseArena, references: References, task: Any) -> None:
         self.trial = trial
         self.arena = arena
         self.references = references
         self.task = task
 
-    def _call(self, kernel: str, shape: Shape, inputs: tuple | None, sent: tuple,
-              specs: tuple[list[TensorSpec], list[TensorSpec]], poison: str, fresh: bool,
-              where: str, place: str) -> tuple:
-        """One call; its outputs (a copy on the judge's device), once the inputs as they came
-        back have been found bit-identical to ``sent`` (REJECTED otherwise). The inputs read
-        back are dropped here: on a problem of several GB each copy held counts."""
-        in_specs, out_specs = specs
-        if inputs is not None:
-            for spec, tensor in zip(in_specs, inputs, strict=True):
+    def _call(self, check: _Check, call: _Call, sent: tuple) -> tuple:
+        """One call on the inputs ``sent`` (written to the arena where ``call.load``); its
+        outputs (a copy on the judge's device), once the inputs as they came back have been
+        found bit-identical to ``sent`` (REJECTED otherwise). The inputs read back are dropped
+        here: on a problem of several GB each copy held counts."""
+        shape = check.shape
+        in_specs, out_specs = check.specs
+        if call.load:
+            for spec, tensor in zip(in_specs, sent, strict=True):
                 self.arena.write(spec, tensor)
         # the runner allocates its outputs now: room for them on a large problem
         release_device_memory(self.references.device,
                               sum(spec.nbytes for spec in (*in_specs, *out_specs)))
-        reply = self.trial.ask({"type": "call", "kernel": kernel, "shape": dict(shape),
+        reply = self.trial.ask({"type": "call", "kernel": check.kernel, "shape": dict(shape),
                                 "inputs": [s.as_json() for s in in_specs],
                                 "outputs": [s.as_json() for s in out_specs],
-                                "poison": poison, "fresh": fresh, "load": inputs is not None},
+                                "poison": call.poison, "fresh": call.fresh, "load": call.load},
                                "called")
-        self.trial.call_problem(reply, where, shape.label)
+        self.trial.call_problem(reply, check.where, shape.label)
         device = self.references.device
         outputs = tuple(self.arena.read(s, device) for s in out_specs)
         changed = first_bit_difference(sent, tuple(self.arena.read(s, device) for s in in_specs))
         if changed is not None:
             raise CandidateFault(Status.REJECTED,
-                                 f"the kernel modified its {changed.where('input')} {place}: "
+                                 f"the kernel modified its {changed.where('input')} "
+                                 f"{check.place}{call.suffix}: "
                                  f"inputs are read-only (write only into the outputs)",
                                  [ShapeResult(shape=shape.label)])
         return outputs
@@ -92,10 +146,9 @@ class Checker:
                                  [ShapeResult(shape=shape.label)])
         in_specs, end = layout(describe(inputs))
         out_specs, _ = layout(describe(reference), end)
-        specs = (in_specs, out_specs)
         place = f"{where}, seed {seed}"
-        outputs = self._call(kernel, shape, inputs, inputs, specs, FIRST_POISON, True, where,
-                             place)
+        check = _Check(kernel, shape, (in_specs, out_specs), where, place)
+        outputs = self._call(check, _FIRST, inputs)
         comparison = compare(outputs, reference, self.task.tolerance)
         del reference
         if comparison.mismatch is not None:
@@ -106,8 +159,7 @@ class Checker:
                 + _hint(self.task),
                 [ShapeResult(shape=shape.label, max_abs_err=comparison.max_abs_err,
                              max_rel_err=comparison.max_rel_err)])
-        again = self._call(kernel, shape, None, inputs, specs, SECOND_POISON, False, where,
-                           f"{place} (second call)")
+        again = self._call(check, _AGAIN, inputs)
         differs = first_bit_difference(outputs, again)
         del outputs, again
         if differs is not None:
@@ -121,35 +173,32 @@ class Checker:
         if first_bit_difference(inputs, fresh) is None:
             return comparison  # the task draws the same values for every seed
         del inputs
-        self._check_refilled(kernel, shape, fresh, reference, specs, place, where)
+        self._check_refilled(check, fresh, reference)
         return comparison
 
-    def _check_refilled(self, kernel: str, shape: Shape, fresh: tuple, reference: tuple,
-                        specs: tuple[list[TensorSpec], list[TensorSpec]], place: str,
-                        where: str) -> None:
+    def _check_refilled(self, check: _Check, fresh: tuple, reference: tuple) -> None:
         """A third call on the same buffers refilled with new values must give the new answer."""
-        outputs = self._call(kernel, shape, fresh, fresh, specs, FIRST_POISON, False, where,
-                             f"{place} (refilled inputs)")
+        outputs = self._call(check, _REFILLED, fresh)
         comparison = compare(outputs, reference, self.task.tolerance)
         if comparison.mismatch is not None:
             raise CandidateFault(
                 Status.INCORRECT,
-                f"stale result {place}: after the same input buffers were refilled with new "
+                f"stale result {check.place}: after the same input buffers were refilled with new "
                 f"values, the kernel's output is wrong ({comparison.mismatch.describe()}) — a "
                 f"kernel may not cache results between calls (by pointer, shape or sampled "
-                f"values)", [ShapeResult(shape=shape.label)])
+                f"values)", [ShapeResult(shape=check.shape.label)])
 
-    def check_shapes(self, kernel: str, shapes: Sequence[Shape], phase: str, label: str,
-                     seeds: int, done: list[ShapeResult],
-                     scales: Sequence[float] = ()) -> dict[str, ShapeErrors]:
-        """Every seed of every shape; ``done`` collects the shapes passed (for a verdict's
-        shapes), a failure raises with them in front of the failed one."""
+    def check_shapes(self, kernel: str, kind: CheckKind, shapes: Sequence[Shape], seeds: int,
+                     scales: Sequence[float] = ()) -> Checked:
+        """Every seed of every shape (inputs scaled by ``scales``, one a shape, where given); a
+        failure raises with the shapes passed in front of the failed one."""
         errors: dict[str, ShapeErrors] = {}
+        done: list[ShapeResult] = []
         for index, shape in enumerate(shapes):
             scale = scales[index] if scales else 1.0
-            where = f"on {label} {shape.label}" + (f" with inputs scaled by {scale:g}"
-                                                    if scale != 1.0 else "")
-            self.trial.at(f"{where} ({phase})", shape.label)
+            where = f"on {kind.label} {shape.label}" + (f" with inputs scaled by {scale:g}"
+                                                         if scale != 1.0 else "")
+            self.trial.at(f"{where} ({kind.phase})", shape.label)
             errors[shape.label] = ShapeErrors()
             for seed in range(seeds):
                 try:
@@ -159,7 +208,7 @@ class Checker:
                     raise
             done.append(ShapeResult(shape=shape.label, correct=True,
                                     **asdict(errors[shape.label])))
-        return errors
+        return Checked(errors, done)
 
 
 def arena_bytes(references: References, shapes: Sequence[Shape], seeds: Sequence[int],

@@ -110,33 +110,45 @@ class MemoryPlan:
                                           <= self.usable_bytes)
 
 
-def evaluation_peak(timed: Sequence[TimedProblem], checked_bytes: int, arena_bytes: int,
-                    l2_bytes: int) -> int:
-    """The peak of one evaluation on the device, per phase, the references' cache apart:
+@dataclass(frozen=True)
+class EvaluationSizes:
+    """What the plan starts from: every tuning shape's bytes (``timed``), the largest checked
+    problem's, the arena's, and the device's L2 (0 on the CPU)."""
 
-    - checks: the runner's buffers of a problem (1x) and, in the judge, the problem and what
-      came back (2x);
-    - timing: the runner's copies (2 kernels x copies x F) and the fresh draw of a refresh
-      (the inputs), with, in the judge, a returned copy read back (F) and its re-derived inputs;
+    timed: Sequence[TimedProblem]
+    checked_bytes: int
+    arena_bytes: int
+    l2_bytes: int
 
-    plus the arena and a CUDA context each for the judge and the runner."""
-    checks = 3 * checked_bytes
-    timing = max((2 * plan_copies(p.footprint, l2_bytes).copies * p.footprint
-                  + p.input_bytes + p.footprint + p.input_bytes for p in timed), default=0)
-    return arena_bytes + max(checks, timing) + 2 * CONTEXT_BYTES
+    @property
+    def peak_bytes(self) -> int:
+        """The peak of one evaluation on the device, per phase, the references' cache apart:
+
+        - checks: the runner's buffers of a problem (1x) and, in the judge, the problem and
+          what came back (2x);
+        - timing: the runner's copies (2 kernels x copies x F) and the fresh draw of a refresh
+          (the inputs), with, in the judge, a returned copy read back (F) and its re-derived
+          inputs;
+
+        plus the arena and a CUDA context each for the judge and the runner."""
+        checks = 3 * self.checked_bytes
+        timing = max((2 * plan_copies(p.footprint, self.l2_bytes).copies * p.footprint
+                      + p.input_bytes + p.footprint + p.input_bytes for p in self.timed),
+                     default=0)
+        return self.arena_bytes + max(checks, timing) + 2 * CONTEXT_BYTES
 
 
-def plan_memory(device_bytes: int, timed: Sequence[TimedProblem], checked_bytes: int,
-                arena_bytes: int, l2_bytes: int, reference_budget: int) -> MemoryPlan:
+def plan_memory(device_bytes: int, sizes: EvaluationSizes, reference_budget: int) -> MemoryPlan:
     """The plan on a device of ``device_bytes`` (0: the CPU, nothing planned).
 
     A spare runner (its arena, its warm-up draw of the largest tuning shape, its context) is
     started in advance only if it fits beside the evaluation's peak; the references get what is
     left, at most ``reference_budget``. ``MemoryPlanError`` if the peak alone does not fit.
     """
+    timed, arena_bytes = sizes.timed, sizes.arena_bytes
     footprint = max((p.footprint for p in timed), default=0)
-    copies = min((plan_copies(p.footprint, l2_bytes).copies for p in timed), default=1)
-    peak = evaluation_peak(timed, checked_bytes, arena_bytes, l2_bytes)
+    copies = min((plan_copies(p.footprint, sizes.l2_bytes).copies for p in timed), default=1)
+    peak = sizes.peak_bytes
     spare = arena_bytes + footprint + CONTEXT_BYTES
     if not device_bytes:
         return MemoryPlan(0, 0, footprint, copies, arena_bytes, peak, spare, True,

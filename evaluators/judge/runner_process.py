@@ -35,11 +35,10 @@ from typing import Any
 
 from ...search.task import TaskError
 from ..channel import ChannelError, FrameBuffer, write_frame
-from ..device_arena import DeviceArena
 from ..environment import python_path, scrubbed_environment
 from ..isolation import isolated_command, isolation_marker, launcher
 from ..protocol import RUNNER_MODULE, WARMING
-from ..shared_memory import Arena
+from ..shared_memory import BaseArena
 from .jit_cache import copy_tree
 from .runner_template import (
     TemplateChild,
@@ -103,7 +102,7 @@ def start_runner_template(device: str) -> None:
 class RunnerProcess:
     """One live runner, its channel and its arena; ``prepare`` is sent at once (a spare)."""
 
-    def __init__(self, arena: Arena | DeviceArena, prepare: dict[str, Any],
+    def __init__(self, arena: BaseArena, prepare: dict[str, Any],
                  memory_limit_mb: int | None = None) -> None:
         self.arena = arena
         self.scratch = Path(tempfile.mkdtemp(prefix="kernelswarm-sandbox-"))

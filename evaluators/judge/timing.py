@@ -63,7 +63,7 @@ from ..protocol import (
     timing_seed,
 )
 from ..settings import EvaluatorSettings
-from ..shared_memory import Arena
+from ..shared_memory import BaseArena
 from ..timing import TimingStats, summarize
 from .references import References
 from .trial import CandidateFault, Trial, field, malformed
@@ -109,6 +109,28 @@ class Timed:
     errors: tuple[float, float]  # max abs and max rel error of the returned copies
 
 
+@dataclass(frozen=True)
+class _Measurement:
+    """One measurement of a shape: the fields each of its requests carries (the secret among
+    them), the arena's slots for the copies returned, and the runner's copies per kernel."""
+
+    shape: Shape
+    base: dict[str, Any]
+    slots: list[dict[str, Any]]
+    copies: int
+
+
+@dataclass(frozen=True)
+class BurstFigures:
+    """What the bursts took per call by the judge's clock (us): the candidate's and the
+    starting kernel's (null burst subtracted), and what a burst does besides the calls
+    (``noise_us``: the null burst's share)."""
+
+    candidate_us: float
+    start_us: float
+    noise_us: float
+
+
 def returned_copies(settings: EvaluatorSettings, footprint_bytes: int, l2_bytes: int) -> int:
     """The arena's slots for the returned copies of a timed problem of ``footprint_bytes``:
     every copy on the CPU; on a GPU ``GPU_RETURNED_COPIES``, or fewer where the runner holds
@@ -141,7 +163,7 @@ def _samples(reply: dict[str, Any], rounds: int) -> list[list[int]]:
 class ShapeTimer:
     """Times one shape of one candidate in its trial."""
 
-    def __init__(self, trial: Trial, arena: Arena, references: References, task: Any,
+    def __init__(self, trial: Trial, arena: BaseArena, references: References, task: Any,
                  settings: EvaluatorSettings) -> None:
         self.trial = trial
         self.arena = arena
@@ -186,21 +208,22 @@ class ShapeTimer:
         mode = field(warm, "mode", str)
         if mode not in _MODES:
             raise malformed(f"unknown timing mode {mode!r}", shape.label)
-        copies = field(warm, "copies", int, low=1, high=1 << 16)
-        per_sample = field(warm, "calls_per_sample", int, low=1, high=1 << 20)
+        copies = field(warm, "copies", int, within=(1, 1 << 16))
+        per_sample = field(warm, "calls_per_sample", int, within=(1, 1 << 20))
         slots = self._slots(shape)
+        measured = _Measurement(shape, base, slots, copies)
         batch = self.trial.ask({**base, "step": "batch", "slots": slots}, "batch")
         self.trial.call_problem(batch, f"{where} while being timed", shape.label)
-        rounds = field(batch, "rounds", int, low=min(s.min_repeats, s.max_repeats),
-                       high=s.max_repeats)
+        rounds = field(batch, "rounds", int,
+                       within=(min(s.min_repeats, s.max_repeats), s.max_repeats))
         samples = _samples(batch, rounds)
-        errors = self._recheck(self._returned(batch, slots, copies, shape), secret, shape)
+        errors = self._recheck(self._returned(batch, measured), secret, shape)
         mine, start = summarize(samples[0]), summarize(samples[1])
         walls: dict[str, list[float]] = {CANDIDATE: [], START: [], "null": []}
         for _ in range(BURSTS):
             for kind in walls:
                 seed = random.SystemRandom().randrange(1 << 40)
-                wall, returned = self._burst(base, slots, copies, shape, kind, seed)
+                wall, returned = self._burst(measured, kind, seed)
                 walls[kind].append(wall)
                 if kind == CANDIDATE:
                     self._recheck(returned, seed, shape)
@@ -211,10 +234,10 @@ class ShapeTimer:
                                     for k in (CANDIDATE, START))
         # what a burst does besides the calls (refreshes, copies back), per call: the noise of
         # the difference scales with it, so it widens both checks
-        noise_us = null_burst / len(slots) * 1e6
+        bursts = BurstFigures(burst_us, start_burst_us, null_burst / len(slots) * 1e6)
         if clean is not None:
-            self._canary(shape, start, start_burst_us, clean, noise_us)
-            self._cross_check(shape, burst_us, start_burst_us, mine, start, noise_us)
+            self._canary(shape, start, bursts, clean)
+            self._cross_check(shape, bursts, mine, start)
         spent = field(warm, "seconds", dict, optional=True) or {}
         detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
                   "runner_warm_s": {str(k)[:40]: float(v) for k, v in list(spent.items())[:12]
@@ -234,28 +257,29 @@ class ShapeTimer:
         runner = self.trial.runner
         return runner.cpu_seconds if math.isfinite(runner.cpu_seconds()) else time.perf_counter
 
-    def _burst(self, base: dict[str, Any], slots: list[dict[str, Any]], copies: int,
-               shape: Shape, kind: str, seed: int
+    def _burst(self, measured: _Measurement, kind: str, seed: int
                ) -> tuple[float, list[tuple[int, int, tuple, tuple]]]:
         """One burst (or null burst): its time by the judge's clock and the copies it returned
         (their inputs drawn from ``seed``, which the runner learns with the request)."""
+        shape, slots = measured.shape, measured.slots
         where = f"on shape {shape.label} while being timed"
         clock = self._clock()
         began = clock()
         null = kind == "null"
-        reply = self.trial.ask({**base, "step": "burst", "slots": slots, "null": null,
+        reply = self.trial.ask({**measured.base, "step": "burst", "slots": slots, "null": null,
                                 "kernel": START if kind == START else CANDIDATE, "seed": seed},
                                "burst")
         wall = clock() - began
         self.trial.call_problem(reply, where, shape.label)
         if null:
             return wall, []
-        return wall, self._returned(reply, slots, copies, shape, min(len(slots), copies))
+        return wall, self._returned(reply, measured, min(len(slots), measured.copies))
 
-    def _returned(self, reply: dict[str, Any], slots: list[dict[str, Any]], copies: int,
-                  shape: Shape, expect: int | None = None) -> list[tuple[int, int, tuple, tuple]]:
+    def _returned(self, reply: dict[str, Any], measured: _Measurement,
+                  expect: int | None = None) -> list[tuple[int, int, tuple, tuple]]:
         """(copy, refresh index, outputs, inputs) of ``RECHECKED_COPIES`` of the returned
         copies, picked now (after the reply) at random and read from the arena."""
+        shape, slots, copies = measured.shape, measured.slots, measured.copies
         written = reply.get("written")
         refreshed = reply.get("refreshed")
         if not isinstance(written, list) or not isinstance(refreshed, dict) or not written \
@@ -268,7 +292,7 @@ class ShapeTimer:
         for slot, copy in zip(slots, written, strict=False):
             if not isinstance(copy, int) or isinstance(copy, bool) or not 0 <= copy < copies:
                 raise malformed(f"returned copy {copy!r} is not a copy", shape.label)
-            picked.append((slot, copy, field(refreshed, str(copy), int, low=0, high=1 << 40)))
+            picked.append((slot, copy, field(refreshed, str(copy), int, within=(0, 1 << 40))))
         device = self.references.device
         out = []
         for slot, copy, index in random.sample(picked, min(RECHECKED_COPIES, len(picked))):
@@ -312,15 +336,15 @@ class ShapeTimer:
             max_rel = max(max_rel, comparison.max_rel_err)
         return max_abs, max_rel
 
-    def _canary(self, shape: Shape, start: TimingStats, start_burst_us: float,
-                clean: CleanFigures, noise_us: float) -> None:
+    def _canary(self, shape: Shape, start: TimingStats, bursts: BurstFigures,
+                clean: CleanFigures) -> None:
         """The starting kernel in the candidate's runner against a runner without candidate
         code: its bursts by the judge's clock (CPU time, which the load of the machine does not
         stretch but a thread of the candidate's does) within ``CANARY_FACTOR``; on a GPU its
         reported median too (device time, which the host's load does not move; on the CPU a
         sample is wall time, which a loaded machine stretches tenfold)."""
-        checks = [("its calls back to back took", start_burst_us, clean.burst_us,
-                   CANARY_FACTOR, CANARY_SLACK_US + noise_us)]
+        checks = [("its calls back to back took", bursts.start_us, clean.burst_us,
+                   CANARY_FACTOR, CANARY_SLACK_US + bursts.noise_us)]
         if self.settings.device.startswith("cuda"):
             checks.append(("its reported median was", start.median_us, clean.start_us,
                            CANARY_FACTOR, CANARY_SLACK_US))
@@ -333,8 +357,8 @@ class ShapeTimer:
                     f"{then:.2f} us in a runner without candidate code)",
                     [ShapeResult(shape=shape.label)])
 
-    def _cross_check(self, shape: Shape, burst_us: float, start_burst_us: float,
-                     mine: TimingStats, start: TimingStats, noise_us: float) -> None:
+    def _cross_check(self, shape: Shape, bursts: BurstFigures, mine: TimingStats,
+                     start: TimingStats) -> None:
         """The speedup the runner reports must agree with the one the judge's clock saw.
 
         The floor of the candidate's median is the starting kernel's reported median scaled by
@@ -345,6 +369,7 @@ class ShapeTimer:
         by the canary.
         """
         slack = GPU_SLACK_US if self.settings.device.startswith("cuda") else CPU_SLACK_US
+        burst_us, start_burst_us, noise_us = bursts.candidate_us, bursts.start_us, bursts.noise_us
         seen = max(burst_us - noise_us / 2, 0.0) / max(start_burst_us + noise_us / 2, 1e-3)
         floor_us = start.median_us * seen * (1 - WALL_TOLERANCE) - slack
         if mine.median_us < floor_us:

@@ -48,8 +48,10 @@ def malformed(what: str, shape: str = "") -> CandidateFault:
 
 
 def field(reply: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *,
-          low: float | None = None, high: float | None = None, optional: bool = False) -> Any:
-    """``reply[name]``, checked: of ``kind`` (bool is never an int), finite, within bounds."""
+          within: tuple[float | None, float | None] = (None, None),
+          optional: bool = False) -> Any:
+    """``reply[name]``, checked: of ``kind`` (bool is never an int), finite, within the bounds
+    ``within`` (low, high; ``None`` for no bound)."""
     if name not in reply or reply[name] is None:
         if optional:
             return None
@@ -62,6 +64,7 @@ def field(reply: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *,
         raise malformed(f"field {name!r} is a {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise malformed(f"field {name!r} is {value}")
+    low, high = within
     if low is not None and value < low or high is not None and value > high:
         raise malformed(f"field {name!r}={value!r} is out of range")
     if isinstance(value, str):

@@ -1,16 +1,17 @@
-"""The shared arena between judge and runner: copies in and out are exact snapshots, and on a
-GPU the mapping is page-locked (DMA copies), with pageable copies where it cannot be."""
+"""The shared arena between judge and runner: copies in and out are exact snapshots, every kind
+of arena refuses a copy outside it or unlike its spec, and on a GPU the mapping is page-locked
+(DMA copies), with pageable copies where it cannot be."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernelswarm.evaluators.protocol import layout
-from kernelswarm.evaluators.shared_memory import Arena, describe
+from kernelswarm.evaluators.protocol import TensorSpec, layout
+from kernelswarm.evaluators.shared_memory import Arena, ArenaError, BaseArena, describe
 
 
-def _round_trip(arena: Arena, device: str) -> None:
+def _round_trip(arena: BaseArena, device: str) -> None:
     tensors = (torch.randn(37, 129, device=device).to(torch.bfloat16),
                torch.arange(1001, device=device, dtype=torch.int32))
     specs, end = layout(describe(tensors))
@@ -54,6 +55,44 @@ def test_on_a_gpu_the_arena_is_page_locked_and_copies_are_exact():
         assert again.pinned
     finally:
         again.close()
+
+
+def _made(kind: str) -> tuple[BaseArena, str]:
+    """A new arena of ``kind`` and the device its tensors are on."""
+    if kind == "host":
+        return Arena.create(1 << 16), "cpu"
+    from kernelswarm.evaluators.device_arena import DeviceArena
+
+    return DeviceArena.create(1 << 16, "cuda"), "cuda"
+
+
+@pytest.mark.parametrize("kind", ["host", pytest.param("device", marks=pytest.mark.gpu)])
+def test_every_arena_refuses_a_copy_outside_it_or_unlike_its_spec(kind):
+    """A runner's reply names the specs the judge reads: one that lies outside the arena, or a
+    tensor that is not what its spec says, is an ``ArenaError`` on either kind of arena, never a
+    read of other memory."""
+    arena, device = _made(kind)
+    try:
+        four = torch.arange(4, dtype=torch.float32, device=device)
+        beyond = TensorSpec(arena.size - 8, "float32", (4,), 4)
+        for copy in (lambda: arena.write(beyond, four), lambda: arena.read(beyond, device),
+                     lambda: arena.read(TensorSpec(-4, "float32", (4,), 4), device),
+                     lambda: arena.copy_into(beyond, torch.empty_like(four))):
+            with pytest.raises(ArenaError, match="does not fit the arena"):
+                copy()
+        spec = TensorSpec(0, "float32", (4,), 4)
+        for unlike in (four.double(), four.reshape(2, 2)):
+            with pytest.raises(ArenaError, match="where float32 \\[4\\] was expected"):
+                arena.write(spec, unlike)
+        with pytest.raises(ArenaError, match="unknown dtype"):
+            arena.read(TensorSpec(0, "float_and_a_half", (4,), 4), device)
+        arena.write(spec, four)
+        assert torch.equal(arena.read(spec, device), four)
+        wider = torch.empty(4, dtype=torch.float64, device=device)
+        arena.copy_into(spec, wider)  # a tensor unlike the spec gets the values converted
+        assert torch.equal(wider, four.double())
+    finally:
+        arena.close()
 
 
 _ATTACH_CHILD = """

@@ -17,6 +17,7 @@ from kernelswarm.evaluators.judge.calibration import prepare_message
 from kernelswarm.evaluators.judge.deadlines import run_deadline, scaled_limit
 from kernelswarm.evaluators.judge.memory_plan import (
     GIB,
+    EvaluationSizes,
     MemoryPlanError,
     TimedProblem,
     plan_memory,
@@ -102,7 +103,7 @@ def test_the_judge_slots_follow_the_runner_copies_and_small_problems_keep_theirs
 def test_a_kernelbench_size_problem_fits_an_h100_in_about_five_footprints():
     relu = TimedProblem(6_442_450_944, 6_442_450_944)  # 4096 x 393216 fp32 in, and out
     f = relu.footprint
-    plan = plan_memory(H100_BYTES, [relu], f, f, H100_L2, H100_BYTES // 8)
+    plan = plan_memory(H100_BYTES, EvaluationSizes([relu], f, f, H100_L2), H100_BYTES // 8)
     assert plan.copies == 1 and plan.arena_bytes == f
     assert plan.evaluation_bytes <= 5 * f + 2 * GIB  # was ~12F: cache 5F, arena 2F, spare 2F..
     assert not plan.spare_in_advance  # a second arena would not fit
@@ -112,18 +113,20 @@ def test_a_kernelbench_size_problem_fits_an_h100_in_about_five_footprints():
 
 def test_a_small_problem_keeps_its_spare_and_the_whole_budget():
     small = TimedProblem(1 << 20, 1 << 19)
-    plan = plan_memory(H100_BYTES, [small], small.footprint, 2 * small.footprint, H100_L2,
+    plan = plan_memory(H100_BYTES,
+                       EvaluationSizes([small], small.footprint, 2 * small.footprint, H100_L2),
                        H100_BYTES // 8)
     assert plan.spare_in_advance and plan.references_budget == H100_BYTES // 8
     assert plan.copies == plan_copies(small.footprint, H100_L2).copies > 1
-    cpu = plan_memory(0, [small], small.footprint, small.footprint, 0, 2 * GIB)
+    cpu = plan_memory(0, EvaluationSizes([small], small.footprint, small.footprint, 0), 2 * GIB)
     assert cpu.spare_in_advance and cpu.references_budget == 2 * GIB
 
 
 def test_a_problem_that_cannot_fit_fails_early_naming_the_bytes():
     huge = TimedProblem(8_500_000_000, 8_500_000_000)  # F = 17 GB
     with pytest.raises(MemoryPlanError) as raised:
-        plan_memory(H100_BYTES, [huge], huge.footprint, huge.footprint, H100_L2, 10 * GIB)
+        plan_memory(H100_BYTES, EvaluationSizes([huge], huge.footprint, huge.footprint, H100_L2),
+                    10 * GIB)
     message = str(raised.value)
     assert "needs about" in message and "GiB usable" in message and "79.2 GiB" in message
 
@@ -191,13 +194,15 @@ def test_without_a_spare_in_advance_the_runner_starts_when_taken(lean_evaluator,
 
 def test_the_plan_fits_several_spares_on_a_big_device_and_one_on_the_cpu():
     small = TimedProblem(1 * MB, 1 * MB)
-    plan = plan_memory(H100_BYTES, [small], small.footprint, 2 * small.footprint, H100_L2,
+    plan = plan_memory(H100_BYTES,
+                       EvaluationSizes([small], small.footprint, 2 * small.footprint, H100_L2),
                        H100_BYTES // 8)
     assert plan.spares == memory_plan.SPARES_WANTED
     # the references' budget leaves the room of every spare
     assert plan.references_budget <= plan.usable_bytes - plan.evaluation_bytes \
         - plan.spares * plan.spare_bytes
-    assert plan_memory(0, [small], small.footprint, small.footprint, 0, 2 * GIB).spares == 1
+    assert plan_memory(0, EvaluationSizes([small], small.footprint, small.footprint, 0),
+                       2 * GIB).spares == 1
 
 
 def test_spares_widen_to_the_pool_the_cpus_allow(lean_evaluator, start, monkeypatch):

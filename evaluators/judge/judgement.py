@@ -1,0 +1,297 @@
+"""``Judgement``: one candidate judged in the runner it was given, from loading to verdict.
+
+The evaluator (evaluator.py) builds the candidate, takes a runner from its spares and hands both
+to a ``Judgement``, with what it judges every candidate against (the calibration, the
+references, the memory plan, the run's limit). ``evaluation`` then loads the candidate, checks
+it on the tuning shapes, the held-out shapes and the extra checks (checks.py), closes the
+runner's compile window, times every tuning shape (timing.py), reads the kernel's resources and
+on a GPU observes what it launches, and returns the ``Evaluation``: the verdict and what was
+measured on the way, which the judgement keeps in its fields as it goes. The runner is closed
+whatever happens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ...search.candidate import Candidate
+from ...search.evaluation import Evaluation, ShapeResult, Status
+from ...search.measured import EvaluationCost, KernelResources, Profile, kernel_resources
+from ...search.task import Task
+from ..compile_cache import Build
+from ..device_arena import arena_refusal
+from ..languages import KernelLanguage
+from ..profiling import ncu_profile
+from ..protocol import CANDIDATE, JIT_CACHE
+from ..settings import EvaluatorSettings
+from ..shared_memory import BaseArena
+from .checks import EXTRA, HELD_OUT, TUNING, Checked, Checker, ShapeErrors
+from .deadlines import Deadline
+from .figures import ROOFLINE_MARGIN, Calibration, derive_shape_figures, roofline_verdict
+from .memory_plan import MemoryPlan
+from .observations import foreign_launches
+from .references import References, release_device_memory
+from .runner_process import Crashed
+from .spares import Spares
+from .timing import ShapeTimer
+from .trial import CandidateFault, Stopped, Trial, field, malformed
+from .verdicts import crash_message, timeout_message
+
+Verdict = tuple[Status, str, tuple[ShapeResult, ...]]
+
+
+@dataclass
+class Judgement:
+    """One candidate's evaluation in its runner.
+
+    Given when it starts: the candidate, its build and its spec; the evaluator's task,
+    language, settings, calibration, references, spares and memory plan; the run's limit
+    (``deadline``) and the ``trial`` (the runner taken for this candidate, under that limit);
+    ``phases``, the seconds of the phases so far (the wait for the runner), and ``built_s``,
+    what the evaluation waited for the build. Filled in as it goes: ``metrics``, ``resources``
+    (the artifact's bytes, then what the runner reports), ``kernel_resources``, ``profile``,
+    ``runner_s`` (the runner's warm-up seconds by step) and ``compiled`` (what the runner's
+    JIT compiled during the checks)."""
+
+    candidate: Candidate
+    build: Build
+    spec: dict[str, Any]
+    task: Task
+    language: KernelLanguage
+    settings: EvaluatorSettings
+    calibration: Calibration
+    references: References
+    spares: Spares
+    memory: MemoryPlan | None
+    deadline: Deadline
+    trial: Trial
+    phases: dict[str, float]
+    built_s: float
+    metrics: dict[str, Any] = dataclasses.field(init=False)
+    resources: dict[str, Any] = dataclasses.field(init=False)
+    kernel_resources: tuple[KernelResources, ...] = ()
+    profile: Profile | None = None
+    runner_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    compiled: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.metrics = self._protocol_metrics()
+        self.resources = {"artifact_bytes": self.build.artifact.stat().st_size}
+
+    @property
+    def arena(self) -> BaseArena:
+        return self.trial.runner.arena
+
+    @property
+    def target(self) -> dict[str, Any]:
+        """The candidate as the runner loads it: artifact, entry point and spec."""
+        return {"artifact": str(self.build.artifact), "entry": self.candidate.entry,
+                "spec": self.spec}
+
+    def evaluation(self, device: str) -> Evaluation:
+        """The candidate's ``Evaluation`` on ``device``; the runner is closed afterwards."""
+        runner = self.trial.runner
+        refusal = arena_refusal(self.settings.device)
+        cost = {"phase_s": self.phases, "request_s": self.trial.request_s,
+                "runner_start_s": runner.ready_s, "runner_started_as": runner.started_as,
+                "arena": runner.arena.kind if not refusal else f"host ({refusal})"}
+        try:
+            status, message, shapes = self.verdict()
+            self.metrics["run_limit_s"] = self.deadline.seconds
+            self.metrics["references"] = self.references.metrics()
+        finally:
+            runner.close()
+            if runner.unkillable:
+                self.metrics["unkillable"] = runner.unkillable
+        cost.update(runner_s=self.runner_s, jit_compiles=int(self.compiled.get("compiles", 0)),
+                    build_wait_s=(0.0 if self.build.result.cached else self.built_s)
+                    + float(self.compiled.get("seconds", 0.0)))
+        if runner.unkillable:
+            message += f"\nthe runner could not be stopped: {runner.unkillable}"
+        calibration = self.calibration
+        return Evaluation(candidate_id=self.candidate.id, status=status, message=message,
+                          shapes=shapes, compile_s=self.build.result.seconds, device=device,
+                          resources=self.resources, metrics=self.metrics,
+                          binary=self.build.result.binary or "", machine=calibration.machine,
+                          baselines=calibration.baselines.source(),
+                          dropped_checks=dict(calibration.dropped_checks),
+                          kernel_resources=self.kernel_resources, profile=self.profile,
+                          cost=EvaluationCost(**cost))
+
+    def verdict(self) -> Verdict:
+        """Status, message and shape results: a fault of the candidate, a crash or a timeout
+        is its verdict."""
+        try:
+            return self._judge()
+        except CandidateFault as fault:
+            return fault.status, fault.message, fault.shapes
+        except Stopped as stop:
+            shapes = (ShapeResult(shape=stop.shape),) if stop.shape else ()
+            if isinstance(stop.outcome, Crashed):
+                return Status.RUNTIME_ERROR, crash_message(stop.outcome, stop.where), shapes
+            return Status.TIMEOUT, timeout_message(stop.outcome, stop.where,
+                                                   self.deadline.describe()), shapes
+
+    def _judge(self) -> Verdict:
+        s = self.settings
+        clock = time.perf_counter()
+        self._load()
+        checked = self._check()
+        self.phases["correctness"] = time.perf_counter() - clock
+        self.compiled = self._seal()
+        # the checks' copies: timing needs the room (on a problem of a GiB or more)
+        release_device_memory(s.device, self.memory.footprint if self.memory else None)
+        clock = time.perf_counter()
+        self.spares.settle()  # the next runner's start-up must not share the CPU with timing
+        self.phases["spare_wait"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        shapes = self._time(checked.errors)
+        self.phases["timing"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        self._observe()
+        self.phases["profiling"] = time.perf_counter() - clock
+        heldout = len(self.task.heldout_shapes) if s.check_heldout else 0
+        message = (f"correct on {len(shapes)} tuning shapes x {s.seeds} seeds, {heldout} "
+                   f"held-out shapes and {len(self.calibration.checks)} extra checks")
+        status, message = roofline_verdict(shapes, s.flush_cache, message)
+        return status, message, shapes
+
+    def _load(self) -> None:
+        """The candidate loaded in the runner; the isolation it runs under goes to the
+        metrics."""
+        runner = self.trial.runner
+        if self.build.prebuilt is not None:  # the runner's JIT finds the candidate's kernels built
+            runner.stage_tree(self.build.prebuilt, JIT_CACHE)
+        loaded = self.trial.ask({"type": "load", **self.target,
+                                 "artifact": runner.stage(self.build.artifact)}, "loaded")
+        self.trial.call_problem(loaded, "while loading", "")
+        isolation = field(loaded, "isolation", dict)  # the level, and its parts
+        self.metrics.update({str(k): str(v)[:200] for k, v in isolation.items()
+                             if str(k).startswith("isolation")})
+
+    def _check(self) -> Checked:
+        """Correctness on the tuning shapes, then on the held-out shapes and the extra checks,
+        whose failures list the tuning shapes passed in front of their own."""
+        s, task, extra = self.settings, self.task, self.calibration.checks
+        checker = Checker(self.trial, self.arena, self.references, task)
+        tuning = checker.check_shapes(CANDIDATE, TUNING, task.tuning_shapes, s.seeds)
+        if s.check_heldout and task.heldout_shapes:
+            try:
+                checker.check_shapes(CANDIDATE, HELD_OUT, task.heldout_shapes, s.seeds)
+            except CandidateFault as fault:
+                fault.message += (" — held-out shapes are never tuned on; a kernel that is "
+                                  "right only on the tuning shapes is specialised to them")
+                fault.shapes = (*tuning.passed, *fault.shapes)
+                raise
+        if extra:
+            try:
+                checker.check_shapes(CANDIDATE, EXTRA, [c["shape"] for c in extra], s.seeds,
+                                     [c["scale"] for c in extra])
+            except CandidateFault as fault:
+                fault.shapes = (*tuning.passed, *fault.shapes)
+                raise
+        return tuning
+
+    def _seal(self) -> dict[str, float]:
+        """Close the runner's compile window; a process the candidate left running is
+        REJECTED. What the runner says its JIT compiled during the checks (diagnostics)."""
+        self.trial.at("after the checks (closing the compile window)")
+        reply = self.trial.ask({"type": "seal"}, "sealed")
+        self.trial.call_problem(reply, "after the checks", "")
+        leftover = reply.get("leftover")
+        if not isinstance(leftover, list):
+            raise malformed("leftover must be a list")
+        if leftover:
+            raise CandidateFault(Status.REJECTED,
+                                 f"the kernel left {len(leftover)} process(es) running after "
+                                 f"its calls: a kernel starts no processes")
+        compiled = reply.get("compiled")
+        return {k: float(compiled[k]) for k in ("compiles", "seconds")
+                if isinstance(compiled, dict) and isinstance(compiled.get(k), (int, float))
+                and not isinstance(compiled.get(k), bool) and 0 <= compiled[k] < 1e6}
+
+    def _time(self, errors: dict[str, ShapeErrors]) -> tuple[ShapeResult, ...]:
+        """Every tuning shape timed against the starting kernel, with its figures; the largest
+        errors are those of the checks (``errors``) and of the copies rechecked in timing."""
+        task, calibration = self.task, self.calibration
+        timer = ShapeTimer(self.trial, self.arena, self.references, task, self.settings)
+        results, rel_se, details = [], {}, {}
+        for shape in task.tuning_shapes:
+            timed = timer.time(shape, calibration.clean.get(shape.label))
+            shape_errors = errors[shape.label]
+            result = ShapeResult(
+                shape=shape.label, correct=True, time_us=timed.candidate.median_us,
+                time_spread_us=timed.candidate.iqr_us, samples=timed.candidate.samples,
+                start_time_us=timed.start.median_us, start_spread_us=timed.start.iqr_us,
+                max_abs_err=max(shape_errors.max_abs_err, timed.errors[0]),
+                max_rel_err=max(shape_errors.max_rel_err, timed.errors[1]))
+            results.append(derive_shape_figures(result, shape, task.roofline(shape),
+                                                calibration.machine, calibration.baselines))
+            rel_se[shape.label], details[shape.label] = timed.candidate.rel_se, timed.detail
+            for step, seconds in timed.detail["runner_warm_s"].items():
+                self.runner_s[step] = self.runner_s.get(step, 0.0) + seconds
+        self.metrics.update({"timing_rel_se": rel_se, "timing": details})
+        return tuple(results)
+
+    def _observe(self) -> None:
+        """Resources; on a GPU what the candidate launches (a verdict for host-code kernels),
+        the profile and Nsight Compute."""
+        s, task, trial = self.settings, self.task, self.trial
+        trial.at("while reading the kernel's resources")
+        reply = trial.ask({"type": "resources"}, "resources")
+        trial.call_problem(reply, "while reading the kernel's resources", "")
+        resources = field(reply, "resources", dict)
+        self.kernel_resources = kernel_resources(resources.get("kernels"))
+        self.resources.update({str(k): v for k, v in resources.items() if k != "kernels"})
+        if not s.device.startswith("cuda"):
+            return
+        if self.language.host_code or s.profile_kernels:
+            trial.at("while observing the kernel's launches (profiling)",
+                     task.tuning_shapes[0].label)
+            reply = trial.ask({"type": "observe",
+                               "shapes": [dict(x) for x in task.tuning_shapes]}, "observed")
+            trial.call_problem(reply, "while observing its launches", "")
+            kernels = field(reply, "kernels", dict)
+            if self.language.host_code:
+                finding = foreign_launches(kernels)
+                if finding:
+                    raise CandidateFault(Status.REJECTED, finding)
+            if s.profile_kernels:
+                self.profile = Profile.parse(launches=kernels)
+        if s.ncu:
+            ncu = Profile.parse(ncu=self._ncu(resources))
+            self.profile = ncu if self.profile is None else \
+                replace(self.profile, ncu_shape=ncu.ncu_shape, ncu=ncu.ncu,
+                        ncu_error=ncu.ncu_error)
+
+    def _ncu(self, resources: dict[str, Any]) -> dict[str, Any]:
+        """Nsight Compute on the largest tuning shape: ``ncu`` started from here on a child
+        that loads the candidate (evaluators/ncu_target.py; outside the runner, whose seccomp
+        filter allows no process, and outside its namespaces: a known gap, off by default)."""
+        task = self.task
+        shape = max(task.tuning_shapes, key=lambda x: sum(task.roofline(x)))
+        launches = resources.get("launches", [])
+        names = sorted({str(x.get("kernel")) for x in launches if isinstance(x, dict)}) \
+            if isinstance(launches, list) else []
+        settings = {**asdict(self.settings), "cache_dir": str(self.settings.cache_dir)}
+        found = ncu_profile({"task": str(task.path), "language": self.language.name,
+                             **self.target, "shape": dict(shape), "settings": settings}, names,
+                            self.settings.ncu_timeout_s)
+        return {"shape": shape.label, **found}
+
+    def _protocol_metrics(self) -> dict[str, Any]:
+        """How the candidate is judged: the protocol's settings and the calibration."""
+        s, calibration = self.settings, self.calibration
+        return {"flush_bytes": calibration.flush_bytes,
+                "calibration": "read from the cache" if calibration.cached else "measured",
+                "flush_cache": s.flush_cache, "warmup": s.warmup, "min_repeats": s.min_repeats,
+                "max_repeats": s.max_repeats, "target_rel_se": s.target_rel_se,
+                "timing_budget_s": s.timing_budget_s, "seeds": s.seeds,
+                "check_heldout": s.check_heldout, "torch_threads": 1,
+                "extra_checks": [dict(c["shape"]) | {"scale": c["scale"]}
+                                 for c in s.extra_checks],
+                "roofline_margin": ROOFLINE_MARGIN,
+                "memory_plan": self.memory.metrics() if self.memory else {}}
