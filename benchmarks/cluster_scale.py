@@ -5,7 +5,7 @@ A SIMULATION (``cluster_sim``): evaluation workers hold a fake GPU (the Ray cust
 ``sim_gpu``) and sleep a fixed service time per candidate instead of judging it; compiles are a
 shorter sleep on the lineage's CPU; the roles propose a new variant every step. Everything else
 is the real thing: ``Swarm`` with its ``TrackerActor`` (Parquet and MLflow sinks on), its
-``EvalDispatcher`` and ``EvalWorker``s, and one ``LineageRunner`` per lineage driving the search's
+``EvalDispatcher`` and ``EvalWorker``s, and one ``LineageActor`` per lineage driving the search's
 ``Driver`` (claim, compile, dispatch, record), on a ``ray.cluster_utils`` cluster of several
 nodes on this machine. The figures say what orchestration costs, not what a GPU does.
 

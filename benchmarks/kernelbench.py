@@ -141,7 +141,7 @@ def _search(args: argparse.Namespace, task: Path, problem: str,
     from rich.console import Console
 
     from kernelswarm.experiments.config import load_config
-    from kernelswarm.experiments.run.runner import run as run_search
+    from kernelswarm.experiments.run.execute import run as run_search
     from kernelswarm.search import StartingKernelFailed, TaskError
 
     suffix = SPECS[args.language].suffix

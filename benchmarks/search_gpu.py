@@ -285,8 +285,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from rich.console import Console
 
     from kernelswarm.experiments.config import load_config
-    from kernelswarm.experiments.run.runner import evaluator_settings
-    from kernelswarm.experiments.run.runner import run as run_search
+    from kernelswarm.experiments.run.execute import evaluator_settings
+    from kernelswarm.experiments.run.execute import run as run_search
 
     config = load_config(None, _overrides(args))
     began = time.time()

@@ -83,7 +83,7 @@ def one_run(variant: str, seed: int, args: argparse.Namespace) -> dict[str, Any]
     from rich.console import Console
 
     from kernelswarm.experiments.config import load_config
-    from kernelswarm.experiments.run.runner import run as run_search
+    from kernelswarm.experiments.run.execute import run as run_search
 
     name = variant.replace("+", "-").replace("=", "")
     overrides = [f"run.seed={seed}", f"run.out_dir={json.dumps(str(args.out))}",

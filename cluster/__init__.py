@@ -1,11 +1,11 @@
 """Everything Ray: connecting, the tracker actor, the pool of evaluation workers (shared by the
-cells of a sweep), lineage runners, the trial pool of a knob study, and the search driver's
+cells of a sweep), lineage actors, the trial pool of a knob study, and the search driver's
 ports over actor handles."""
 
 from .connect import ClusterInfo, connect, disconnect
 from .eval_worker import EvalDispatcher, EvalWorker
 from .fair_share import FairShare, Share
-from .lineage_runner import LineageResult, LineageRunner
+from .lineage_actor import LineageActor, LineageResult
 from .pool import EvalPool, Lane
 from .ports import ActorTracker, DispatchedEvaluator
 from .study import Finished, TrialPool
@@ -14,7 +14,7 @@ from .tracker_actor import TrackerActor
 
 __all__ = [
     "SEED_LINEAGE", "ActorTracker", "ClusterInfo", "DispatchedEvaluator", "EvalDispatcher",
-    "EvalPool", "EvalWorker", "FairShare", "Finished", "Lane", "LanguageStart", "LineageResult", "LineageRunner",
-    "Share", "Swarm", "SwarmResult", "SwarmSpec", "TrackerActor", "TrialPool", "connect",
-    "disconnect",
+    "EvalPool", "EvalWorker", "FairShare", "Finished", "Lane", "LanguageStart", "LineageActor",
+    "LineageResult", "Share", "Swarm", "SwarmResult", "SwarmSpec", "TrackerActor", "TrialPool",
+    "connect", "disconnect",
 ]

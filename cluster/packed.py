@@ -3,7 +3,7 @@
 Unpickling an evaluator's factory (or a lineage's roles) imports what it builds with: torch, the
 task's module, seconds of CPU. The dispatcher only stores evaluator factories and hands them to
 workers, so it never unpickles them; a lineage actor unpickles its own once it has lowered its
-priority (lineage_runner.py), so that those imports do not slow the evaluation worker's start.
+priority (lineage_actor.py), so that those imports do not slow the evaluation worker's start.
 """
 
 from __future__ import annotations

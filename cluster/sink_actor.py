@@ -24,7 +24,7 @@ from kernelswarm.search import Record, RunInfo, RunSummary, Sink
 
 from .priority import yield_cpu
 
-# Below the lineages (lineage_runner.LINEAGE_NICENESS): the worker waits for their candidates,
+# Below the lineages (lineage_actor.LINEAGE_NICENESS): the worker waits for their candidates,
 # nobody waits for MLflow before the run closes.
 SINK_NICENESS = 15
 

@@ -1,4 +1,4 @@
-"""A whole search on Ray: tracker, evaluation workers, dispatcher and lineage runners.
+"""A whole search on Ray: tracker, evaluation workers, dispatcher and lineage actors.
 
 A search may hold several kernel languages (``SwarmSpec.more_languages``): lineage ``i``
 searches the ``i % n``-th, from that language's starting kernel, judged by that language's
@@ -37,7 +37,7 @@ from kernelswarm.search import (
     choose,
 )
 
-from .lineage_runner import LineageResult, LineageRunner
+from .lineage_actor import LineageActor, LineageResult
 from .packed import PackedFactory
 from .pool import EvalPool, verdict
 from .ports import ActorTracker, call
@@ -174,7 +174,7 @@ class Swarm:
         self.lane = self.lanes[spec.start.language]
         self.starts: dict[str, Evaluation] = {}
         self.scales = LanguageScales()
-        self.runners: list[Any] = []
+        self.lineage_actors: list[Any] = []
         self._waiting: dict[int, Any] = {}  # lineage actors started, not yet running
         self._pending: list[ray.ObjectRef] = []
         self._crashes: list[list[str]] = []  # per lineage: why each restart was needed
@@ -211,7 +211,7 @@ class Swarm:
         for lineage in range(len(spec.seeds)):
             history = sorted((r for r in spec.history if r.lineage == lineage),
                              key=lambda r: r.step)
-            self.runners.append(None)
+            self.lineage_actors.append(None)
             self._pending.append(None)
             self._crashes.append([])
             self._launch(lineage, [(r.candidate, r.evaluation) for r in history])
@@ -222,7 +222,7 @@ class Swarm:
         spec = self.spec
         part = spec.language_of(lineage)
         start = part.start.derive(lineage=lineage, origin=part.start.origin)
-        return LineageRunner.options(**spec.lineage_options).remote(
+        return LineageActor.options(**spec.lineage_options).remote(
             lineage, spec.seeds[lineage], start, PackedFactory.of(part.make_roles),
             PackedFactory.of(part.compiler_factory),
             self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs,
@@ -233,22 +233,22 @@ class Swarm:
         steps in ``history``."""
         spec = self.spec
         part = spec.language_of(lineage)
-        runner = self._waiting.pop(lineage, None)
+        actor = self._waiting.pop(lineage, None)
         budget = spec.budget
         if spec.deadline is not None:
             left = spec.deadline - time.time()
             if left <= 0 and not history:  # no actor to run: it would stop at once
-                if runner is not None:
-                    ray.kill(runner)
+                if actor is not None:
+                    ray.kill(actor)
                 self._pending[lineage] = ray.put(LineageResult(
                     lineage, 0, f"wall-time budget reached ({spec.budget.wall_s:g} s) before "
                                 f"the lineage could start (the run spent it starting up and "
                                 f"judging the starting kernel)", 0.0))
                 return
             budget = replace(budget, wall_s=max(0.0, left))
-        runner = runner if runner is not None else self._actor(lineage)
-        self.runners[lineage] = runner
-        self._pending[lineage] = runner.run.remote(self.starts[part.language], budget, history)
+        actor = actor if actor is not None else self._actor(lineage)
+        self.lineage_actors[lineage] = actor
+        self._pending[lineage] = actor.run.remote(self.starts[part.language], budget, history)
 
     def _crash(self, lineage: int) -> str | None:
         """Why ``lineage``'s finished run crashed (it raised, or its process died); None if it
@@ -271,7 +271,7 @@ class Swarm:
             if crash is None:
                 continue
             self._crashes[lineage].append(crash)
-            ray.kill(self.runners[lineage])  # a hung process must not record beside its successor
+            ray.kill(self.lineage_actors[lineage])  # a hung process must not record beside its successor
             call(self.tracker.release_owner, lineage)  # claims it died holding
             self._launch(lineage, call(self.tracker.history, lineage))
             restarted += 1
@@ -310,13 +310,13 @@ class Swarm:
     def abort(self) -> None:
         """Ask every lineage to stop after its current step."""
         self._stopping = True
-        for runner in self.runners:
-            if runner is not None:  # None: a lineage never started
-                runner.stop.remote()
+        for actor in self.lineage_actors:
+            if actor is not None:  # None: a lineage never started
+                actor.stop.remote()
 
     def _lineage_results(self) -> list[LineageResult]:
-        """Each lineage's result, with the crashes it was restarted after; a runner that died
-        for good is reported, the others are kept."""
+        """Each lineage's result, with the crashes it was restarted after; a lineage actor that
+        died for good is reported, the others are kept."""
         results = []
         for lineage, ref in enumerate(self._pending):
             try:
@@ -392,7 +392,7 @@ class Swarm:
             best=confirmation.best() if confirmed else None, override_best=confirmed)
         activity = self.pool.activity() if self._own_pool else None
         self._close_pool()
-        for actor in [*self.runners, *self._waiting.values(), self.tracker]:
+        for actor in [*self.lineage_actors, *self._waiting.values(), self.tracker]:
             if actor is not None:
                 ray.kill(actor)
         self._waiting = {}

@@ -1,1 +1,2 @@
-"""The user-facing layer: CLI, configuration, the runner, result sinks and the built-in tasks."""
+"""The user-facing layer: CLI, configuration, runs, sweeps and studies executed, result sinks
+and the built-in tasks."""

@@ -71,7 +71,7 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-INTERRUPTED_STATUS = 130  # 128 + SIGINT, as experiments/run/runner.py's run exits after Ctrl-C
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as experiments/run/execute.py's run exits after Ctrl-C
 
 
 def command_given(argv: Sequence[str]) -> str | None:

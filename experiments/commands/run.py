@@ -75,7 +75,7 @@ def run_search_command(args: argparse.Namespace, console: Console) -> int:
 
         print_plan(console, plan_run(config), args.config, resume)
         return 0
-    from ..run.runner import run  # imports Ray and MLflow: after the configuration is checked
+    from ..run.execute import run  # imports Ray and MLflow: after the configuration is checked
 
     outcome = run(config, console, resume=resume)
     if outcome.failure is not None and not outcome.interrupted:

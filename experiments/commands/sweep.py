@@ -41,7 +41,7 @@ def run_sweep_command(args: argparse.Namespace, console: Console) -> int:
     from ..sweep.sweep_file import load_sweep
 
     spec = None if args.resume else load_sweep(args.sweep_file, args.overrides)
-    from ..sweep.runner import sweep  # imports Ray and MLflow: a bad sweep file is refused before
+    from ..sweep.execute import sweep  # imports Ray and MLflow: a bad sweep file is refused before
 
     outcome = sweep(spec, console, resume=Path(args.resume) if args.resume else None,
                     address=args.address)

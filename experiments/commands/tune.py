@@ -149,14 +149,14 @@ def _new_spec(args: argparse.Namespace, config: Config):
             f"(a keyword argument for triton)")
     fingerprint = kernel_fingerprint(language, source, space)
     name = args.study_name or f"{task.name}-{language}-{fingerprint[:8]}"
-    from ..tune.runner import TuneSpec  # imports Ray and MLflow: after the checks, which are quick
+    from ..tune.execute import TuneSpec  # imports Ray and MLflow: after the checks, which are quick
 
     return TuneSpec(origin, source, space, name, args.storage, args.trials)
 
 
 def run_tune_command(args: argparse.Namespace, console: Console) -> int:
     """Run the study; 0 when the study has a trial with a correct kernel, 1 otherwise."""
-    from ..tune.runner import TuneSpec, tune  # imports Ray and MLflow: keep --help fast
+    from ..tune.execute import TuneSpec, tune  # imports Ray and MLflow: keep --help fast
 
     if args.trials is not None and args.trials < 1:
         raise TuneError("--trials must be at least 1")

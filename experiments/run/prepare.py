@@ -1,7 +1,7 @@
 """A run made ready to search: its folder, its settings and everything its ``SwarmSpec`` holds.
 
-``kernelswarm run`` prepares one run and drives it (runner.py); ``kernelswarm sweep`` prepares
-one per cell and drives them together on one pool of evaluation workers (sweep/runner.py).
+``kernelswarm run`` prepares one run and drives it (execute.py); ``kernelswarm sweep`` prepares
+one per cell and drives them together on one pool of evaluation workers (sweep/execute.py).
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
 """``kernelswarm tune``: an Optuna study of one kernel's knobs (study.py), its trials evaluated
-in parallel on the evaluation workers (runner.py)."""
+in parallel on the evaluation workers (execute.py)."""

@@ -20,7 +20,7 @@ from kernelswarm.search.tuning import KnobStudy
 
 from ..agent.llm_view import one_line
 from ..run.compiler_messages import naming_in
-from ..run.runner import write_best_kernel
+from ..run.execute import write_best_kernel
 from ..views.speedups import finite, kernel_figures
 from ..views.tune_view import TrialFigures, best_table, noise_verdict, trial_outcome, within_noise
 

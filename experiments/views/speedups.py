@@ -1,7 +1,7 @@
 """Speedups as every report states them: over the best baseline (named), with the half-width
 of their 95% confidence interval, and ``≈`` where the interval holds 1 (within the noise).
 
-Used by the closing table (views/progress.py), summary.json (run/runner.py) and ``kernelswarm eval``.
+Used by the closing table (views/progress.py), summary.json (run/execute.py) and ``kernelswarm eval``.
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def test_a_lineage_of_the_builtin_roles_tunes_then_dispatches_and_keeps_the_disp
 def test_a_dispatch_kernel_is_stored_as_one_file_plus_its_table(start, tmp_path: Path):
     import json
 
-    from kernelswarm.experiments.run.runner import write_best_kernel
+    from kernelswarm.experiments.run.execute import write_best_kernel
     from kernelswarm.experiments.sinks.sources import read_kernel_file
 
     kernel = dispatch_of(start, [{"CHUNK": 1}, {"CHUNK": 3}, {"CHUNK": 16}])

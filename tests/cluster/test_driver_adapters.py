@@ -1,6 +1,6 @@
 """The Ray actors add no logic to the search driver: the same lineages, roles, seeds and
 evaluator give the same records, step for step, through ``LocalExecutor`` in one process and
-through ``Swarm`` (TrackerActor, EvalWorker, LineageRunner) on a real local Ray instance."""
+through ``Swarm`` (TrackerActor, EvalWorker, LineageActor) on a real local Ray instance."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def _run_info(tmp_path: Path) -> RunInfo:
 
 
 def _local(start: Candidate, tmp_path: Path) -> tuple[Path, dict[int, str]]:
-    """The search in one process, set up as ``Swarm`` and ``LineageRunner`` set up theirs."""
+    """The search in one process, set up as ``Swarm`` and ``LineageActor`` set up theirs."""
     path = tmp_path / "local.jsonl"
     evaluator = Scored()
     tracker = Tracker(_run_info(tmp_path), [LinesSink(path)], migration=NO_MIGRATION)

@@ -236,7 +236,7 @@ _NODE_SCRIPT = textwrap.dedent("""
         return ray.get(actor.__ray_call__.remote(
             lambda self: ray.get_runtime_context().get_node_id()))
 
-    placed = [node(r) == doomed.node_id for r in [*swarm.runners, *swarm.pool.workers]]
+    placed = [node(r) == doomed.node_id for r in [*swarm.lineage_actors, *swarm.pool.workers]]
     while swarm.stats()["records"] < 2:  # the start and a first step of a lineage
         time.sleep(0.2)
     cluster.remove_node(doomed)

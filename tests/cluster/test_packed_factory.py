@@ -95,16 +95,16 @@ def _priority_noting(marks: Path):
 
 def test_a_lineage_unpickles_its_roles_and_compiler_once_its_priority_is_lowered(tmp_path,
                                                                                ray_session):
-    from kernelswarm.cluster.lineage_runner import LINEAGE_NICENESS, LineageRunner
+    from kernelswarm.cluster.lineage_actor import LINEAGE_NICENESS, LineageActor
 
     start = Candidate.create(language="cpp", source="// start", entry="f")
     make = _priority_noting(tmp_path)
-    runner = LineageRunner.remote(0, 0, start, PackedFactory.of(make), PackedFactory.of(make),
-                                  None, None, None)
+    actor = LineageActor.remote(0, 0, start, PackedFactory.of(make), PackedFactory.of(make),
+                                None, None, None)
     try:
-        ray.get(runner.__ray_ready__.remote())
+        ray.get(actor.__ray_ready__.remote())
         niceness = {int(mark.name.split("-")[1]) for mark in tmp_path.iterdir()}
         worker = ray.get(_niceness.remote())  # an actor's process that lowers nothing
         assert niceness == {min(19, worker + LINEAGE_NICENESS)}
     finally:
-        ray.kill(runner)
+        ray.kill(actor)

@@ -1,4 +1,4 @@
-"""A lineage's port to the tracker (``ActorTracker``) as ``LineageRunner`` uses it: records
+"""A lineage's port to the tracker (``ActorTracker``) as ``LineageActor`` uses it: records
 pipelined (sent, made durable while the next step runs) and no call for migrants on steps that
 are not migration steps. A record in flight when the tracker's process is killed is written
 exactly once, whichever side of the kill it fell on."""

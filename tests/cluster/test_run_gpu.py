@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.run.runner import run
+from kernelswarm.experiments.run.execute import run
 from kernelswarm.experiments.sinks import read_evaluations
 
 pytestmark = pytest.mark.gpu

@@ -72,8 +72,8 @@ def _local(strategy: str) -> Callable[[RunInfo], Opened]:
 
 
 def _actor(pipelined: bool) -> Callable[[RunInfo], Opened]:
-    """A TrackerActor with one ``ActorTracker`` per lineage, made as a lineage runner makes it
-    (cluster/lineage_runner.py: its owner, the migration and novelty settings the actor
+    """A TrackerActor with one ``ActorTracker`` per lineage, made as a lineage actor makes it
+    (cluster/lineage_actor.py: its owner, the migration and novelty settings the actor
     tells)."""
 
     def open_actor(run: RunInfo) -> Opened:

@@ -16,7 +16,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path, ray
     It searches with MAP-Elites and novelty rejection on (the other runs of the suite use the
     default islands), so the configuration's strategy keys are exercised end to end."""
     from kernelswarm.experiments.config import load_config
-    from kernelswarm.experiments.run.runner import run
+    from kernelswarm.experiments.run.execute import run
 
     folder = tmp_path_factory.mktemp("small-run")
     uri = f"sqlite:///{folder / 'mlflow.db'}"

@@ -16,8 +16,8 @@ from rich.console import Console
 from kernelswarm.evaluators.generated_starts import compile_start
 from kernelswarm.experiments.config import ConfigError, load_config
 from kernelswarm.experiments.run.compile_start import COMPILE_START_FILE, MOVE, first_candidates
+from kernelswarm.experiments.run.execute import run
 from kernelswarm.experiments.run.prepare import evaluator_settings
-from kernelswarm.experiments.run.runner import run
 from kernelswarm.experiments.sinks import read_evaluations
 from kernelswarm.search import load_task
 

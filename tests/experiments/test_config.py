@@ -91,7 +91,7 @@ def test_every_evaluator_setting_is_reachable_from_a_config(tmp_path):
     import dataclasses
 
     from kernelswarm.evaluators import EvaluatorSettings
-    from kernelswarm.experiments.run.runner import evaluator_settings
+    from kernelswarm.experiments.run.execute import evaluator_settings
 
     config = load_config(None, [
         'evaluator.device="cuda"', "evaluator.compile_timeout_s=11", "evaluator.run_timeout_s=12",

@@ -47,7 +47,7 @@ def _closing(best: Candidate, best_speedup: float, start: Candidate,
 
     from rich.console import Console
 
-    from kernelswarm.cluster.lineage_runner import LineageResult
+    from kernelswarm.cluster.lineage_actor import LineageResult
     from kernelswarm.cluster.swarm import SwarmResult
     from kernelswarm.experiments.views.progress import closing_table
     from kernelswarm.search import RunSummary

@@ -126,7 +126,7 @@ def test_a_compile_error_of_the_starting_kernel_names_the_users_file(silu_task_c
 
 def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
         silu_task_copy, monkeypatch):
-    import kernelswarm.experiments.run.runner as runner
+    import kernelswarm.experiments.run.execute as execute
     from kernelswarm.experiments.commands.cli import main
 
     seen = {}
@@ -135,7 +135,7 @@ def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
         seen["config"] = config
         raise SystemExit(0)
 
-    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(execute, "run", fake_run)
     with pytest.raises(SystemExit):
         main(["run", "--task", str(silu_task_copy)])
     config = seen["config"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ray.exceptions import RayTaskError
 
 from kernelswarm.evaluators.judge.runner_process import SandboxError
-from kernelswarm.experiments.sweep.runner import crash_summary
+from kernelswarm.experiments.sweep.execute import crash_summary
 
 
 def test_the_cause_inside_a_ray_task_error_is_named_on_one_line():

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from kernelswarm.cluster.lineage_runner import LineageResult
+from kernelswarm.cluster.lineage_actor import LineageResult
 from kernelswarm.cluster.swarm import SwarmResult
 from kernelswarm.evaluators.timing_protocol import TimingSettings
-from kernelswarm.experiments.run.runner import write_outputs
+from kernelswarm.experiments.run.execute import write_outputs
 from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
 from kernelswarm.search import (
     Candidate,
@@ -73,7 +73,7 @@ def test_a_lineage_that_finds_a_kernel_it_also_received_counts_it_everywhere(tmp
                                                  for i in (0, 1, 2)])
     write_outputs(tmp_path, result, TimingSettings(flush_cache=False))
     doc = json.loads((tmp_path / "summary.json").read_text())
-    # the lineage runner's own figure (9.9 here, which counts adopted kernels) is not reported
+    # the lineage actor's own figure (9.9 here, which counts adopted kernels) is not reported
     assert {r["lineage"]: r["best_speedup"] for r in doc["lineages"]} == by_summary
     assert doc["timing"]["flush_cache"] is False and doc["timing"]["regime"].startswith("warm")
 

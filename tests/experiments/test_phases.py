@@ -11,7 +11,7 @@ import time
 
 from kernelswarm.experiments.run.phases import PhaseLog, process_started, tree_cpu_s
 
-# The phases a run's log names, in order (experiments/run/runner.py); a local Ray instance
+# The phases a run's log names, in order (experiments/run/execute.py); a local Ray instance
 # stops on a thread of its own once the sinks are closed, while the summary and the report are
 # written, so "ray stopped" comes anywhere after "sinks closed".
 RUN_PHASES = ["configuration loaded", "run folder ready", "ray started", "actors created",
@@ -70,7 +70,7 @@ def test_a_runs_log_names_every_phase_in_order_with_its_times(small_run):
 _CONFIRMING = """
 import io, sys, time
 from rich.console import Console
-from kernelswarm.experiments.run.runner import _drive
+from kernelswarm.experiments.run.execute import _drive
 
 REPORT = ("kernelswarm.experiments.report.writer", "matplotlib.pyplot", "mlflow")
 

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from kernelswarm.agents import builtin_roles
 from kernelswarm.experiments.config import load_config, load_run_config
-from kernelswarm.experiments.run.runner import run
+from kernelswarm.experiments.run.execute import run
 from kernelswarm.experiments.sinks import read_evaluations, read_mlflow_run
 from kernelswarm.experiments.sinks.sources import read_kernel_file
 from kernelswarm.search import Coder, Origin, Plan, Roles

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.run.runner import run
+from kernelswarm.experiments.run.execute import run
 
 pytestmark = pytest.mark.slow
 

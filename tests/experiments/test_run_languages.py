@@ -14,9 +14,9 @@ import pytest
 from rich.console import Console
 
 from kernelswarm.experiments.config import ConfigError, load_config
+from kernelswarm.experiments.run.execute import run
 from kernelswarm.experiments.run.folder import open_run_folder
 from kernelswarm.experiments.run.resume import replay_records
-from kernelswarm.experiments.run.runner import run
 from kernelswarm.experiments.sinks import read_evaluations
 from kernelswarm.search import Archive
 

@@ -21,12 +21,12 @@ from kernelswarm.agents.llm import (
     Waiting,
     trace_file,
 )
-from kernelswarm.cluster.lineage_runner import LineageResult
+from kernelswarm.cluster.lineage_actor import LineageResult
 from kernelswarm.cluster.swarm import SwarmResult
 from kernelswarm.experiments.agent.llm_view import LLMWatch, spending_table
 from kernelswarm.experiments.agent.roles import ask_tester
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.run.runner import RunOutcome
+from kernelswarm.experiments.run.execute import RunOutcome
 from kernelswarm.experiments.views.progress import _status_line, closing_table, progress_table
 from kernelswarm.search import RunSummary, Usage
 from tests.agents.llm import answers

@@ -19,7 +19,7 @@ from kernelswarm.agents.llm import LoopbackServer
 from kernelswarm.experiments.agent.roles import check_agent
 from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.run import runner
+from kernelswarm.experiments.run import execute
 from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL
 
 REFUSED_WITHIN_S = 5.0
@@ -37,7 +37,7 @@ def no_ray(monkeypatch):
     """Ray must not start: the check comes first."""
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started for a run whose LLM endpoint cannot serve")
-    monkeypatch.setattr(runner, "connect", refuse)
+    monkeypatch.setattr(execute, "connect", refuse)
 
 
 def _refused(tmp_path: Path, capsys, command: list[str]) -> str:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from kernelswarm.agents.llm import LoopbackServer, Reply
 from kernelswarm.experiments.config import load_config
-from kernelswarm.experiments.run.runner import run
+from kernelswarm.experiments.run.execute import run
 from kernelswarm.experiments.sinks import read_evaluations, read_mlflow_run
 from tests.agents.llm import answers
 from tests.agents.llm.conftest import API_KEY, KEY_ENV, MODEL

@@ -47,7 +47,7 @@ class LineageResult:
 
 
 @ray.remote(num_cpus=0, max_concurrency=2)
-class LineageRunner:
+class LineageActor:
     """Runs one lineage until its budget or planner stops it, or ``stop`` is called.
 
     Compiling here (the compile pool is the lineage actors' CPUs) means an evaluation worker

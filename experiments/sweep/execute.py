@@ -47,9 +47,9 @@ from kernelswarm.search import StartingKernelFailed, TaskError
 
 from ..agent.llm_view import one_line
 from ..config import Config, ConfigError, validate_config
+from ..run.execute import confirm_best, record_failed_start, write_outputs
 from ..run.log import stderr_to
 from ..run.prepare import prepare_run, print_checks, worker_pool
-from ..run.runner import confirm_best, record_failed_start, write_outputs
 from ..views.progress import LiveView
 from ..views.progress import closing_table as run_closing_table
 from ..views.sweep_view import sweep_line, sweep_table

@@ -1,4 +1,4 @@
-"""The experiment runner: a configuration in, a finished search with its results on disk out."""
+"""``kernelswarm run``: a configuration in, a finished search with its results on disk out."""
 
 from __future__ import annotations
 

@@ -48,10 +48,10 @@ from kernelswarm.search import (
 from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
 from ..config import Config
+from ..run.execute import evaluator_settings
+from ..run.execute import worker_pool as evaluation_workers
 from ..run.log import LOG_NAME, stderr_to
 from ..run.resume import restore_records
-from ..run.runner import evaluator_settings
-from ..run.runner import worker_pool as evaluation_workers
 from ..sinks import ParquetSink, TrialMLflowSink
 from ..sinks.mlflow_store import absolute_uri as absolute_sqlite_uri
 from ..views.progress import LiveView
