@@ -1,13 +1,13 @@
 """Baselines of the task suite: ``python -m benchmarks.baselines``.
 
 Per task and tuning shape: the baselines a user would pick, as every speedup is taken against
-them (evaluators/baselines.py, in their own process, with the candidates' timers and timing
+them (evaluators/baselines/baselines.py, in their own process, with the candidates' timers and timing
 settings): PyTorch eager, ``torch.compile`` of the reference specialised to the shape
 (``dynamic=False``, the fastest of its default and ``max-autotune-no-cudagraphs`` modes, named;
 the seconds of its first calls reported apart) and the library kernels the task names (Liger,
 FlashInfer, sgl-kernel: each checked against the reference first, skipped with the reason where
 not installed); the best of them, named. On a GPU also the starting ``cuda`` kernel (built and
-launched as the evaluator does, checked, evaluators/baseline_timing.py) and the roofline time
+launched as the evaluator does, checked, evaluators/baselines/baseline_timing.py) and the roofline time
 from the task's ``roofline(shape)`` with the machine's measured copy bandwidth and bf16 matmul
 throughput, with each time's fraction of it.
 
@@ -276,7 +276,7 @@ def start_kernels(path: Path, languages: list[str]) -> tuple[dict[str, Any], dic
 def _measure_task(bench: Any, settings: EvaluatorSettings, path: Path,
                   refresh: bool, languages: list[str] | None = None) -> dict[str, Any]:
     """One task's report entry, or its error."""
-    from kernelswarm.evaluators.baselines import measure_baselines
+    from kernelswarm.evaluators.baselines.baselines import measure_baselines
 
     print(f"{path.name}: measuring ...", file=sys.stderr, flush=True)
     missing: dict[str, str] = {}
@@ -301,9 +301,9 @@ def _measure_task(bench: Any, settings: EvaluatorSettings, path: Path,
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Measure every task of ``args``; one task's failure is recorded and the others go on.
     The files are rewritten after each task, so a run cut short keeps what it measured."""
-    from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
-    from kernelswarm.evaluators.baselines import device_name
-    from kernelswarm.evaluators.timing_protocol import TimingSettings
+    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines.baselines import device_name
+    from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 
     settings = _settings(args)
     on_gpu = settings.device.startswith("cuda")

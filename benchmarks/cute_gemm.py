@@ -4,7 +4,7 @@ For each shape (default: the square 4096^3 and 8192^3 bf16 that matmul benchmark
 adds the gemm task's other tuning shapes), times ``torch.matmul`` (cuBLAS) and the gemm task's
 ``cute`` kernel at each knob setting asked for (``--knobs``; default: every BM x BN x STAGES of
 the task's knob space), each checked against the reference first, with the evaluator's GPU timer
-(L2 flushed, CUDA graphs below its threshold: evaluators/baseline_timing.py), and prints a
+(L2 flushed, CUDA graphs below its threshold: evaluators/baselines/baseline_timing.py), and prints a
 markdown table: microseconds (± IQR), TFLOP/s and the fraction of cuBLAS's throughput. A
 candidate file (``--source``, e.g. a search's best) is timed in place of the task's kernel.
 
@@ -78,7 +78,7 @@ def label(knobs: dict[str, Any]) -> str:
 
 def _build(job: tuple[Any, Any, str, float]) -> tuple[bool, str, str, float]:
     """In a pool process: (ok, artifact path, log, seconds) of one build."""
-    from kernelswarm.evaluators.compile_cache import CompileCache
+    from kernelswarm.evaluators.languages.compile_cache import CompileCache
 
     language, candidate, cache_dir, timeout_s = job
     build = CompileCache(Path(cache_dir)).build(language, candidate, timeout_s)
@@ -93,8 +93,8 @@ def tflops(shape: dict[str, Any], us: Any) -> float | None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from kernelswarm.evaluators import EvaluatorSettings
-    from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
-    from kernelswarm.evaluators.baselines import device_name
+    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines.baselines import device_name
     from kernelswarm.evaluators.languages import get_language
     from kernelswarm.search import load_task
 

@@ -113,7 +113,7 @@ def bench_repeatability(task: Path, settings: EvaluatorSettings) -> dict[str, An
 
 def bench_agreement(task: Path, settings: EvaluatorSettings, start: Evaluation) -> dict[str, Any]:
     """Our medians of the starting kernel against do_bench's on the same kernel and shapes."""
-    from kernelswarm.evaluators.reference_timing import do_bench_medians
+    from kernelswarm.evaluators.baselines.reference_timing import do_bench_medians
 
     evaluator = SandboxEvaluator(task, "cuda", settings)
     candidate = evaluator.start_candidate

@@ -11,7 +11,7 @@
 #   mkdir -p .gpu-before/kernelswarm && git archive REV search agents evaluators cluster \
 #     experiments | tar -x -C .gpu-before/kernelswarm && git archive REV benchmarks | tar -x -C .gpu-before
 # and imported ahead of the installed tree through PYTHONPATH; a tree whose benchmarks sit in
-# experiments/benchmarks/ has none of its own and runs as kernelswarm.experiments.benchmarks).
+# experiments/benchmarks/ runs its eval_cost.py from there).
 # Every call leaves OUT/caches.tar.gz (calibrations and baselines measured, unpacked by the next
 # call from .gpu-cache/caches.tar.gz). torch.compile is left out of the baselines
 # (KERNELSWARM_BASELINE_COMPILE=0): what is measured is the cost of each candidate after the
@@ -37,11 +37,11 @@ case "$job" in
     tasks=("$@"); [ ${#tasks[@]} -eq 0 ] && tasks=(silu_and_mul fused_add_rmsnorm merge_attn_states_lse)
     # the old tree's own eval_cost, run as a file so that the checkout's benchmarks/ (the
     # current directory, first on the path of python -m) does not stand in for it
-    if [ -f .gpu-before/benchmarks/eval_cost.py ]; then before=(.gpu-before/benchmarks/eval_cost.py)
-    else before=(-m kernelswarm.experiments.benchmarks.eval_cost); fi
+    before=.gpu-before/benchmarks/eval_cost.py
+    [ -f "$before" ] || before=.gpu-before/kernelswarm/experiments/benchmarks/eval_cost.py
     for task in "${tasks[@]}"; do
       echo "=== before: eval_cost $task cuda cuda 3" | tee -a "$out/before.log"
-      PYTHONPATH="$PWD/.gpu-before:${PYTHONPATH:-}" timeout 200 python3 "${before[@]}" \
+      PYTHONPATH="$PWD/.gpu-before:${PYTHONPATH:-}" timeout 200 python3 "$before" \
         "$task" cuda cuda 3 >> "$out/before.jsonl" 2>> "$out/before.log"
       echo "exit $?" >> "$out/before.log"
       pack

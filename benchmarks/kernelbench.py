@@ -207,8 +207,8 @@ def _positive(value: float) -> float:
 
 def _versions(device: str) -> dict[str, str]:
     """The software and the device the figures come from."""
-    from kernelswarm.evaluators.baseline_timing import versions
-    from kernelswarm.evaluators.baselines import device_name
+    from kernelswarm.evaluators.baselines.baseline_timing import versions
+    from kernelswarm.evaluators.baselines.baselines import device_name
 
     return {**versions(), "device": device_name(device)}
 

@@ -2,11 +2,11 @@
 ``torch.compile``'s does not? ``python -m benchmarks.launch_floor``
 
 At silu_and_mul's tokens=1, d=11008, bf16, each path is timed by the project's GPU timer as the
-baselines time a call (``Bench`` of evaluators/baseline_worker.py, ``measure_gpu`` of the call
+baselines time a call (``Bench`` of evaluators/baselines/baseline_worker.py, ``measure_gpu`` of the call
 alone): empty Triton and CUDA kernels of one pointer and of silu_and_mul's kernel arguments, built
 and loaded as ``triton`` and ``cuda`` candidates are and launched as the task's ``launch_triton``
 and ``launch_cuda`` launch them; Inductor's kernel for the shape as a ``triton`` candidate
-(evaluators/inductor_start.py); ``torch.compile`` of ``x + 1`` on one element and of the reference,
+(evaluators/inductor/inductor_start.py); ``torch.compile`` of ``x + 1`` on one element and of the reference,
 compiled as the baselines compile (``compile_reference``, per mode). Each path is timed
 ``--repeats`` times, interleaved; the table gives the median of the runs' medians, their 5th-95th
 percentiles, the timer's mode, the gap over the fastest path and the host's microseconds per
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines import task_path
-from kernelswarm.evaluators.baseline_worker import COMPILE_MODES
+from kernelswarm.evaluators.baselines.baseline_worker import COMPILE_MODES
 
 SHAPE = {"tokens": 1, "d": 11008, "dtype": "bfloat16"}
 HOST_CALLS = 200  # launches per host-cost sample
@@ -64,8 +64,8 @@ def load_kernel(settings: Any, language_name: str, source: str, entry: str,
                 knobs: dict[str, tuple[Any, ...]] | None = None) -> Any:
     """``source`` built into the compile cache and loaded as a candidate is: the ``fn`` a task's
     launcher receives."""
-    from kernelswarm.evaluators.compile_cache import CompileCache
     from kernelswarm.evaluators.languages import get_language
+    from kernelswarm.evaluators.languages.compile_cache import CompileCache
     from kernelswarm.search.candidate import Candidate
 
     language = get_language(language_name, settings)
@@ -100,7 +100,7 @@ def launch_paths(bench: Any, settings: Any, task: Any, inputs: list, outputs: li
                  modes: list[str], inductor: bool) -> list[LaunchPath]:
     """Every path of the module's docstring, in its order (Inductor's start before the compiled
     ones: generating it resets Dynamo, which would recompile them inside the timer)."""
-    from kernelswarm.evaluators.baseline_worker import compile_reference
+    from kernelswarm.evaluators.baselines.baseline_worker import compile_reference
 
     module, params = task.module, dict(SHAPE)
 
@@ -108,7 +108,7 @@ def launch_paths(bench: Any, settings: Any, task: Any, inputs: list, outputs: li
         return lambda i: launcher(fn, inputs[i], outputs[i], params)
 
     def inductor_start() -> Callable[[int], None]:
-        from kernelswarm.evaluators.inductor_start import generate_start
+        from kernelswarm.evaluators.inductor.inductor_start import generate_start
 
         start = generate_start(task, "triton", [params])
         fn = load_kernel(settings, "triton", start.source, start.entry, dict(start.knobs))
@@ -146,7 +146,7 @@ def _plus_one(x: Any) -> tuple[Any]:
 
 def time_once(bench: Any, call: Callable[[int], Any], copies: Any) -> tuple[float, str]:
     """One run of the timer on ``call`` alone, as ``Bench.time`` runs it: (median µs, mode)."""
-    from kernelswarm.evaluators.gpu_timing import GraphCaptureError, measure_gpu
+    from kernelswarm.evaluators.measure.gpu_timing import GraphCaptureError, measure_gpu
 
     try:
         timing = measure_gpu([call], copies, bench.plan, bench.flusher,
@@ -257,8 +257,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, bench: Any, settings: Any) -> dict[str, Any]:
-    from kernelswarm.evaluators.baseline_timing import versions
-    from kernelswarm.evaluators.baselines import device_name
+    from kernelswarm.evaluators.baselines.baseline_timing import versions
+    from kernelswarm.evaluators.baselines.baselines import device_name
     from kernelswarm.search.task import load_task
 
     task = load_task(task_path("silu_and_mul"), "cuda")
@@ -274,9 +274,9 @@ def run(args: argparse.Namespace, bench: Any, settings: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kernelswarm.evaluators.baseline_worker import Bench
+    from kernelswarm.evaluators.baselines.baseline_worker import Bench
+    from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
     from kernelswarm.evaluators.settings import EvaluatorSettings
-    from kernelswarm.evaluators.timing_protocol import TimingSettings
 
     args = arguments(argv)
     # the first visible GPU (CUDA_VISIBLE_DEVICES picks another); the evaluator's timing, cache

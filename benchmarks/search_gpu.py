@@ -8,8 +8,8 @@
    (with one worker, wall time is the GPU's time).
 2. Reads the run's Parquet records back: when each speedup over the start was first reached.
 3. Times the starting kernel and the run's best kernel on every tuning shape in one process
-   (evaluators/baseline_timing.py), next to the baselines a user would pick, from the same
-   cache the search used (evaluators/baselines.py: eager, ``torch.compile`` specialised per
+   (evaluators/baselines/baseline_timing.py), next to the baselines a user would pick, from the same
+   cache the search used (evaluators/baselines/baselines.py: eager, ``torch.compile`` specialised per
    shape in its faster mode, library kernels such as Liger where installed): per shape, the
    best kernel's speedup over the start, over ``torch.compile`` and over the best baseline
    (named), the search's own figure over it with its 95% interval, and the fraction of the
@@ -120,8 +120,8 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any, language: s
     baseline of each shape; ``best_eval`` is the search's own evaluation of ``best``;
     ``language`` the run's reference language (whose baseline cache the search used);
     ``generated`` the kernel from torch.compile the run started from, timed too."""
-    from kernelswarm.evaluators.baseline_timing import BaselineBench, versions
-    from kernelswarm.evaluators.baselines import measure_baselines
+    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines.baselines import measure_baselines
 
     bench = BaselineBench(settings)
     kernels = {"best": best, **({"compile_start": generated} if generated is not None else {})}

@@ -2,8 +2,11 @@
 
 Two sides: evaluators/judge/ runs in the evaluator's process (build, references, verdicts, the
 timing cross-check) and never runs candidate code; evaluators/runner/ runs only inside the
-sandbox process (load, launch, time). The modules directly in this folder are shared by both or
-used at build time. Only this package (and task files) import torch.
+sandbox process (load, launch, time). Below both, one concern a room, lowest first: the modules
+directly in this folder (settings, the judge's and runner's protocol and channel, correctness,
+the environment candidate code sees), sandbox/, languages/, measure/, inductor/, baselines/,
+starts/; a room imports its own and those below it (``ROOMS`` in tests/test_layering.py). Only
+this package (and task files) import torch.
 """
 
 from __future__ import annotations

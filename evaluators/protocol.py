@@ -3,7 +3,7 @@
 Imported by both sides (evaluators/judge/ and evaluators/runner/); pure and torch-free, so that
 the runner can import it before its resource limits are in place. The exchange itself is
 described in evaluators/judge/runner_process.py (requests and replies) and
-evaluators/shared_memory.py (where tensors travel).
+evaluators/measure/shared_memory.py (where tensors travel).
 """
 
 from __future__ import annotations

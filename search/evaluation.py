@@ -29,7 +29,7 @@ class ShapeResult:
 
     Times are microseconds. ``time_us`` and the speedups are ``nan`` when the shape was not timed
     (the evaluation stopped before timing); ``speedup_vs_compile`` is ``nan`` where
-    ``torch.compile`` was not measured. Baselines (evaluators/baselines.py): eager PyTorch,
+    ``torch.compile`` was not measured. Baselines (evaluators/baselines/baselines.py): eager PyTorch,
     ``torch.compile`` specialised for the shape, library kernels; ``best_baseline`` names the
     fastest, and ``speedup_vs_best`` is over it. Each ``*_spread_us`` is an interquartile range
     of timed calls; each ``*_ci`` the half-width of the speedup's 95% confidence interval (from

@@ -87,7 +87,7 @@ class LanguageSpec:
     jit_devices: tuple[str, ...]
     dispatch: Dispatch  # how a dispatch kernel in this language picks its route, if it has one
     # The device kind on which torch.compile's Inductor writes code in this language, so that a
-    # starting kernel can be generated from it (evaluators/inductor_start.py); None: none.
+    # starting kernel can be generated from it (evaluators/inductor/inductor_start.py); None: none.
     inductor_device: str | None
     # FlashInfer-Trace: the solution's ``spec.language`` and ``spec.dependencies`` when a kernel
     # in this language is exported (experiments/flashinfer/export.py); None and (): not exported.

@@ -18,7 +18,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class MachineFigures:
-    """The machine's measured limits, the roofline's denominators (evaluators/machine.py)."""
+    """The machine's measured limits, the roofline's denominators (evaluators/measure/machine.py)."""
 
     device: str
     llc_bytes: int
@@ -51,7 +51,7 @@ class MachineFigures:
 
 @dataclass(frozen=True)
 class BaselineSource:
-    """Where the baselines' times came from (evaluators/baselines.py): the table's device and
+    """Where the baselines' times came from (evaluators/baselines/baselines.py): the table's device and
     cache key, whether it was read from the cache, the baselines skipped (name -> why) and the
     libraries' versions; or ``error``, why none were measured."""
 
@@ -139,7 +139,7 @@ NCU_COUNTERS = ("time_us", "dram_throughput_pct", "memory_throughput_pct", "sm_t
 
 @dataclass(frozen=True)
 class NcuKernel:
-    """Nsight Compute's counters of one kernel (evaluators/profiling.py); None where this ncu
+    """Nsight Compute's counters of one kernel (evaluators/measure/profiling.py); None where this ncu
     has no such metric. ``top_stalls``: (reason, cycles per issue), worst first."""
 
     kernel: str

@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason is None:
         # torch.compile's baselines cost minutes a task on a GPU and only the baselines' own
         # tests look at them (they switch it back on): leave them out of every other evaluator
-        from kernelswarm.evaluators.baselines import COMPILE_ENV
+        from kernelswarm.evaluators.baselines.baselines import COMPILE_ENV
 
         os.environ.setdefault(COMPILE_ENV, "0")
         shared = _shared_gpu_reason()

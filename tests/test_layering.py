@@ -9,6 +9,8 @@ they name (``from ..search import x`` in evaluators/ is an import of ``kernelswa
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,15 +60,15 @@ def _package(path: Path) -> tuple[str, ...]:
     return name if path.name == "__init__.py" else name[:-1]
 
 
-def imported_modules(path: Path, text: str | None = None) -> Iterator[tuple[int, str]]:
-    """``(line, absolute module name)`` of every import in ``path`` (or in ``text``, read as
-    if it were that file), relative ones resolved; ``from package import name`` also yields
-    ``package.name`` where that is a module of the tree."""
+def _imports(path: Path, text: str | None = None) -> Iterator[tuple[int, str, list[str] | None]]:
+    """``(line, absolute module name, names)`` of every import in ``path`` (or in ``text``, read
+    as if it were that file), relative ones resolved; ``names`` is what ``from module import``
+    names, None for ``import module``."""
     source = path.read_text() if text is None else text
     for node in ast.walk(ast.parse(source, str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name
+                yield node.lineno, alias.name, None
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 package = _package(path)
@@ -77,10 +79,18 @@ def imported_modules(path: Path, text: str | None = None) -> Iterator[tuple[int,
                 module = f"{base}.{node.module}" if node.module else base
             else:
                 module = node.module or ""
-            yield node.lineno, module
-            for alias in node.names:
-                if _source_of(f"{module}.{alias.name}") is not None:
-                    yield node.lineno, f"{module}.{alias.name}"
+            yield node.lineno, module, [alias.name for alias in node.names]
+
+
+def imported_modules(path: Path, text: str | None = None) -> Iterator[tuple[int, str]]:
+    """``(line, absolute module name)`` of every import in ``path`` (or in ``text``, read as
+    if it were that file), relative ones resolved; ``from package import name`` also yields
+    ``package.name`` where that is a module of the tree."""
+    for line, module, names in _imports(path, text):
+        yield line, module
+        for name in names or ():
+            if _source_of(f"{module}.{name}") is not None:
+                yield line, f"{module}.{name}"
 
 
 def _source_of(module: str) -> Path | None:
@@ -314,6 +324,196 @@ def test_no_function_of_the_judge_takes_more_than_five_parameters():
                                       "        return lambda h, i, j, k, l, m: 0\n")) == 2
     assert long_signatures(probe, "class C:\n    @classmethod\n"
                                   "    def f(cls, a, b, c, d, e=1):\n        pass\n") == []
+
+
+# Inside evaluators/, rooms, lowest first: a module imports its own room and the rooms below
+# it, never one above (the import would go "back up"). The modules in the root of evaluators/
+# are the lowest room (""): what the judge and the runner both speak. The package's __init__ is
+# the layer's front door, above every room, and no module inside evaluators/ goes through it.
+ROOMS = ("", "sandbox", "languages", "measure", "inductor", "baselines", "starts", "runner",
+         "judge")
+EVALUATORS = "kernelswarm.evaluators"
+MAX_ROOT_MODULES = 10  # __init__.py included
+
+
+def _room(module: str) -> str | None:
+    """The room of a module of evaluators/ ("" for the root), or None for the front door and
+    for modules outside evaluators/."""
+    if not module.startswith(EVALUATORS + "."):
+        return None
+    first = module.split(".")[2]
+    return first if (ROOT / "evaluators" / first / "__init__.py").is_file() else ""
+
+
+def room_problems(path: Path, text: str | None = None) -> list[str]:
+    """What ``path`` (a file of evaluators/, or ``text`` as that file) imports from a room
+    above its own, or through the front door."""
+    own = _room(".".join(_module_name(path)))
+    if own is None:
+        return []
+    problems = []
+    for line, module, names in _imports(path, text):
+        where = f"{path.relative_to(ROOT)}:{line}"
+        through_door = [n for n in names or () if _source_of(f"{module}.{n}") is None]
+        if module == EVALUATORS and (names is None or through_door):
+            problems.append(f"{where}: imports {', '.join(through_door) or module} from the "
+                            f"front door of evaluators/; import the module that defines it")
+        targets = [module] + [f"{module}.{n}" for n in names or ()
+                              if _source_of(f"{module}.{n}") is not None]
+        for target in targets:
+            room = _room(target)
+            if room is not None and room not in ROOMS:
+                problems.append(f"{where}: imports {target}, in evaluators/{room}/, which "
+                                f"ROOMS does not place")
+            elif room is not None and ROOMS.index(room) > ROOMS.index(own):
+                problems.append(f"{where}: imports {target}, in evaluators/{room}/, a room above "
+                                f"{f'{own}/' if own else 'the root'}")
+    return problems
+
+
+def test_evaluators_rooms_import_their_own_and_those_below():
+    problems = [p for path in _files("evaluators") for p in room_problems(path)]
+    assert not problems, "\n".join(problems)
+    rooms = {p.name for p in (ROOT / "evaluators").iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(ROOMS) - {""}, (
+        f"the subpackages of evaluators/ are {sorted(rooms)}; ROOMS places {ROOMS}")
+    root = sorted(p.name for p in (ROOT / "evaluators").glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, (
+        f"{len(root)} modules in the root of evaluators/ ({root}); move each into the room of "
+        f"its concern")
+    # the check must be able to fail: an import back up, lazy or relative, and the front door
+    probe = ROOT / "evaluators" / "measure" / "probe.py"
+    assert room_problems(probe, "from ..languages import get_language\nfrom .. import "
+                                "settings\nfrom ..settings import EvaluatorSettings\n") == []
+    assert room_problems(probe, "def f():\n    from ..judge.trial import Trial\n") == [
+        "evaluators/measure/probe.py:2: imports kernelswarm.evaluators.judge.trial, in "
+        "evaluators/judge/, a room above measure/"]
+    assert room_problems(ROOT / "evaluators" / "probe.py",
+                         "from .sandbox.crash import describe_exit\n") == [
+        "evaluators/probe.py:1: imports kernelswarm.evaluators.sandbox.crash, in "
+        "evaluators/sandbox/, a room above the root"]
+    assert room_problems(probe, "from .. import SandboxEvaluator\n") == [
+        "evaluators/measure/probe.py:1: imports SandboxEvaluator from the front door of "
+        "evaluators/; import the module that defines it"]
+    assert room_problems(ROOT / "evaluators" / "__init__.py", "from .judge import x\n") == []
+
+
+# Every import names what exists: a module, or a name its module defines. Nothing in this tree
+# runs on a GPU here, and many GPU paths import lazily, inside functions: a module moved or a
+# name removed would otherwise be found on a GPU machine, at the moment the path runs.
+SOURCE_FOLDERS = (*ALL_LAYERS, *ABOVE)
+
+
+def _bound_names(body: list[ast.stmt]) -> Iterator[str]:
+    """The names a module's statements bind at its top level (in if, try and with blocks too)."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield from ((a.asname or a.name).split(".")[0] for a in node.names)
+        targets = [*getattr(node, "targets", ()), getattr(node, "target", None)]
+        for target in filter(None, targets):
+            yield from (n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        for block in ("body", "orelse", "finalbody"):
+            yield from _bound_names(getattr(node, block, []))
+        for handler in getattr(node, "handlers", []):
+            yield from _bound_names(handler.body)
+
+
+@functools.cache
+def defined_names(module: str) -> frozenset[str]:
+    """The names module ``module`` of this tree defines; for one that makes names on first use
+    (a module ``__getattr__``), its ``__all__`` too."""
+    path = _source_of(module)
+    names = set(_bound_names(ast.parse(path.read_text(), str(path)).body))
+    if "__getattr__" in names:
+        names |= set(importlib.import_module(module).__all__)
+    return frozenset(names)
+
+
+def _resolves(module: str, name: str) -> bool:
+    return (name.startswith("__") and name.endswith("__")) or name in defined_names(module) \
+        or _source_of(f"{module}.{name}") is not None
+
+
+def unresolved_imports(path: Path, text: str | None = None) -> list[str]:
+    """The imports of this tree's modules in ``path`` (or ``text`` as that file) that name no
+    module, or a name their module does not define."""
+    problems = []
+    for line, module, names in _imports(path, text):
+        if module.split(".")[0] not in ("kernelswarm", *ABOVE) or module == "kernelswarm":
+            continue
+        where = f"{path.relative_to(ROOT)}:{line}"
+        if _source_of(module) is None:
+            problems.append(f"{where}: imports {module}, which is no module")
+            continue
+        problems += [f"{where}: imports {name} from {module}, which does not define it"
+                     for name in names or () if name != "*" and not _resolves(module, name)]
+    return problems
+
+
+def test_every_import_resolves():
+    problems = [p for folder in SOURCE_FOLDERS for path in _files(folder)
+                for p in unresolved_imports(path)]
+    assert not problems, "\n".join(problems)
+    # the check must be able to fail: a module that is not there, and a name that is not
+    probe = ROOT / "experiments" / "run" / "probe.py"
+    gone = "kernelswarm" + ".evaluators.gone"
+    assert unresolved_imports(probe, f"def f():\n    from {gone} import x\n"
+                                     "    from ...evaluators import Gone\n"
+                                     "    import benchmarks.gone\n") == [
+        f"experiments/run/probe.py:2: imports {gone}, which is no module",
+        "experiments/run/probe.py:3: imports Gone from kernelswarm.evaluators, which does not "
+        "define it",
+        "experiments/run/probe.py:4: imports benchmarks.gone, which is no module"]
+    assert unresolved_imports(probe, "from .folder import RunFolder\nimport os.path\n"
+                                     "from kernelswarm.evaluators import SandboxEvaluator\n"
+                                     "from kernelswarm.search import __file__\n") == []
+
+
+# Module paths written as strings (python -m ..., a worker's module, a name in a docstring or
+# a page): each dotted kernelswarm name names a module, or a name in one.
+_DOTTED = re.compile(r"(?<![\w.])kernelswarm(?:\.\w+)+")
+TEXT_SUFFIXES = (".py", ".sh", ".md", ".toml")
+
+
+def _text_files() -> list[Path]:
+    files = [p for folder in SOURCE_FOLDERS for p in sorted((ROOT / folder).rglob("*"))
+             if p.suffix in TEXT_SUFFIXES and p.is_file() and "__pycache__" not in p.parts]
+    return files + [ROOT / "README.md", ROOT / "pyproject.toml",
+                    *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def dotted_name_resolves(dotted: str) -> bool:
+    """Whether a dotted name of kernelswarm is a module of this tree, or one followed by a name
+    it defines."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 1, -1):
+        module = ".".join(parts[:end])
+        if _source_of(module) is not None:
+            return end == len(parts) or _resolves(module, parts[end])
+    return False
+
+
+def unresolved_names(path: Path, text: str | None = None) -> list[str]:
+    source = path.read_text() if text is None else text
+    return [f"{path.relative_to(ROOT)}:{source.count(chr(10), 0, m.start()) + 1}: "
+            f"{m.group()} names no module of kernelswarm nor a name in one"
+            for m in _DOTTED.finditer(source) if not dotted_name_resolves(m.group())]
+
+
+def test_every_module_path_written_as_text_resolves():
+    problems = [p for path in _text_files() for p in unresolved_names(path)]
+    assert not problems, "\n".join(problems)
+    # the check must be able to fail: a module path that is not there, in code or in prose
+    probe = ROOT / "evaluators" / "probe.py"
+    gone = "kernelswarm" + ".evaluators.baseline_gone"
+    assert unresolved_names(probe, f'MODULE = "{gone}"\n"""python -m {gone}.main"""\n') == [
+        f"evaluators/probe.py:1: {gone} names no module of kernelswarm nor a name in one",
+        f"evaluators/probe.py:2: {gone}.main names no module of kernelswarm nor a name in one"]
+    assert unresolved_names(probe, '"kernelswarm.evaluators.runner", kernelswarm.evaluators.'
+                                   'SandboxEvaluator.evaluate, kernelswarm.<layer>\n') == []
 
 
 def test_the_architecture_page_states_these_layers():

@@ -19,9 +19,9 @@ from typing import Any
 
 from ...search.candidate import Candidate
 from ...search.evaluator import CompileResult
-from ..compile_cache import Build, CompileCache
 from ..languages import KernelLanguage, get_language
-from ..screen import screen
+from ..languages.compile_cache import Build, CompileCache
+from ..languages.screen import screen
 from ..settings import EvaluatorSettings
 
 

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 from ...search.candidate import Candidate
 from ...search.evaluation import StartingKernelFailed
 from ...search.task import Shape, Task
-from ..baselines import measured_once
-from ..compile_cache import Build
-from ..device_arena import evaluation_arena
+from ..baselines.baselines import measured_once
 from ..languages import KernelLanguage
+from ..languages.compile_cache import Build
+from ..measure.device_arena import evaluation_arena
 from ..protocol import REFILL_SEED, START, layout
 from ..settings import EvaluatorSettings
 from .calibration_cache import calibration_path, keep_calibration, read_calibration

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ...search.task import Shape
-from ..baselines import (
+from ..baselines.baselines import (
     BaselineTable,
     _version,
     baseline_versions,
@@ -40,9 +40,9 @@ from ..baselines import (
     device_name,
     task_content_hash,
 )
-from ..machine import MachineFigures
+from ..measure.machine import MachineFigures
+from ..measure.timing_protocol import TimingSettings
 from ..settings import EvaluatorSettings
-from ..timing_protocol import TimingSettings
 from .figures import Baselines, Calibration
 from .timing import CleanFigures
 

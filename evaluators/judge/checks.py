@@ -21,8 +21,8 @@ from typing import Any
 from ...search.evaluation import ShapeResult, Status
 from ...search.task import Shape
 from ..correctness import Comparison, compare, first_bit_difference, structure_problem
+from ..measure.shared_memory import BaseArena, describe
 from ..protocol import FIRST_POISON, REFILL_SEED, SECOND_POISON, TensorSpec, layout
-from ..shared_memory import BaseArena, describe
 from .references import References, release_device_memory
 from .trial import CandidateFault, Trial
 

@@ -36,9 +36,9 @@ from ...search.candidate import Candidate
 from ...search.evaluation import Evaluation
 from ...search.evaluator import CompileResult, Evaluator
 from ...search.task import Shape, load_task
-from ..compile_cache import Build
 from ..languages import get_language
-from ..machine import describe_device
+from ..languages.compile_cache import Build
+from ..measure.machine import describe_device
 from ..settings import EvaluatorSettings
 from .builder import SandboxBuilder
 from .calibration import calibrate, prepare_message

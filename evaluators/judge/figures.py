@@ -3,7 +3,7 @@
 ``Calibration`` is measured once per evaluator, in a runner that never loads candidate code:
 the machine's figures (bandwidth, flops), the baselines (``acquire_baselines``: eager PyTorch,
 ``torch.compile`` per shape and library kernels, measured in their own trusted process by
-evaluators/baselines.py, or read from its cache), and the starting kernel timed through the candidates' own protocol (the
+evaluators/baselines/baselines.py, or read from its cache), and the starting kernel timed through the candidates' own protocol (the
 canary and the null batch's cost, evaluators/judge/timing.py). ``derive_shape_figures`` turns a
 shape's times into speedups and the fraction of the roofline; ``roofline_verdict`` refuses a
 speedup the machine cannot deliver.
@@ -19,7 +19,7 @@ from typing import Any
 from ...search.evaluation import ShapeResult, Status, speedup_ci
 from ...search.measured import BaselineSource
 from ...search.task import Shape, Task
-from ..baselines import (
+from ..baselines.baselines import (
     COMPILE,
     EAGER,
     BaselineError,
@@ -27,7 +27,7 @@ from ..baselines import (
     measure_baselines,
     with_baselines,
 )
-from ..machine import MachineFigures
+from ..measure.machine import MachineFigures
 from ..settings import EvaluatorSettings
 from .timing import CleanFigures
 from .trial import Trial
@@ -38,7 +38,7 @@ ROOFLINE_MARGIN = 1.5
 @dataclass(frozen=True)
 class Baselines:
     """Per tuning shape label, the times (us) a speedup is taken against; NaN: not measured.
-    ``table``: every baseline (evaluators/baselines.py), None with ``error`` when it could not
+    ``table``: every baseline (evaluators/baselines/baselines.py), None with ``error`` when it could not
     be measured."""
 
     eager_us: Mapping[str, float] = field(default_factory=dict)

@@ -21,13 +21,13 @@ from ...search.candidate import Candidate
 from ...search.evaluation import Evaluation, ShapeResult, Status
 from ...search.measured import EvaluationCost, KernelResources, Profile, kernel_resources
 from ...search.task import Task
-from ..compile_cache import Build
-from ..device_arena import arena_refusal
 from ..languages import KernelLanguage
-from ..profiling import ncu_profile
+from ..languages.compile_cache import Build
+from ..measure.device_arena import arena_refusal
+from ..measure.profiling import ncu_profile
+from ..measure.shared_memory import BaseArena
 from ..protocol import CANDIDATE, JIT_CACHE
 from ..settings import EvaluatorSettings
-from ..shared_memory import BaseArena
 from .checks import EXTRA, HELD_OUT, TUNING, Checked, Checker, ShapeErrors
 from .deadlines import Deadline
 from .figures import ROOFLINE_MARGIN, Calibration, derive_shape_figures, roofline_verdict
@@ -269,7 +269,7 @@ class Judgement:
 
     def _ncu(self, resources: dict[str, Any]) -> dict[str, Any]:
         """Nsight Compute on the largest tuning shape: ``ncu`` started from here on a child
-        that loads the candidate (evaluators/ncu_target.py; outside the runner, whose seccomp
+        that loads the candidate (evaluators/measure/ncu_target.py; outside the runner, whose seccomp
         filter allows no process, and outside its namespaces: a known gap, off by default)."""
         task = self.task
         shape = max(task.tuning_shapes, key=lambda x: sum(task.roofline(x)))

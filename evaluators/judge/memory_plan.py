@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...search.task import TaskError
-from ..gpu_timing import plan_copies
+from ..measure.gpu_timing import plan_copies
 
 GIB = 1 << 30
 CPU_REFERENCE_BUDGET = 2 * GIB

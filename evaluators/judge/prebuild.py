@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from ...search.candidate import Candidate
-from ..baselines import _version, task_content_hash
-from ..isolation import isolated_command
+from ..baselines.baselines import _version, task_content_hash
 from ..languages.cuda import detect_cuda_arch
 from ..languages.triton_aot import capability_of
+from ..sandbox.isolation import isolated_command
 from ..settings import EvaluatorSettings
 from .jit_cache import copy_tree, relocate_groups
 from .runner_process import runner_environment

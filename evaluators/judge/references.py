@@ -16,8 +16,8 @@ from typing import Any
 
 from ...search.task import Shape, Task
 from ..correctness import clones
+from ..measure.shared_memory import describe
 from ..protocol import release_due
-from ..shared_memory import describe
 from .memory_plan import default_reference_budget
 
 Key = tuple[str, int, float]

@@ -7,8 +7,8 @@ process that has imported torch and the runner's modules and never runs candidat
 in a new session (its own process group, so that a kill reaches anything it started), and never
 a fork of the judge. It gets a fresh scratch folder as
 working directory, the scrubbed environment (evaluators/environment.py), the OS isolation of
-evaluators/isolation.py where the platform allows it (namespaces), two pipes and the
-evaluation's shared arena (evaluators/shared_memory.py), passed by descriptor number. Its stdout
+evaluators/sandbox/isolation.py where the platform allows it (namespaces), two pipes and the
+evaluation's shared arena (evaluators/measure/shared_memory.py), passed by descriptor number. Its stdout
 and stderr go to ``runner.log`` in the scratch folder, whose tail is quoted when it dies.
 
 A runner serves exactly one candidate and is then killed with its whole group: no state of a
@@ -36,9 +36,9 @@ from typing import Any
 from ...search.task import TaskError
 from ..channel import ChannelError, FrameBuffer, write_frame
 from ..environment import python_path, scrubbed_environment
-from ..isolation import isolated_command, isolation_marker, launcher
+from ..measure.shared_memory import BaseArena
 from ..protocol import RUNNER_MODULE, WARMING
-from ..shared_memory import BaseArena
+from ..sandbox.isolation import isolated_command, isolation_marker, launcher
 from .jit_cache import copy_tree
 from .runner_template import (
     TemplateChild,
@@ -138,7 +138,7 @@ class RunnerProcess:
                memory_limit_mb: int | None, device: str) -> subprocess.Popen | TemplateChild:
         """The runner's process: forked by the runner template where there is one for
         ``device``, else an interpreter of its own; either way in the OS isolation of
-        evaluators/isolation.py (namespaces where the platform allows) and a session of its
+        evaluators/sandbox/isolation.py (namespaces where the platform allows) and a session of its
         own."""
         namespaces = launcher().namespaces
         wanted = template_wanted(device)

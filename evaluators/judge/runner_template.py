@@ -89,7 +89,7 @@ class RunnerTemplate:
     def spawn(self, fds: Sequence[int], scratch: Path, memory_limit_mb: int | None,
               marker: str) -> TemplateChild:
         """A runner forked with ``fds`` (request read end, reply write end, arena, log) in
-        ``scratch``; ``marker`` tells it the namespaces it got (evaluators/isolation.py)."""
+        ``scratch``; ``marker`` tells it the namespaces it got (evaluators/sandbox/isolation.py)."""
         with self._lock:
             self._next_id += 1
             number = self._next_id

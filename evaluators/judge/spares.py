@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..device_arena import evaluation_arena
+from ..measure.device_arena import evaluation_arena
 from .runner_process import RunnerProcess, SandboxError
 
 OWN_CORES = 2

@@ -51,8 +51,10 @@ from typing import Any
 from ...search.evaluation import ShapeResult, Status
 from ...search.task import Shape
 from ..correctness import compare, first_bit_difference
-from ..gpu_timing import plan_copies
-from ..machine import device_cache_bytes
+from ..measure.gpu_timing import plan_copies
+from ..measure.machine import device_cache_bytes
+from ..measure.shared_memory import BaseArena
+from ..measure.timing import TimingStats, summarize
 from ..protocol import (
     CANDIDATE,
     CPU_TIMING_COPIES,
@@ -63,8 +65,6 @@ from ..protocol import (
     timing_seed,
 )
 from ..settings import EvaluatorSettings
-from ..shared_memory import BaseArena
-from ..timing import TimingStats, summarize
 from .references import References
 from .trial import CandidateFault, Trial, field, malformed
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..crash import describe_exit
+from ..sandbox.crash import describe_exit
 from .runner_process import Crashed, TimedOut
 
 

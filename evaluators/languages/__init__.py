@@ -1,4 +1,5 @@
-"""Kernel languages the evaluators can build and run, by name.
+"""Kernel languages the evaluators can build and run, by name, and what builds them: the static
+screen, NVRTC and CUDA modules, ELF symbol tables, CUDA errors in words, the compile cache.
 
 The languages and their facts are ``search.language_spec.SPECS``; this package holds one
 ``KernelLanguage`` class per spec, found by the spec's name. A spec without a class here, or a

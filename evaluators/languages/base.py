@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from ...search.candidate import Candidate
 from ...search.language_spec import LanguageSpec
 from ..environment import scrubbed_environment
-from ..screen import ScreenRule, SyntaxRule
+from .screen import ScreenRule, SyntaxRule
 
 
 class BuildError(Exception):

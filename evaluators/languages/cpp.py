@@ -30,8 +30,6 @@ from typing import Any
 
 from ...search.candidate import Candidate
 from ...search.language_spec import ARGUMENT_KINDS, SPECS
-from ..elf_symbols import ElfError, dynamic_symbols
-from ..screen import ScreenRule
 from .base import (
     BuildError,
     KernelLanguage,
@@ -41,6 +39,8 @@ from .base import (
     run_compiler,
 )
 from .cpp_symbols import forbidden_imports
+from .elf_symbols import ElfError, dynamic_symbols
+from .screen import ScreenRule
 
 CPP_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c++17", "-Wl,--no-undefined")
 

@@ -1,7 +1,7 @@
 """What a ``cpp`` kernel library may import: checked on the built library, before it is loaded.
 
 The static screen reads the source; this check reads what the linker produced, the dynamic
-symbols that the loader will bind (evaluators/elf_symbols.py), so that a name hidden from the
+symbols that the loader will bind (evaluators/languages/elf_symbols.py), so that a name hidden from the
 screen (a weak declaration, a call through ``(fork)()``, a typedef'd pointer, a macro) is still
 seen. A library that imports any symbol of ``CPP_SYMBOL_RULES`` is REJECTED with the symbol
 named; one whose symbol table cannot be read is REJECTED too.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..elf_symbols import ElfError, imported_symbols
+from .elf_symbols import ElfError, imported_symbols
 
 
 @dataclass(frozen=True)

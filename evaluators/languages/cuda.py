@@ -4,12 +4,12 @@ Build: NVRTC (``cuda.core``'s ``Program``) compiles the source to a cubin for on
 ``EvaluatorSettings.cuda_arch`` (detected with nvidia-smi when unset), with ``-std=c++17``,
 ``ptxas -v`` (the resource report) and the CUDA toolkit's headers on the include path, so that
 ``<cuda_bf16.h>``, ``<cuda_fp16.h>`` and ``<cuda/std/...>`` work. Knobs become ``-DNAME=VALUE``.
-The build runs in a compiler process that sees no GPU (evaluators/nvrtc.py): a compile pool on a
+The build runs in a compiler process that sees no GPU (evaluators/languages/nvrtc.py): a compile pool on a
 CPU node builds as well as an evaluation worker does. NVRTC has no ``int64_t`` unless a header
 provides it: use ``long long``.
 
 Load (in the sandbox): the cubin becomes a module in PyTorch's CUDA context, and the entry kernel
-a ``CudaFunction`` (evaluators/cuda_module.py), passed to the task's ``launch_cuda`` as ``fn``::
+a ``CudaFunction`` (evaluators/languages/cuda_module.py), passed to the task's ``launch_cuda`` as ``fn``::
 
     fn(grid, block, *args, shared_mem=0)   # launch on PyTorch's current stream
     fn.kernel("other_name")                # another kernel of the same source
@@ -34,9 +34,9 @@ from typing import Any
 from ...search.candidate import Candidate
 from ...search.dispatch import read_table, route_symbol
 from ...search.language_spec import SPECS
-from ..screen import ScreenRule
 from ..settings import EvaluatorSettings, normalize_cuda_arch
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError, macro_definitions
+from .screen import ScreenRule
 
 _CALL = r"\s*(?:\)\s*)*\("  # also through parentheses around the name: (clock)()
 
@@ -118,7 +118,7 @@ def toolkit_include_dirs() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def nvrtc_identity() -> str:
     """NVRTC's version, part of every cache key (imports the bindings once per process)."""
-    from ..nvrtc import INSTALL_HINT, nvrtc_version
+    from .nvrtc import INSTALL_HINT, nvrtc_version
 
     try:
         return "nvrtc " + nvrtc_version()
@@ -157,7 +157,7 @@ class CudaLanguage(KernelLanguage):
         return (self.arch, "-std=c++17", nvrtc_identity(), *toolkit_include_dirs())
 
     def build_request(self, candidate: Candidate, artifact: Path) -> dict[str, Any]:
-        """What the NVRTC compiler process is asked to build (evaluators/nvrtc.py): a language
+        """What the NVRTC compiler process is asked to build (evaluators/languages/nvrtc.py): a language
         built by NVRTC with more headers or options (``cute``) adds them here."""
         return {"source": candidate.source, "arch": self.arch, "entry": candidate.entry,
                 "defines": _defines(candidate.knob_values),
@@ -165,7 +165,7 @@ class CudaLanguage(KernelLanguage):
                 "knobs": dict(candidate.knob_values)}
 
     def build(self, candidate: Candidate, workdir: Path, artifact: Path, timeout_s: float) -> None:
-        from ..nvrtc import build_in_compiler_process
+        from .nvrtc import build_in_compiler_process
 
         request = self.build_request(candidate, artifact)
         table = read_table(candidate.source)
@@ -179,7 +179,7 @@ class CudaLanguage(KernelLanguage):
             raise BuildError(reply["log"] or "NVRTC failed without a log")
 
     def load(self, artifact: Path, entry: str, spec: Mapping[str, Any]) -> LoadedKernel:
-        from ..cuda_module import CudaModule
+        from .cuda_module import CudaModule
 
         module = CudaModule.load(artifact)  # raises LoadError with the reason
         try:

@@ -4,7 +4,7 @@ CuTe is the layout algebra under CUTLASS 3 and 4: tensors as pointers with layou
 (128-bit vectors, ``cp.async``, TMA) and MMA atoms (``mma.sync``, Hopper's WGMMA) that a kernel
 composes, so that tiling and data movement are structure a search can change a step at a time.
 
-Build: the same NVRTC compiler process as ``cuda`` (evaluators/nvrtc.py), with three differences:
+Build: the same NVRTC compiler process as ``cuda`` (evaluators/languages/nvrtc.py), with three differences:
 
 - CUTLASS's headers on the include path (``cutlass_include_dir``: ``$CUTLASS_PATH/include``, else
   the ``nvidia-cutlass`` wheel's copy; ``pip install 'kernelswarm[cute]'``), and libcu++'s
@@ -39,8 +39,8 @@ from typing import Any
 
 from ...search.candidate import Candidate
 from ...search.language_spec import SPECS
-from ..screen import ScreenRule
 from .cuda import CUDA_SCREEN_RULES, CudaLanguage, nvrtc_identity, toolkit_include_dirs
+from .screen import ScreenRule
 
 INSTALL_HINT = ("the cute language needs CUTLASS's headers: pip install 'kernelswarm[cute]' "
                 "(the nvidia-cutlass wheel), or set CUTLASS_PATH to a CUTLASS checkout")

@@ -23,7 +23,7 @@ Load (only in the sandbox): the library is imported as a Python extension module
 ATen compute (``at::mul``, ``x.sum()``) is seen by the sandbox's compute guard through the
 dispatcher and REJECTED; the screen refuses the ways around the dispatcher. The imported-symbol
 check of ``cpp`` libraries does not apply: an extension imports the Python C API by design. It is
-judged by what it runs, in a runner under the same OS isolation (evaluators/isolation.py).
+judged by what it runs, in a runner under the same OS isolation (evaluators/sandbox/isolation.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from typing import Any
 
 from ...search.candidate import Candidate
 from ...search.language_spec import SPECS
-from ..screen import ScreenRule
 from .base import (
     BuildError,
     KernelLanguage,
@@ -52,6 +51,7 @@ from .base import (
     run_compiler,
 )
 from .cpp import CPP_SCREEN_RULES, compiler, compiler_identity
+from .screen import ScreenRule
 
 CFLAGS = ("-O3",)
 # Run as a script, so that the build process imports nothing of kernelswarm.

@@ -23,7 +23,7 @@ import inspect
 import sys
 from collections.abc import Iterator
 
-from ..screen import SyntaxRule
+from .screen import SyntaxRule
 
 ALLOWED_IMPORTS = ("triton", "triton.language", "torch", "math", "typing", "__future__")
 _ALLOWED_IMPORT_PREFIXES = ("triton.language.",)

@@ -39,8 +39,8 @@ def main(argv: list[str]) -> int:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # no device, whatever the caller's environment
 
     from ...search.task import load_task
-    from ..isolation import enter_isolation
     from ..languages import get_language, triton_aot
+    from ..sandbox.isolation import enter_isolation
     from ..settings import EvaluatorSettings
 
     settings = EvaluatorSettings(**request["settings"])

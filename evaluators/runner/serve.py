@@ -34,8 +34,8 @@ from typing import Any
 from ...search.task import Shape, TaskError
 from ..channel import read_frame, write_frame
 from ..languages import LoadError
-from ..machine import measure_machine
-from ..profiling import kernel_profile
+from ..measure.machine import measure_machine
+from ..measure.profiling import kernel_profile
 from .session import CallFailed, Session, error_report, guarded
 from .timed import ShapeTiming
 
@@ -111,7 +111,7 @@ class Runner:
     def calibrate(self) -> dict[str, Any]:
         """The machine's figures (copy bandwidth, matmul flops), measured by this runner, which
         has not loaded (and never will load) a candidate. Baselines are measured elsewhere
-        (evaluators/baselines.py), never in a runner."""
+        (evaluators/baselines/baselines.py), never in a runner."""
         s = self.session
         return {"type": "calibrated", "machine": asdict(measure_machine(s.device, s.cache_bytes))}
 

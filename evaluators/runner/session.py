@@ -19,16 +19,16 @@ import torch
 
 from ...search.task import Shape, load_task
 from ..correctness import poison
-from ..cuda_errors import classify
-from ..device_arena import attach_arena
-from ..isolation import enter_isolation, forbid_processes
 from ..languages import KernelLanguage, LoadedKernel, get_language
-from ..machine import device_cache_bytes
-from ..profiling import kernel_profile
+from ..languages.cuda_errors import classify
+from ..measure.device_arena import attach_arena
+from ..measure.machine import device_cache_bytes
+from ..measure.profiling import kernel_profile
+from ..measure.shared_memory import spec_dtype
+from ..measure.timing import CacheFlusher, TimingPlan
 from ..protocol import CANDIDATE, JIT_CACHE, START, WARMING, TensorSpec, release_due
+from ..sandbox.isolation import enter_isolation, forbid_processes
 from ..settings import EvaluatorSettings
-from ..shared_memory import spec_dtype
-from ..timing import CacheFlusher, TimingPlan
 from .integrity import IntegrityViolation, ProcessSnapshot, checked_entry, guarded_call
 
 # Where the judge names the place of an error in a CUDA failure's description.
@@ -158,7 +158,7 @@ class Session:
         kernel_profile(lambda: self.launch(START, inputs, outputs, shape))
 
     def load(self, message: Mapping[str, Any], scratch: Path) -> dict[str, Any]:
-        """Enter the OS isolation (evaluators/isolation.py), snapshot the process, then load
+        """Enter the OS isolation (evaluators/sandbox/isolation.py), snapshot the process, then load
         the candidate."""
         self.isolation = enter_isolation(scratch, allow_processes=self.needs_compiler)
         self.compile_window = self.isolation.get("isolation_processes", "").startswith("allowed")

@@ -26,7 +26,7 @@ What the template guarantees, and why the verdicts do not move:
   IPC and mount namespaces, and its child, the runner proper, pid 1 of a new PID namespace with
   its own /proc. That process then does what ``python -m kernelswarm.evaluators.runner`` does
   (limits, tie to the judge, the request loop); the runner's own isolation
-  (evaluators/isolation.py ``enter_isolation``) is unchanged.
+  (evaluators/sandbox/isolation.py ``enter_isolation``) is unchanged.
 - Spawned processes end with the template (parent-death signal), and the template ends when the
   judge closes its socket, killing what it spawned first.
 """
@@ -46,8 +46,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from .. import namespaces
-from ..isolation import ISOLATION_ENV
+from ..sandbox import namespaces
+from ..sandbox.isolation import ISOLATION_ENV
 from .limits import apply_limits, exit_with_parent
 from .serve import serve  # torch and every module a runner imports before its first request
 

@@ -10,7 +10,7 @@ after timing (``recheck``).
 
 Requests per shape: ``warm`` (warm-up calls and, on a GPU, the choice between events and graph
 replays, with the graphs captured), ``batch`` (the timed rounds, stopping rule of
-evaluators/timing.py; the copies used last go back to the arena), then a few ``burst`` (refresh
+evaluators/measure/timing.py; the copies used last go back to the arena), then a few ``burst`` (refresh
 the first copies from a seed that comes with the request, call the candidate on each of them
 back to back, or not at all when ``null``, and return them): the judge times each burst itself,
 and the times the batch reported must agree with the bursts' time.
@@ -36,7 +36,15 @@ import torch
 
 from ...search.task import Shape
 from ..correctness import poison
-from ..gpu_timing import Flusher, capture_graphs, event_sample, graph_sample, plan_copies, warm_up
+from ..measure.gpu_timing import (
+    Flusher,
+    capture_graphs,
+    event_sample,
+    graph_sample,
+    plan_copies,
+    warm_up,
+)
+from ..measure.timing import summarize
 from ..protocol import (
     CANDIDATE,
     CPU_TIMING_COPIES,
@@ -46,7 +54,6 @@ from ..protocol import (
     TensorSpec,
     timing_seed,
 )
-from ..timing import summarize
 from .integrity import replaced_timers
 from .session import Session
 

@@ -1,6 +1,6 @@
 """``kernelswarm tasks start TASK --from-compile``: a starting kernel from ``torch.compile``.
 
-Inductor's code for the task's reference, generated per shape (evaluators/inductor_start.py),
+Inductor's code for the task's reference, generated per shape (evaluators/inductor/inductor_start.py),
 is written into the task folder as its starting kernel in the chosen language, then judged by
 the evaluator on every tuning and held-out shape and the built-in tester's check shapes. The
 shapes it is generated for are those: Inductor specialises its code to one shape, so the kernel
@@ -93,8 +93,8 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
     """Generate, write and judge the starting kernel; ``TaskError`` with the reason when it
     cannot be generated (the task folder is then left as it was). ``keep_code``: a folder for
     Inductor's code of each shape (``generate_start``)."""
-    from kernelswarm.evaluators.inductor_code import GenerationError
-    from kernelswarm.evaluators.inductor_start import generate_start
+    from kernelswarm.evaluators.inductor.inductor_code import GenerationError
+    from kernelswarm.evaluators.inductor.inductor_start import generate_start
 
     device = generation_device(language)
     task = load_task(task_dir, device)

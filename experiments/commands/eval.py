@@ -2,7 +2,7 @@
 
 The file is evaluated exactly as a search would evaluate a candidate (screen, build, sandbox,
 correctness on every tuning and held-out shape, timing interleaved with the task's starting
-kernel, speedups over the baselines of evaluators/baselines.py) and the verdict is printed as a
+kernel, speedups over the baselines of evaluators/baselines/baselines.py) and the verdict is printed as a
 table, or as JSON with ``--json``. A file with a knob header (every file a run writes) is built
 with those knob values. A file from a run folder (``RUN_DIR/best/<id>.<ext>`` or
 ``RUN_DIR/candidates/<id>.<ext>``), or ``--run RUN_DIR`` (its best kernel), is judged with that
@@ -23,7 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.search import (
     LANGUAGES,
     SUFFIX_LANGUAGES,

@@ -94,7 +94,7 @@ class SearchSection(StrategyOptions):  # type: ignore[misc, valid-type]
     confirm_repeats: int = Field(3, ge=0)
     # Lineages of a language torch.compile writes code in (triton on a GPU, cpp on the CPU)
     # judge Inductor's own kernel for the task's reference first, and go on from it where it is
-    # faster than the task's starting kernel (evaluators/generated_starts.py).
+    # faster than the task's starting kernel (evaluators/starts/generated_starts.py).
     compile_start: bool = False
 
     @field_validator("languages")

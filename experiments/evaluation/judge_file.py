@@ -10,7 +10,7 @@ from typing import Any
 
 from kernelswarm.agents.builtin import RuleTester
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.timing_protocol import TIMING_FILE, TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TIMING_FILE, TimingSettings
 from kernelswarm.search import Evaluation, Origin, Task, language_spec, load_task
 
 from ..run.compiler_messages import naming_the_file
@@ -34,7 +34,7 @@ def settings_for(language: str, device: str, run: RunFolder | None) -> Evaluator
         settings.compile_timeout_s, language_spec(language).compile_timeout_s))
     if device.startswith("cuda"):
         # On a GPU the baselines are timed with the L2 flushed whatever the settings say
-        # (evaluators/baseline_worker.py): a candidate timed warm would be compared unfairly.
+        # (evaluators/baselines/baseline_worker.py): a candidate timed warm would be compared unfairly.
         # Its kernel launches are listed too, as eval always did there (figures unchanged).
         settings = replace(settings, flush_cache=True, memory_limit_mb=None,
                            profile_kernels=True)

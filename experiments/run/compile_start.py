@@ -2,7 +2,7 @@
 
 For each of the run's languages that Inductor writes code in on the evaluator's device
 (``Config.compile_start_languages``: triton on a GPU, cpp on the CPU), Inductor's kernel for the
-task's reference is generated on every shape the evaluator runs (evaluators/generated_starts.py,
+task's reference is generated on every shape the evaluator runs (evaluators/starts/generated_starts.py,
 once per machine) and becomes the first candidate of that language's lineages. The language's
 starting kernel stays the task's own: speedups are still over it, and the generated kernel is
 judged, recorded and kept or left like any candidate.
@@ -35,8 +35,8 @@ def first_candidates(config: Config, task: Task, settings: EvaluatorSettings, co
                      run_dir: Path) -> dict[str, tuple[Candidate, ...]]:
     """Per language, the generated kernel its lineages judge first (none where it could not be
     generated); what happened is written to ``run_dir / COMPILE_START_FILE``."""
-    from kernelswarm.evaluators.generated_starts import compile_start
-    from kernelswarm.evaluators.inductor_code import GenerationError
+    from kernelswarm.evaluators.inductor.inductor_code import GenerationError
+    from kernelswarm.evaluators.starts.generated_starts import compile_start
 
     found: dict[str, tuple[Candidate, ...]] = {}
     report: dict[str, Any] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.evaluators.timing_protocol import TIMING_FILE, TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TIMING_FILE, TimingSettings
 
 from ..config import Config, ConfigError, load_run_config
 from ..sinks import read_evaluations

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kernelswarm.cluster import SwarmResult
 from kernelswarm.cluster.activity import write_activity
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.search import Candidate, Confirmation, Evaluation
 from kernelswarm.search.dispatch import read_table
 

@@ -21,7 +21,7 @@ from rich.markup import escape
 from kernelswarm.agents.llm import LLMRoleFactory
 from kernelswarm.cluster import LanguageStart, SwarmSpec
 from kernelswarm.evaluators import EvaluatorSettings, SandboxBuilder, SandboxEvaluator
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Budget,
     Candidate,

@@ -33,7 +33,7 @@ from rich.markup import escape
 from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
 from kernelswarm.cluster.activity import activity_line, summarise
 from kernelswarm.evaluators import SandboxEvaluator
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.search import (
     Candidate,
     Origin,

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kernelswarm.cluster.activity import write_activity
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.search import RunSummary
 from kernelswarm.search.tuning import KnobStudy
 

@@ -1,7 +1,7 @@
 """Baseline times as measured, and as every table shows them: carried over.
 
 The baselines (eager, compile, library kernels) are timed once per task, machine and timing
-settings, with the starting kernel beside them, and cached (evaluators/baselines.py). Each
+settings, with the starting kernel beside them, and cached (evaluators/baselines/baselines.py). Each
 evaluation times its candidate interleaved with the starting kernel, and the baselines' times
 it reports are the cached ones times the starting kernel's ratio, now over then: on a machine
 busier than at the measurement every baseline time grows with the kernel's. So one shape's
@@ -35,7 +35,7 @@ class MeasuredBaselines:
     def scale(self, shape: str, start_now_us: float) -> float:
         """The factor a shape's baseline times were carried over by: the starting kernel's
         time now over its time at the measurement; 1.0 where either is unknown (then nothing
-        was carried, as evaluators/baselines.py's with_baselines does)."""
+        was carried, as evaluators/baselines/baselines.py's with_baselines does)."""
         then = self.start_us.get(shape, math.nan)
         if then > 0 and start_now_us > 0:
             return start_now_us / then

@@ -12,7 +12,7 @@ import pytest
 
 from kernelswarm.agents import TRANSFORMATIONS
 from kernelswarm.agents.builtin.cuda_structures import MARKER, Stream, WarpRows
-from kernelswarm.evaluators.cuda_device import DeviceFigures
+from kernelswarm.evaluators.languages.cuda_device import DeviceFigures
 from kernelswarm.search import Candidate, Status, load_task
 from tests.agents.test_cuda_transforms import TASKS, build, needs_nvrtc, rewrite, start_of
 

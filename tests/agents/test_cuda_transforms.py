@@ -12,7 +12,7 @@ import pytest
 
 from kernelswarm.agents import TRANSFORMATIONS, transformations_for
 from kernelswarm.agents.builtin.cuda_structures import Structure
-from kernelswarm.evaluators.cuda_device import DeviceFigures
+from kernelswarm.evaluators.languages.cuda_device import DeviceFigures
 from kernelswarm.search import STAGES, Candidate, load_task
 from tests.conftest import ROOT
 

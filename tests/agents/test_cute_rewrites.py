@@ -79,7 +79,7 @@ def test_cp_async_l1_switches_the_copy_atom_by_its_knob():
 @pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 @pytest.mark.slow  # a CuTe MMA kernel: about 35 s of NVRTC on one core
 def test_the_gemm_with_both_moves_at_their_other_values_builds_and_uses_them():
-    from kernelswarm.evaluators.nvrtc import compile_source
+    from kernelswarm.evaluators.languages.nvrtc import compile_source
 
     start = _start("gemm")
     source, space = LIB["swizzle"].apply(start.source, start.space)

@@ -41,7 +41,7 @@ def dispatch_kernel() -> Candidate:
 @needs_nvrtc
 def test_nvrtc_builds_a_cuda_dispatch_kernel_whose_artifact_carries_the_table(tmp_path):
     from kernelswarm.evaluators.languages.cuda import CudaLanguage
-    from kernelswarm.evaluators.nvrtc import read_artifact
+    from kernelswarm.evaluators.languages.nvrtc import read_artifact
 
     candidate = dispatch_kernel()
     table = read_table(candidate.source)

@@ -18,8 +18,8 @@ import pytest
 
 from benchmarks import eval_cost, kernelbench
 from kernelswarm.agents.builtin import dispatch_source
-from kernelswarm.evaluators import inductor_start
-from kernelswarm.evaluators.inductor_code import GenerationError
+from kernelswarm.evaluators.inductor import inductor_start
+from kernelswarm.evaluators.inductor.inductor_code import GenerationError
 from kernelswarm.evaluators.languages import (
     IMPLEMENTATIONS,
     CppLanguage,
@@ -145,7 +145,7 @@ def test_a_kernel_file_is_exported_in_the_languages_the_spec_names(name):
     assert written["entry_point"] == f"kernel{spec.suffix}::run"
 
 
-# -- evaluators/inductor_start.py, experiments/authoring/compiled_start.py, commands/tasks.py
+# -- evaluators/inductor/inductor_start.py, experiments/authoring/compiled_start.py, commands/tasks.py
 
 @pytest.mark.parametrize("name", [*NAMES, "rust"])
 def test_a_start_is_generated_on_the_device_inductor_writes_the_language_for(name):

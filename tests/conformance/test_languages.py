@@ -28,10 +28,10 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.compile_cache import Build, CompileCache
 from kernelswarm.evaluators.languages import get_language
+from kernelswarm.evaluators.languages.compile_cache import Build, CompileCache
 from kernelswarm.evaluators.languages.cute import cutlass_include_dir
-from kernelswarm.evaluators.nvrtc import read_artifact
+from kernelswarm.evaluators.languages.nvrtc import read_artifact
 from kernelswarm.experiments.sinks.sources import self_contained_source
 from kernelswarm.search import SPECS, Candidate, Evaluation, Status, Syntax
 from tests.conftest import SILU_TASK

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernelswarm.evaluators.measure.shared_memory import Arena, ArenaError, BaseArena, describe
 from kernelswarm.evaluators.protocol import TensorSpec, layout
-from kernelswarm.evaluators.shared_memory import Arena, ArenaError, BaseArena, describe
 
 
 def _round_trip(arena: BaseArena, device: str) -> None:
@@ -61,7 +61,7 @@ def _made(kind: str) -> tuple[BaseArena, str]:
     """A new arena of ``kind`` and the device its tensors are on."""
     if kind == "host":
         return Arena.create(1 << 16), "cpu"
-    from kernelswarm.evaluators.device_arena import DeviceArena
+    from kernelswarm.evaluators.measure.device_arena import DeviceArena
 
     return DeviceArena.create(1 << 16, "cuda"), "cuda"
 
@@ -97,7 +97,7 @@ def test_every_arena_refuses_a_copy_outside_it_or_unlike_its_spec(kind):
 
 _ATTACH_CHILD = """
 import os, sys, torch
-from kernelswarm.evaluators.device_arena import DeviceArena
+from kernelswarm.evaluators.measure.device_arena import DeviceArena
 from kernelswarm.evaluators.protocol import TensorSpec
 fd, size, mapped = (int(v) for v in sys.argv[1:4])
 arena = DeviceArena.attach(fd, size, mapped, "cuda")
@@ -114,7 +114,7 @@ def test_the_device_arena_is_shared_by_descriptor_with_another_process(tmp_path)
     import subprocess
     import sys
 
-    from kernelswarm.evaluators.device_arena import DeviceArena
+    from kernelswarm.evaluators.measure.device_arena import DeviceArena
     from kernelswarm.evaluators.protocol import TensorSpec
 
     arena = DeviceArena.create(8 << 20, "cuda")
@@ -137,7 +137,7 @@ def test_the_device_arena_is_shared_by_descriptor_with_another_process(tmp_path)
 
 
 def test_where_no_device_arena_can_be_made_the_host_arena_serves_and_says_why(monkeypatch):
-    from kernelswarm.evaluators import device_arena
+    from kernelswarm.evaluators.measure import device_arena
 
     monkeypatch.setattr(device_arena, "_refused", {})
     arena = device_arena.evaluation_arena(1 << 16, "cpu")

@@ -1,4 +1,4 @@
-"""Baselines (evaluators/baselines.py): measured in their own process, checked, cached, skipped
+"""Baselines (evaluators/baselines/baselines.py): measured in their own process, checked, cached, skipped
 with a reason when a library is missing, and a static-shape ``torch.compile``."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.evaluators.baseline_worker import compile_reference
-from kernelswarm.evaluators.baselines import (
+from kernelswarm.evaluators.baselines.baseline_worker import compile_reference
+from kernelswarm.evaluators.baselines.baselines import (
     BaselineTable,
     BaselineTime,
     measure_baselines,
     with_baselines,
 )
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.experiments.authoring.task_template import KERNEL_CPP, TASK_PY
 from kernelswarm.search import ShapeResult
 

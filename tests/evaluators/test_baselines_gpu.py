@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.evaluators.baselines import COMPILE, COMPILE_ENV, EAGER, measure_baselines
+from kernelswarm.evaluators.baselines.baselines import (
+    COMPILE,
+    COMPILE_ENV,
+    EAGER,
+    measure_baselines,
+)
 from tests.conftest import SILU_TASK
 
 pytestmark = pytest.mark.gpu

@@ -15,7 +15,7 @@ from kernelswarm.evaluators.channel import (
     read_frame,
     write_frame,
 )
-from kernelswarm.evaluators.crash import describe_exit
+from kernelswarm.evaluators.sandbox.crash import describe_exit
 
 
 def test_frames_round_trip_through_a_pipe_and_end_of_file_is_none():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelswarm.evaluators.cuda_device import DeviceFigures
+from kernelswarm.evaluators.languages.cuda_device import DeviceFigures
 from kernelswarm.search import load_task
 from tests.conftest import SILU_TASK
 
@@ -50,7 +50,7 @@ def test_blocks_per_sm_is_limited_by_threads_registers_and_shared_memory():
 
 @pytest.mark.gpu
 def test_the_figures_are_the_drivers():
-    from kernelswarm.evaluators.cuda_device import device_figures
+    from kernelswarm.evaluators.languages.cuda_device import device_figures
 
     props = torch.cuda.get_device_properties(0)
     found = device_figures(0)

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.cuda_errors import CudaDriverError, classify
-from kernelswarm.evaluators.gpu_state import throttle_names
-from kernelswarm.evaluators.gpu_timing import plan_copies
 from kernelswarm.evaluators.languages import CudaLanguage, get_language
 from kernelswarm.evaluators.languages.cuda import CUDA_SCREEN_RULES
-from kernelswarm.evaluators.nvrtc import read_artifact
-from kernelswarm.evaluators.profiling import parse_ncu_csv
-from kernelswarm.evaluators.screen import screen
+from kernelswarm.evaluators.languages.cuda_errors import CudaDriverError, classify
+from kernelswarm.evaluators.languages.nvrtc import read_artifact
+from kernelswarm.evaluators.languages.screen import screen
+from kernelswarm.evaluators.measure.gpu_state import throttle_names
+from kernelswarm.evaluators.measure.gpu_timing import plan_copies
+from kernelswarm.evaluators.measure.profiling import parse_ncu_csv
 from kernelswarm.search import Status, load_task
 from tests.conftest import SILU_TASK
 

@@ -8,7 +8,7 @@ import pytest
 from kernelswarm.search.dispatch import DispatchTable
 from kernelswarm.search.task import Shape
 
-cuda_module = pytest.importorskip("kernelswarm.evaluators.cuda_module")
+cuda_module = pytest.importorskip("kernelswarm.evaluators.languages.cuda_module")
 
 
 def test_a_dispatch_module_routes_each_task_shape_by_its_table():

@@ -21,8 +21,8 @@ import torch
 
 from kernelswarm.agents.builtin.dispatch_source import compose
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.compile_cache import CompileCache
 from kernelswarm.evaluators.languages import get_language
+from kernelswarm.evaluators.languages.compile_cache import CompileCache
 from kernelswarm.evaluators.languages.cuda import toolkit_include_dirs
 from kernelswarm.evaluators.languages.cute import (
     CUTE_DEFINES,
@@ -33,8 +33,8 @@ from kernelswarm.evaluators.languages.cute import (
     cutlass_include_dir,
     libcudacxx_include_dirs,
 )
-from kernelswarm.evaluators.nvrtc import compile_source, read_artifact
-from kernelswarm.evaluators.screen import screen
+from kernelswarm.evaluators.languages.nvrtc import compile_source, read_artifact
+from kernelswarm.evaluators.languages.screen import screen
 from kernelswarm.search import Status, load_task
 from tests.conftest import ROOT
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.evaluators.compile_cache import CompileCache
-from kernelswarm.evaluators.elf_symbols import ElfError, dynamic_symbols, imported_symbols
 from kernelswarm.evaluators.languages.base import BuildError
+from kernelswarm.evaluators.languages.compile_cache import CompileCache
 from kernelswarm.evaluators.languages.cpp import CPP_FLAGS, CppLanguage, compiler
 from kernelswarm.evaluators.languages.cpp_symbols import forbidden_imports
+from kernelswarm.evaluators.languages.elf_symbols import ElfError, dynamic_symbols, imported_symbols
 from kernelswarm.search import Status
 from kernelswarm.search.candidate import Candidate
 

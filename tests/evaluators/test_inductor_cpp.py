@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelswarm.evaluators.inductor_code import (
+from kernelswarm.evaluators.inductor.inductor_code import (
     ArgKind,
     Argument,
     GenerationError,
@@ -18,7 +18,7 @@ from kernelswarm.evaluators.inductor_code import (
     distinct,
     parse_output_code,
 )
-from kernelswarm.evaluators.inductor_cpp import PRELUDE
+from kernelswarm.evaluators.inductor.inductor_cpp import PRELUDE
 
 from . import inductor_texts
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.inductor_code import (
+from kernelswarm.evaluators.inductor.inductor_code import (
     ArgKind,
     Argument,
     GenerationError,
@@ -21,10 +21,10 @@ from kernelswarm.evaluators.inductor_code import (
     ShapeCode,
     parse_output_code,
 )
-from kernelswarm.evaluators.inductor_start import generate_start, probe_launcher
-from kernelswarm.evaluators.inductor_triton import triton_start
+from kernelswarm.evaluators.inductor.inductor_start import generate_start, probe_launcher
+from kernelswarm.evaluators.inductor.inductor_triton import triton_start
+from kernelswarm.evaluators.languages.screen import screen
 from kernelswarm.evaluators.languages.triton import TritonLanguage
-from kernelswarm.evaluators.screen import screen
 from kernelswarm.search import Shape, Status, load_task
 from kernelswarm.search.dispatch import read_shape_knobs
 
@@ -173,7 +173,7 @@ def test_inductors_runtime_helpers_come_from_the_installed_torch(tmp_path: Path,
 
 
 def test_a_helper_the_module_cannot_copy_is_refused_by_name() -> None:
-    from kernelswarm.evaluators.inductor_triton import inductor_helpers
+    from kernelswarm.evaluators.inductor.inductor_triton import inductor_helpers
 
     with pytest.raises(GenerationError, match=r"triton_helpers\.sort_with_index, which needs "
                                               r"'_log2' of Inductor's runtime"):
@@ -260,7 +260,7 @@ def test_shapes_of_the_same_sizes_in_two_dtypes_get_a_version_each(tiny_silu_tas
 
 def test_a_version_launches_as_the_baselines_compile_did_where_it_ran_the_same_kernel(
         tiny_silu_task: Path) -> None:
-    from kernelswarm.evaluators.inductor_start import adopt_configs
+    from kernelswarm.evaluators.inductor.inductor_start import adopt_configs
 
     task = load_task(tiny_silu_task, "cpu")
     shape = _silu_shapes(task)[0]
@@ -313,7 +313,7 @@ def test_a_check_shape_whose_code_the_start_cannot_hold_costs_the_check_not_the_
     # On KernelBench's 89_cumsum Inductor wrote a split scan (a workspace zeroed on the host)
     # for the tester's one-row check shape: that shape is left out, with the reason, as is one
     # whose kernel is of a kind the start does not launch
-    from kernelswarm.evaluators.inductor_start import writable_optional
+    from kernelswarm.evaluators.inductor.inductor_start import writable_optional
 
     required = [_cumsum_shape(inductor_texts.looped_cumsum(5, 3000), "rows=5", 5, 3000)]
     try:

@@ -171,7 +171,7 @@ def test_folders_imported_from_under_a_private_tmp_are_kept_outermost_only(tmp_p
                                                                         monkeypatch):
     # A virtual environment or checkout under /tmp: the runner's private /tmp would hide it
     # from imports still to come, so it is bound back (read-only); nested entries need no bind.
-    from kernelswarm.evaluators.isolation import _imported_from_private
+    from kernelswarm.evaluators.sandbox.isolation import _imported_from_private
 
     outer, inner = tmp_path / "venv", tmp_path / "venv" / "lib" / "site-packages"
     inner.mkdir(parents=True)

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import SandboxEvaluator
-from kernelswarm.evaluators.isolation import launcher
-from kernelswarm.evaluators.landlock import LandlockUnavailable, abi_version
 from kernelswarm.evaluators.languages import cpp
+from kernelswarm.evaluators.sandbox.isolation import launcher
+from kernelswarm.evaluators.sandbox.landlock import LandlockUnavailable, abi_version
 from kernelswarm.search import Status, load_task
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import quick_settings

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.evaluators import isolation, seccomp
-from kernelswarm.evaluators.isolation import (
+from kernelswarm.evaluators.sandbox import isolation, seccomp
+from kernelswarm.evaluators.sandbox.isolation import (
     candidate_launchers,
     isolated_command,
     launch_command,
@@ -32,7 +32,7 @@ from kernelswarm.evaluators.isolation import (
     probe,
 )
 
-EVALUATORS = Path(isolation.__file__).parent
+SANDBOX = Path(isolation.__file__).parent
 REPOSITORY = Path(__file__).resolve().parents[2]
 IS_LINUX = sys.platform.startswith("linux")
 
@@ -44,7 +44,7 @@ PROBE = textwrap.dedent("""
 
     config = json.loads(sys.argv[1])
     package = types.ModuleType("isolation_under_test")
-    package.__path__ = [config["evaluators"]]
+    package.__path__ = [config["sandbox"]]
     sys.modules["isolation_under_test"] = package
     isolation = importlib.import_module("isolation_under_test.isolation")
     if config.get("torch"):
@@ -129,7 +129,7 @@ def world(tmp_path):
     assert any(hidden.iterdir())
     host_tmp = Path("/tmp") / f"judge-{uuid.uuid4().hex[:8]}"
     host_tmp.write_text("the judge's")
-    config = {"evaluators": str(EVALUATORS), "scratch": str(scratch), "hidden": [str(hidden)],
+    config = {"sandbox": str(SANDBOX), "scratch": str(scratch), "hidden": [str(hidden)],
               "port": listener.getsockname()[1], "victim": victim.pid, "judge": os.getpid(),
               "outside": str(tmp_path / "outside.txt"),
               "repository_file": str(REPOSITORY / f"escaped-{uuid.uuid4().hex[:8]}.txt"),
@@ -385,7 +385,7 @@ def test_a_runner_without_namespaces_cannot_read_the_judges_process_files(tmp_pa
     runner from the ones that need ptrace access (environment, memory, descriptors), even when
     judge and runner are the same unprivileged user."""
     require_seccomp()
-    done = subprocess.run([sys.executable, "-c", JUDGE, str(EVALUATORS), str(tmp_path)],
+    done = subprocess.run([sys.executable, "-c", JUDGE, str(SANDBOX), str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert "report" in out, out

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from kernelswarm.evaluators.isolation import isolated_command
-from tests.evaluators.test_isolation_os import EVALUATORS, require_seccomp
+from kernelswarm.evaluators.sandbox.isolation import isolated_command
+from tests.evaluators.test_isolation_os import SANDBOX, require_seccomp
 
 GPU_KERNEL = '''
 import triton
@@ -30,7 +30,7 @@ GPU_PROBE = textwrap.dedent("""
     import torch
     config = json.loads(sys.argv[1])
     package = types.ModuleType("isolation_under_test")
-    package.__path__ = [config["evaluators"]]
+    package.__path__ = [config["sandbox"]]
     sys.modules["isolation_under_test"] = package
     isolation = importlib.import_module("isolation_under_test.isolation")
     torch.cuda.init()
@@ -69,7 +69,7 @@ def test_cuda_and_a_triton_compile_window_work_under_isolation(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "gpu_kernel.py").write_text(GPU_KERNEL)
-    config = {"evaluators": str(EVALUATORS), "scratch": str(scratch)}
+    config = {"sandbox": str(SANDBOX), "scratch": str(scratch)}
     argv, options = isolated_command([sys.executable, "-c", GPU_PROBE, json.dumps(config)],
                                      scratch)
     done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=300,
@@ -89,7 +89,7 @@ INTERPRETER_PROBE = textwrap.dedent("""
     import triton
     config = json.loads(sys.argv[1])
     package = types.ModuleType("isolation_under_test")
-    package.__path__ = [config["evaluators"]]
+    package.__path__ = [config["sandbox"]]
     sys.modules["isolation_under_test"] = package
     isolation = importlib.import_module("isolation_under_test.isolation")
     report = isolation.enter_isolation(config["scratch"])
@@ -108,7 +108,7 @@ def test_a_triton_kernel_runs_in_the_interpreter_under_isolation(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "gpu_kernel.py").write_text(GPU_KERNEL)
-    config = {"evaluators": str(EVALUATORS), "scratch": str(scratch)}
+    config = {"sandbox": str(SANDBOX), "scratch": str(scratch)}
     argv, options = isolated_command([sys.executable, "-c", INTERPRETER_PROBE,
                                       json.dumps(config)], scratch)
     done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, timeout=300,

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.gpu_timing import plan_copies
 from kernelswarm.evaluators.judge import memory_plan
 from kernelswarm.evaluators.judge.calibration import prepare_message
 from kernelswarm.evaluators.judge.deadlines import run_deadline, scaled_limit
@@ -25,6 +24,7 @@ from kernelswarm.evaluators.judge.memory_plan import (
 from kernelswarm.evaluators.judge.references import References
 from kernelswarm.evaluators.judge.spares import Spares
 from kernelswarm.evaluators.judge.timing import returned_copies
+from kernelswarm.evaluators.measure.gpu_timing import plan_copies
 from kernelswarm.search import Status, load_task
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import RUN_TIMEOUT_S, quick_settings

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.evaluators.isolation import isolation_marker, launcher
 from kernelswarm.evaluators.judge.runner_process import RunnerProcess
 from kernelswarm.evaluators.judge.runner_template import (
     SWITCH_ENV,
@@ -22,7 +21,8 @@ from kernelswarm.evaluators.judge.runner_template import (
     TemplateChild,
     runner_template,
 )
-from kernelswarm.evaluators.shared_memory import Arena
+from kernelswarm.evaluators.measure.shared_memory import Arena
+from kernelswarm.evaluators.sandbox.isolation import isolation_marker, launcher
 from kernelswarm.search import Status
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -97,7 +97,7 @@ def test_the_template_ends_with_its_judge_and_takes_its_runners_with_it(tmp_path
     script = f"""
 import os, sys, tempfile
 sys.path[:0] = {sys.path!r}
-from kernelswarm.evaluators.isolation import launcher
+from kernelswarm.evaluators.sandbox.isolation import launcher
 from kernelswarm.evaluators.judge.runner_template import RunnerTemplate
 from tests.evaluators.test_runner_template import _Idle, _env
 template = RunnerTemplate(_env(), launcher().namespaces)
@@ -123,7 +123,7 @@ def test_a_template_leaves_no_folder_behind_however_its_judge_ends(tmp_path, end
     script = f"""
 import os, sys
 sys.path[:0] = {sys.path!r}
-from kernelswarm.evaluators.isolation import launcher
+from kernelswarm.evaluators.sandbox.isolation import launcher
 from kernelswarm.evaluators.judge.runner_template import runner_template
 from tests.evaluators.test_runner_template import _Idle, _env
 template = runner_template(_env(), launcher().namespaces)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelswarm.evaluators.languages.cpp import CPP_SCREEN_RULES
-from kernelswarm.evaluators.screen import screen
+from kernelswarm.evaluators.languages.screen import screen
 from tests.evaluators.kernel_library import kernel_source
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelswarm.evaluators import seccomp
+from kernelswarm.evaluators.sandbox import seccomp
 
-EVALUATORS = Path(seccomp.__file__).parent
+SANDBOX = Path(seccomp.__file__).parent
 IS_LINUX = sys.platform.startswith("linux")
 
 
@@ -31,7 +31,7 @@ SYSCALL_PROBE = textwrap.dedent("""
     import ctypes, errno, importlib, json, mmap, os, signal, sys, threading, types
     config = json.loads(sys.argv[1])
     package = types.ModuleType("seccomp_under_test")
-    package.__path__ = [config["evaluators"]]
+    package.__path__ = [config["sandbox"]]
     sys.modules["seccomp_under_test"] = package
     seccomp = importlib.import_module("seccomp_under_test.seccomp")
     arch = seccomp.architecture()
@@ -93,7 +93,7 @@ def test_the_seccomp_filter_denies_each_escape_and_keeps_the_process_alive():
     require_seccomp()
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        config = {"evaluators": str(EVALUATORS), "victim": victim.pid}
+        config = {"sandbox": str(SANDBOX), "victim": victim.pid}
         done = subprocess.run([sys.executable, "-c", SYSCALL_PROBE, json.dumps(config)],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import SandboxEvaluator
-from kernelswarm.evaluators.timing import summarize
+from kernelswarm.evaluators.measure.timing import summarize
 from kernelswarm.search import Evaluation
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import quick_settings

@@ -94,7 +94,7 @@ def test_the_screen_refuses_threads_streams_python_and_aten_around_the_dispatche
 
 def test_the_current_stream_and_the_starting_kernels_cuda_path_pass_the_screen(ext_evaluator,
                                                                                ext_start):
-    from kernelswarm.evaluators.screen import screen
+    from kernelswarm.evaluators.languages.screen import screen
 
     assert "getCurrentCUDAStream" in ext_start.source
     assert screen(ext_start.source, ext_evaluator.language.screen_rules) is None

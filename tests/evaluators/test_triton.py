@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kernelswarm.evaluators.compile_cache import cache_key
+from kernelswarm.evaluators.languages.compile_cache import cache_key
 from kernelswarm.evaluators.languages.triton import KNOB_TRAILER, read_knobs
 from kernelswarm.search import Status, load_task
 

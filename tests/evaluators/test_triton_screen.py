@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernelswarm.evaluators.languages.screen import screen
 from kernelswarm.evaluators.languages.triton_screen import TRITON_SCREEN_RULES
-from kernelswarm.evaluators.screen import screen
 from tests.conftest import SILU_TASK
 from tests.evaluators.kernel_library import KERNELS
 

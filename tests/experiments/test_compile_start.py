@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kernelswarm.evaluators.generated_starts import compile_start
+from kernelswarm.evaluators.starts.generated_starts import compile_start
 from kernelswarm.experiments.config import ConfigError, load_config
 from kernelswarm.experiments.run.compile_start import COMPILE_START_FILE, MOVE, first_candidates
 from kernelswarm.experiments.run.execute import run
@@ -141,7 +141,7 @@ def test_a_search_seeded_from_compile_starts_at_compiles_speed(tmp_path, compile
                                                                ray_session):
     """On a GPU the triton lineage's first candidate is Inductor's kernel, launched as
     torch.compile launches it: as fast as torch.compile (its fastest mode) within noise."""
-    from kernelswarm.evaluators.baselines import measure_baselines
+    from kernelswarm.evaluators.baselines.baselines import measure_baselines
     from tests.conftest import SILU_TASK
 
     task = Path(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelswarm.evaluators import CACHE_ENV, EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.inductor_start import generate_start
+from kernelswarm.evaluators.inductor.inductor_start import generate_start
 from kernelswarm.experiments.authoring.compiled_start import start_from_compile
 from kernelswarm.experiments.commands.cli import main
 from kernelswarm.experiments.kernelbench.problem import import_problem
@@ -207,7 +207,7 @@ def test_reductions_scratch_buffers_and_a_returned_view(tmp_path: Path,
 
 def test_a_generated_kernel_that_fails_is_set_aside_and_the_task_kept(
         silu_task_copy: Path, compile_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelswarm.evaluators import inductor_start
+    from kernelswarm.evaluators.inductor import inductor_start
 
     # a generator whose kernel computes nothing: the judgement, not generation, is under test
     wrong = ('#include <cstdint>\nextern "C" void silu_and_mul(void* out, void* x, int64_t t, '

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.experiments.config import load_config
 from kernelswarm.experiments.run.prepare import evaluator_settings
 from tests.conftest import SILU_TASK

@@ -7,8 +7,8 @@ import ast
 import hashlib
 
 from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.evaluators.compile_cache import CompileCache
 from kernelswarm.evaluators.languages import get_language
+from kernelswarm.evaluators.languages.compile_cache import CompileCache
 from kernelswarm.experiments.evaluation.kernel_file import file_candidate
 from kernelswarm.experiments.sinks.sources import read_kernel_file, self_contained_source
 from kernelswarm.search import Candidate, Origin, load_task

@@ -195,7 +195,7 @@ def test_the_compile_baseline_compiles_the_models_forward_as_one_graph(imported)
     """torch.compile is given the model's forward with the model and scalars fixed, not the
     reference's unpacking of its inputs (the sizes tensor, scalars as tensors), whose
     .tolist() and .item() would break the graph: compile is timed at its best."""
-    from kernelswarm.evaluators.baseline_worker import _compile_target, compile_reference
+    from kernelswarm.evaluators.baselines.baseline_worker import _compile_target, compile_reference
 
     task = imported["linear"].task
     shape = dict(task.tuning_shapes[0])

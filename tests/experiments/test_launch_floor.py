@@ -18,9 +18,9 @@ import torch
 
 from benchmarks import launch_floor
 from benchmarks.launch_floor import arguments, main, render, spread
-from kernelswarm.evaluators.baseline_worker import COMPILE_MODES
+from kernelswarm.evaluators.baselines.baseline_worker import COMPILE_MODES
 from kernelswarm.evaluators.languages import CudaLanguage, TritonLanguage
-from kernelswarm.evaluators.screen import screen
+from kernelswarm.evaluators.languages.screen import screen
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine "
@@ -144,8 +144,8 @@ def test_the_empty_kernels_pass_the_screens_candidates_pass():
                     reason="NVRTC through cuda.core is not installed (pip install cuda-core "
                            "cuda-bindings nvidia-cuda-nvrtc)")
 def test_the_empty_cuda_kernels_build_as_a_candidate_with_launch_cudas_kernel(tmp_path):
-    from kernelswarm.evaluators.compile_cache import CompileCache
-    from kernelswarm.evaluators.nvrtc import read_artifact
+    from kernelswarm.evaluators.languages.compile_cache import CompileCache
+    from kernelswarm.evaluators.languages.nvrtc import read_artifact
     from kernelswarm.evaluators.settings import EvaluatorSettings
     from kernelswarm.search.candidate import Candidate
 

@@ -11,7 +11,7 @@ import pytest
 
 from kernelswarm.cluster.lineage_actor import LineageResult
 from kernelswarm.cluster.swarm import SwarmResult
-from kernelswarm.evaluators.timing_protocol import TimingSettings
+from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 from kernelswarm.experiments.run.execute import write_outputs
 from kernelswarm.experiments.sinks import ParquetSink, read_evaluations
 from kernelswarm.search import (

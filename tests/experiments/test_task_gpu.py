@@ -18,7 +18,7 @@ import pytest
 from benchmarks import baselines
 from benchmarks.baselines import BUILTIN_TASKS
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.baselines import COMPILE_ENV
+from kernelswarm.evaluators.baselines.baselines import COMPILE_ENV
 from kernelswarm.search import Status
 
 pytestmark = pytest.mark.gpu

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.compile_cache import cache_key
+from kernelswarm.evaluators.languages.compile_cache import cache_key
 from kernelswarm.experiments.config import BUILTIN_TASKS
 from kernelswarm.search import Status, load_task
 
@@ -62,7 +62,7 @@ def cuda_builds(compile_cache: Path) -> dict[str, SandboxEvaluator]:
 @needs_nvrtc
 @pytest.mark.parametrize("name", SUITE)
 def test_nvrtc_builds_every_knob_value_without_spills(cuda_builds, compile_cache, name):
-    from kernelswarm.evaluators.nvrtc import read_artifact
+    from kernelswarm.evaluators.languages.nvrtc import read_artifact
 
     evaluator = cuda_builds[name]
     start = evaluator.start_candidate

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..search.task import load_task
-from .languages import get_language
-from .settings import EvaluatorSettings
+from ...search.task import load_task
+from ..languages import get_language
+from ..settings import EvaluatorSettings
 
 
 def do_bench_medians(task_path: Path | str, language_name: str, settings: EvaluatorSettings,

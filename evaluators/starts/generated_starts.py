@@ -1,12 +1,12 @@
 """A search's start from ``torch.compile``, generated once per machine in a process of its own.
 
 ``compile_start(task, language, settings)`` is Inductor's code for the task's reference, one
-version per shape (evaluators/inductor_start.py), for every shape the evaluator will run it on:
+version per shape (evaluators/inductor/inductor_start.py), for every shape the evaluator will run it on:
 the task's tuning and held-out shapes and the evaluator's extra checks. Each kernel launches as
 Inductor's autotuning chose on its shape, so the start is ``torch.compile``'s own kernel; the
 tuning shapes' versions have knobs of their own.
 
-Generation runs ``python -m kernelswarm.evaluators.generated_starts REQUEST REPLY``: the task's
+Generation runs ``python -m kernelswarm.evaluators.starts.generated_starts REQUEST REPLY``: the task's
 reference and ``torch.compile`` are trusted code, but their CUDA context, the GPU memory of their
 inputs and Inductor's compile workers are not the search's to keep. The result is cached in
 ``<cache_dir>/starts/`` under a key of the task folder's content, the device's name, the torch
@@ -15,7 +15,7 @@ starts at once; one process generates an entry while others that need it wait
 (``measured_once``).
 
 Each tuning shape is compiled in the ``torch.compile`` mode that is faster on it by the
-project's own timer: the baselines' table (evaluators/baselines.py, which times both modes per
+project's own timer: the baselines' table (evaluators/baselines/baselines.py, which times both modes per
 shape and is measured first if this machine has not yet) names it; other shapes are compiled in
 the default mode. Its kernels then launch with the settings the baselines' own compile ran
 with (``BaselineTime.configs``), where the table has them: Inductor's autotuning picks among
@@ -36,8 +36,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..search.task import Shape, Task, load_task
-from .baselines import (
+from ...search.task import Shape, Task, load_task
+from ..baselines.baselines import (
     baseline_versions,
     device_name,
     measure_baselines,
@@ -45,15 +45,16 @@ from .baselines import (
     run_worker_process,
     task_content_hash,
 )
-from .inductor_code import GenerationError
-from .inductor_start import GeneratedStart
-from .settings import EvaluatorSettings
+from ..inductor.inductor_code import GenerationError
+from ..inductor.inductor_start import GeneratedStart
+from ..settings import EvaluatorSettings
 
-WORKER_MODULE = "kernelswarm.evaluators.generated_starts"
+WORKER_MODULE = "kernelswarm.evaluators.starts.generated_starts"
 _MODE = re.compile(r"mode (\S+)")  # the baselines' note on the faster compile mode
 # The files whose code decides what is generated: a change to one makes the cache miss.
-_GENERATOR_FILES = ("inductor_code.py", "inductor_start.py", "inductor_triton.py",
-                    "inductor_cpp.py", "generated_starts.py")
+_GENERATOR_FILES = ("inductor/inductor_code.py", "inductor/inductor_start.py",
+                    "inductor/inductor_triton.py", "inductor/inductor_cpp.py",
+                    "starts/generated_starts.py")
 
 
 def start_shapes(task: Task, settings: EvaluatorSettings) -> tuple[list[dict[str, Any]],
@@ -74,7 +75,7 @@ def start_shapes(task: Task, settings: EvaluatorSettings) -> tuple[list[dict[str
 def _generator_hash() -> str:
     digest = hashlib.sha256()
     for name in _GENERATOR_FILES:
-        digest.update((Path(__file__).parent / name).read_bytes())
+        digest.update((Path(__file__).parents[1] / name).read_bytes())
     return digest.hexdigest()
 
 
@@ -171,7 +172,7 @@ def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
     """The worker's side: generate, and answer the start or the reason there is none."""
     import torch
 
-    from .inductor_start import generate_start
+    from ..inductor.inductor_start import generate_start
 
     device = str(request["device"])
     if device.startswith("cuda") and ":" in device:

@@ -1,4 +1,4 @@
-"""The process Nsight Compute profiles: ``python -m kernelswarm.evaluators.ncu_target JSON``.
+"""The process Nsight Compute profiles: ``python -m kernelswarm.evaluators.measure.ncu_target JSON``.
 
 Started by ``profiling.ncu_profile`` from the sandbox (so with the sandbox's scrubbed
 environment). The JSON names the task, the language, the built artifact, its entry and spec, one
@@ -17,9 +17,9 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from ..search.task import load_task
-    from .languages import get_language
-    from .settings import EvaluatorSettings
+    from ...search.task import load_task
+    from ..languages import get_language
+    from ..settings import EvaluatorSettings
 
     target = json.loads((argv if argv is not None else sys.argv[1:])[0])
     settings = EvaluatorSettings(**target["settings"])

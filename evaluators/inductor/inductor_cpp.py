@@ -9,7 +9,7 @@ the launcher passes (sizes, settings, a sizes array): an exact match, since a ve
 correct only for its own shape. A call of any other shape leaves the outputs as they are.
 
 Inductor is asked for scalar code without threads (``cpp.simdlen = 0``, ``cpp.threads = 1``;
-evaluators/inductor_start.py): its vector code needs ATen's headers and its threads OpenMP,
+evaluators/inductor/inductor_start.py): its vector code needs ATen's headers and its threads OpenMP,
 neither of which a ``cpp`` kernel may use; ``-O3`` vectorises the plain loops. The few helpers
 the scalar code calls are defined in ``PRELUDE`` (kernelswarm's own definitions).
 """

@@ -3,12 +3,12 @@ search's best), each checked against the reference and timed alone, with the roo
 
 Used by the baselines and search_gpu benchmarks (benchmarks/), next to the baselines
 a user would pick (eager, ``torch.compile`` per shape, library kernels), which
-evaluators/baselines.py measures in their own process. It runs in the calling process, which
+evaluators/baselines/baselines.py measures in their own process. It runs in the calling process, which
 must see a GPU; the kernels run here too, so use it only on trusted kernels.
 
 Each shape gets copies of its problem made with the sandbox's timing seeds (enough that every
 call reads cold inputs), and each kernel is timed alone by the sandbox's GPU timer
-(evaluators/gpu_timing.py: CUDA events, the L2 flushed by a pass over a buffer twice its size
+(evaluators/measure/gpu_timing.py: CUDA events, the L2 flushed by a pass over a buffer twice its size
 before each sample, warm-up, the median of repeats; a CUDA graph of many calls for calls under
 ``cuda_graph_below_us``). Kernels are built into the evaluator's compile cache and loaded and
 launched as the sandbox does, and their outputs checked against the reference first.
@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..search.candidate import Candidate
-from ..search.task import Shape, Task, load_task
-from .compile_cache import CompileCache
-from .correctness import FIRST_POISON, clones, compare, poison
-from .gpu_timing import TIMING_SEED, CopyPlan, GraphCaptureError, measure_gpu, plan_copies
-from .languages import get_language
-from .machine import MachineFigures, device_cache_bytes, measure_gpu_machine
-from .settings import EvaluatorSettings
-from .timing import CacheFlusher, TimingPlan
+from ...search.candidate import Candidate
+from ...search.task import Shape, Task, load_task
+from ..correctness import FIRST_POISON, clones, compare, poison
+from ..languages import get_language
+from ..languages.compile_cache import CompileCache
+from ..measure.gpu_timing import TIMING_SEED, CopyPlan, GraphCaptureError, measure_gpu, plan_copies
+from ..measure.machine import MachineFigures, device_cache_bytes, measure_gpu_machine
+from ..measure.timing import CacheFlusher, TimingPlan
+from ..settings import EvaluatorSettings
 
 # A function slower than this (one call, seconds) is measured with one warm-up sample and three
 # rounds: a naive kernel on the largest shapes takes most of a second a call.
@@ -46,7 +46,7 @@ class Timed:
     median_us: float = float("nan")
     iqr_us: float = float("nan")
     samples: int = 0
-    mode: str = ""  # "graph" or "events" (evaluators/gpu_timing.py)
+    mode: str = ""  # "graph" or "events" (evaluators/measure/gpu_timing.py)
     error: str = ""
 
 
@@ -87,7 +87,7 @@ def versions() -> dict[str, str]:
     except ImportError:
         found["triton"] = "not installed"
     try:
-        from .languages.cuda import nvrtc_identity
+        from ..languages.cuda import nvrtc_identity
 
         found["nvrtc"] = nvrtc_identity().removeprefix("nvrtc ")
     except RuntimeError as exc:

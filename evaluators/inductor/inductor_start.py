@@ -6,7 +6,7 @@ graph's inputs) on that shape's inputs, and Inductor's output code is captured w
 ``torch._inductor.utils.run_and_get_code``. The task's own launcher is then called with a
 recorder in place of the kernel, which shows which argument is which input or output and which
 numbers (sizes, settings) the kernel receives on that shape. From the two,
-evaluators/inductor_cpp.py (``cpp``) or inductor_triton.py (``triton``) write one kernel in
+evaluators/inductor/inductor_cpp.py (``cpp``) or inductor_triton.py (``triton``) write one kernel in
 the task's calling contract with a version per shape.
 
 This runs the task's reference, its ``make_inputs`` and its launcher in this process: task
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..search.language_spec import SPECS
-from ..search.task import Shape, Task
+from ...search.language_spec import SPECS
+from ...search.task import Shape, Task
 from .inductor_code import (
     ArgKind,
     Argument,

@@ -1,6 +1,6 @@
 """Loaded CUDA modules and the ``fn`` a task's ``launch_cuda`` calls (sandbox side only).
 
-A ``CudaModule`` is a cubin (from evaluators/nvrtc.py) loaded into PyTorch's CUDA context through
+A ``CudaModule`` is a cubin (from evaluators/languages/nvrtc.py) loaded into PyTorch's CUDA context through
 the driver API (``cuda.bindings``). ``CudaFunction`` is one of its ``extern "C" __global__``
 kernels as a Python callable with this calling convention::
 
@@ -17,7 +17,7 @@ kernels as a Python callable with this calling convention::
 
 ``fn.kernel(name)`` returns another kernel of the same module, ``fn.knobs`` the knob values the
 module was built with, ``fn.name`` the kernel's name, ``fn.device`` the GPU's figures (SM count,
-L2 bytes, per-SM limits: evaluators/cuda_device.py) for launchers that size grids to the machine. A dispatch kernel's module (its header
+L2 bytes, per-SM limits: evaluators/languages/cuda_device.py) for launchers that size grids to the machine. A dispatch kernel's module (its header
 holds the table, search/dispatch.py) gives the launcher a ``RouteFunction`` per launched shape:
 the same calls, answered by that route's copies of the kernels and its knob values.
 """
@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..search.dispatch import DispatchTable, route_symbol
+from ...search.dispatch import DispatchTable, route_symbol
+from .base import LoadError
 from .cuda_device import DeviceFigures, device_figures
 from .cuda_errors import CudaDriverError
-from .languages.base import LoadError
 from .nvrtc import read_artifact
 
 _SHARED_DEFAULT_LIMIT = 48 * 1024

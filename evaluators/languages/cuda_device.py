@@ -3,7 +3,7 @@
 A launcher that assumes a machine (132 SMs, 50 MB of L2) is right on one GPU and wrong on the
 next; these are read from the device the kernel runs on, once per device and process, through
 the CUDA driver (``cuDeviceGetAttribute``). A task's ``launch_cuda`` reads them as
-``fn.device`` (evaluators/cuda_module.py).
+``fn.device`` (evaluators/languages/cuda_module.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 function that allocates buffers, launches the kernels on them and returns the outputs. This
 module parses that text (it imports nothing of torch) into ``OutputCode``: the kernels' sources
 and a list of steps, so that a starting kernel can be written from them in a task's calling
-contract (evaluators/inductor_cpp.py, inductor_triton.py).
+contract (evaluators/inductor/inductor_cpp.py, inductor_triton.py).
 
 Only what a fully generated graph contains is accepted: buffer allocations, views of buffers
 (``reinterpret_tensor``), buffer reuse, kernel launches and the returned tensors. A call of a

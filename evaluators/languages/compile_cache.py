@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..search.candidate import Candidate
-from ..search.evaluator import CompileResult
-from .languages.base import BuildError, KernelLanguage
+from ...search.candidate import Candidate
+from ...search.evaluator import CompileResult
+from .base import BuildError, KernelLanguage
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The judge allocates one block of device memory with the CUDA driver's virtual memory API
 (``cuMemCreate``), exports it as a POSIX file descriptor and passes that descriptor to exactly
-one runner, as it passes the host arena's (evaluators/shared_memory.py) on the CPU. The runner
+one runner, as it passes the host arena's (evaluators/measure/shared_memory.py) on the CPU. The runner
 imports the descriptor and maps the same memory into its own CUDA context. Inputs go in and
 outputs come back by device-to-device copies, about a thousand times faster than through page-
 locked host memory, and the judge compares what came back on the device.

@@ -2,7 +2,7 @@
 for the shape, and the library kernels (anchors) a task names, each checked against the reference.
 
 ``measure_baselines(task, settings)`` measures them in their own trusted process
-(evaluators/baseline_worker.py: no candidate code there, nothing shared with the evaluator's
+(evaluators/baselines/baseline_worker.py: no candidate code there, nothing shared with the evaluator's
 process) with the candidates' timers and timing settings, or reads them from the cache:
 ``<cache_dir>/baselines/<key>.json``, the key hashing the task folder's content, the device, the
 torch and library versions, the timing settings, the language and whether compile was
@@ -54,16 +54,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..search.evaluation import Z95, ShapeResult, median_rel_se, speedup_ci
-from ..search.task import Task, load_task
-from .environment import scrubbed_environment
-from .machine import describe_device
-from .settings import EvaluatorSettings
-from .timing_protocol import TimingSettings
+from ...search.evaluation import Z95, ShapeResult, median_rel_se, speedup_ci
+from ...search.task import Task, load_task
+from ..environment import scrubbed_environment
+from ..measure.machine import describe_device
+from ..measure.timing_protocol import TimingSettings
+from ..settings import EvaluatorSettings
 
 EAGER, COMPILE = "eager", "compile"
 COMPILE_ENV = "KERNELSWARM_BASELINE_COMPILE"
-WORKER_MODULE = "kernelswarm.evaluators.baseline_worker"
+WORKER_MODULE = "kernelswarm.evaluators.baselines.baseline_worker"
 # The worker's allocator keeps freed memory for the next call, as a long-running PyTorch process
 # does: with glibc's defaults a reference that allocates its outputs (MiBs) could return them to
 # the OS on each free and fault fresh zeroed pages in on each call, a cost a user's process does

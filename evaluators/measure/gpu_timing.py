@@ -23,7 +23,7 @@ slowest function, so that the candidate and the starting kernel are always measu
   A function that cannot be captured (its launcher synchronises, say) sends both to events.
 
 Rounds interleave the functions, the order rotating each round; the stopping rule is that of
-evaluators/timing.py (standard error of the first function's median under ``target_rel_se``, or
+evaluators/measure/timing.py (standard error of the first function's median under ``target_rel_se``, or
 the budget spent, within ``min_repeats``..``max_repeats`` rounds).
 """
 
@@ -130,7 +130,7 @@ def _capture(call: Call, calls: int, copies: int) -> object:
 def _capture_all(calls: Sequence[Call], graph_calls: int, copies: int) -> list[object]:
     """Every function's graph, or none when one cannot be captured (timed with events then);
     a CUDA error that leaves the context unusable is raised."""
-    from .cuda_errors import is_sticky
+    from ..languages.cuda_errors import is_sticky
 
     graphs = []
     for call in calls:

@@ -9,9 +9,9 @@ Two halves, one on each side of the runner's start:
 - ``enter_isolation(scratch)`` (in the runner, after torch, the device, the task and the starting
   kernel are set up and before any candidate code is loaded): makes the file system read-only
   except the scratch folder, gives the runner a private ``/tmp`` and ``/dev/shm``, hides the
-  folders it is asked to hide, confines writes to scratch with Landlock (evaluators/landlock.py),
+  folders it is asked to hide, confines writes to scratch with Landlock (evaluators/sandbox/landlock.py),
   closes inherited sockets, sets resource limits, drops capabilities and installs the seccomp
-  filter (evaluators/seccomp.py). It returns the level reached, for ``Evaluation.metrics``.
+  filter (evaluators/sandbox/seccomp.py). It returns the level reached, for ``Evaluation.metrics``.
 - ``forbid_processes()`` (in the runner, only after ``enter_isolation(allow_processes=True)``):
   closes a compile window in which a JIT could still run ``ptxas`` or a C compiler (triton on a
   GPU compiles at a kernel's first call), and names what the window left running.
@@ -221,7 +221,7 @@ def _imported_from_private(private: Iterable[str]) -> list[str]:
     """The folders this process imports from (its Python environment, kernelswarm, sys.path)
     that lie under a folder about to be made private, outermost only: a virtual environment or
     a checkout under /tmp must stay visible, read-only, to the imports still to come."""
-    roots = {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1]), *sys.path}
+    roots = {sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[2]), *sys.path}
     under = sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)
                     and any(os.path.realpath(r).startswith(p.rstrip("/") + "/")
                             for p in private)})

@@ -5,7 +5,7 @@ the same warm-up, the same stopping rule, the cache flushed or not, the same CUD
 threshold and the same number of checked seeds. ``TimingSettings`` is that subset of
 ``EvaluatorSettings``; a run writes it to ``timing.json`` in its folder (and into summary.json),
 and ``kernelswarm eval`` of a file from that folder reads it back, so that eval judges the file
-as the run did. The baselines (evaluators/baselines.py) are timed under the same settings.
+as the run did. The baselines (evaluators/baselines/baselines.py) are timed under the same settings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .settings import EvaluatorSettings
+from ..settings import EvaluatorSettings
 
 TIMING_FILE = "timing.json"
 

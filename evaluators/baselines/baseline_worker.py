@@ -1,6 +1,6 @@
-"""The baselines' own process: ``python -m kernelswarm.evaluators.baseline_worker REQUEST REPLY``.
+"""The baselines' own process: ``python -m kernelswarm.evaluators.baselines.baseline_worker REQUEST REPLY``.
 
-Started by ``measure_baselines`` (evaluators/baselines.py). It runs only trusted code (the task's
+Started by ``measure_baselines`` (evaluators/baselines/baselines.py). It runs only trusted code (the task's
 reference, ``torch.compile`` of it, library kernels a task names), never a candidate, and never
 inside an evaluator's or a Ray actor's process, so a library's CUDA context, its threads or a
 compiler's state cannot leak into the judging of candidates. It reads a JSON request (task path,
@@ -8,13 +8,13 @@ device, timing settings, whether to compile), measures every tuning shape and wr
 
 Per shape, every baseline's output is checked against the reference first (an anchor that
 disagrees is reported with the mismatch and not timed), then timed by the candidates' timers:
-evaluators/gpu_timing.py on a GPU (input copies made from the timing seeds, the L2 flushed,
-CUDA-graph replays for short calls), evaluators/timing.py on the CPU (one core, as a candidate
+evaluators/measure/gpu_timing.py on a GPU (input copies made from the timing seeds, the L2 flushed,
+CUDA-graph replays for short calls), evaluators/measure/timing.py on the CPU (one core, as a candidate
 runs, the cache flushed when the settings flush it).
 
 The task's starting kernel in the evaluator's language (trusted: the task's own) is timed here
 too, on the same inputs and in the same minutes, as the reference that carries the baselines
-over to a candidate's evaluation (evaluators/baselines.py, ``with_baselines``).
+over to a candidate's evaluation (evaluators/baselines/baselines.py, ``with_baselines``).
 
 ``torch.compile`` is specialised per shape: for each shape, dynamo is reset and the reference is
 compiled afresh with ``dynamic=False`` in each mode of ``COMPILE_MODES``; the fastest mode is
@@ -51,8 +51,8 @@ class Bench:
     """Times calls on one device with the candidates' timer and stopping rule."""
 
     def __init__(self, device: str, timing: dict[str, Any]) -> None:
-        from .machine import device_cache_bytes
-        from .timing import CacheFlusher, TimingPlan
+        from ..measure.machine import device_cache_bytes
+        from ..measure.timing import CacheFlusher, TimingPlan
 
         self.device, self.timing = device, timing
         self.on_gpu = device.startswith("cuda")
@@ -74,12 +74,7 @@ class Bench:
         """The copy plan (GPU) and the input copies a candidate is timed on."""
         if not self.on_gpu:  # the CPU sandbox times candidates on the problem of seed 0
             return None, [tuple(module.make_inputs(params, 0, self.device))]
-        from .gpu_timing import plan_copies
-
-        try:
-            from .gpu_timing import TIMING_SEED
-        except ImportError:  # where the seed still lives in the sandbox's GPU phase
-            from .gpu_phase import TIMING_SEED
+        from ..measure.gpu_timing import TIMING_SEED, plan_copies
 
         first = tuple(module.make_inputs(params, TIMING_SEED, self.device))
         outputs = tuple(module.make_outputs(params, self.device))
@@ -99,7 +94,7 @@ class Bench:
         plan = self.slow_plan if estimate_s > SLOW_CALL_S else self.plan
         try:
             if self.on_gpu:
-                from .gpu_timing import GraphCaptureError, measure_gpu
+                from ..measure.gpu_timing import GraphCaptureError, measure_gpu
 
                 below = self.timing["cuda_graph_below_us"]
                 try:
@@ -107,7 +102,7 @@ class Bench:
                 except GraphCaptureError:
                     stats = measure_gpu([call], copies, plan, self.flusher, 0.0).stats[0]
             else:
-                from .timing import measure
+                from ..measure.timing import measure
 
                 (stats,) = measure([lambda: call(0)], plan, self.flusher, self.synchronize)
         except Exception as exc:
@@ -143,7 +138,7 @@ def _anchor_functions(module: Any, device: str) -> tuple[dict[str, Callable], di
 
 def _checked(task: Any, fn: Callable, inputs: tuple, expected: tuple) -> str:
     """"" when ``fn`` on a copy of ``inputs`` matches the reference, else what is wrong."""
-    from .correctness import clones, compare
+    from ..correctness import clones, compare
 
     try:
         got = tuple(fn(*clones(inputs)))
@@ -192,7 +187,7 @@ def _compiled(bench: Bench, task: Any, inputs: list[tuple], copies: Any,
     """The reference compiled for this shape alone in each mode; the fastest, named."""
     import torch
 
-    from .inductor_start import configs_since, loaded_module_count
+    from ..inductor.inductor_start import configs_since, loaded_module_count
 
     body, args = _compile_target(task, inputs)
     modes: dict[str, dict[str, Any]] = {}
@@ -230,9 +225,9 @@ def _start_kernel(task: Any, request: dict[str, Any]) -> tuple[Any, Any, Any]:
         return None, None, None
     import os
 
-    from .compile_cache import CompileCache
-    from .languages import get_language
-    from .settings import EvaluatorSettings
+    from ..languages import get_language
+    from ..languages.compile_cache import CompileCache
+    from ..settings import EvaluatorSettings
 
     settings = EvaluatorSettings(device=request["device"], cache_dir=request["cache_dir"])
     language = get_language(request["language"], settings)
@@ -249,7 +244,7 @@ def _start_kernel(task: Any, request: dict[str, Any]) -> tuple[Any, Any, Any]:
 def _timed_start(bench: Bench, task: Any, params: dict[str, Any], start: tuple,
                  expected: tuple) -> dict[str, Any]:
     """The starting kernel on the shape, checked, then timed like the baselines."""
-    from .correctness import compare
+    from ..correctness import compare
 
     _, kernel, launch = start
     copies, inputs = bench.inputs(task.module, params)
@@ -272,7 +267,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     """Every tuning shape of the request's task: eager, compile (when asked), anchors."""
     import torch
 
-    from ..search.task import load_task
+    from ...search.task import load_task
 
     device = request["device"]
     if not device.startswith("cuda"):
@@ -287,7 +282,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     shapes: dict[str, dict[str, Any]] = {}
     for shape in task.tuning_shapes:
         params = dict(shape)
-        from .correctness import clones
+        from ..correctness import clones
 
         # Fresh input copies for each baseline: a library kernel may work in place, and the
         # next baseline must see the task's inputs (``make_inputs`` is deterministic per seed).

@@ -9,7 +9,7 @@ first, so that what the judge compares is a snapshot the runner can no longer ch
 
 ``BaseArena`` is what the judge and the runner use of an arena, whichever memory it is in; it
 checks every copy (the spec within the arena, the tensor of the spec's dtype and shape) once
-for both kinds: ``Arena`` here, ``DeviceArena`` in device memory (evaluators/device_arena.py).
+for both kinds: ``Arena`` here, ``DeviceArena`` in device memory (evaluators/measure/device_arena.py).
 
 On a GPU both sides page-lock their mapping (``pin``: ``cudaHostRegister``), so that every copy
 between the arena and the device is one DMA transfer rather than the driver's staged copy of
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .protocol import TensorSpec
+from ..protocol import TensorSpec
 
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 

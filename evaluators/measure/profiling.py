@@ -8,7 +8,7 @@ Both run after timing, never during it (a profiler changes what it measures):
 - ``ncu_profile``: one call of the candidate in a child process under ``ncu`` (off by default:
   several seconds per candidate): DRAM and SM throughput as % of peak, achieved occupancy, L2
   hit rate and the top warp stall reasons of each of the candidate's kernels. The child is
-  ``python -m kernelswarm.evaluators.ncu_target``; ``ncu`` runs with ``--clock-control none``
+  ``python -m kernelswarm.evaluators.measure.ncu_target``; ``ncu`` runs with ``--clock-control none``
   so that it leaves the GPU's clocks as they are.
 """
 
@@ -141,7 +141,7 @@ def ncu_profile(target: Mapping[str, Any], kernels: Sequence[str], timeout_s: fl
     argv = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--launch-count",
             str(_MAX_KERNELS), "--kernel-name", f"regex:^({names})$",
             *[arg for section in NCU_SECTIONS for arg in ("--section", section)],
-            sys.executable, "-m", "kernelswarm.evaluators.ncu_target", json.dumps(dict(target))]
+            sys.executable, "-m", "kernelswarm.evaluators.measure.ncu_target", json.dumps(dict(target))]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
                               env=dict(env) if env is not None else None)

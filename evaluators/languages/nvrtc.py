@@ -1,7 +1,7 @@
 """NVRTC builds: CUDA C++ source to a cubin for one architecture, in a long-lived compiler process.
 
 NVRTC is a library, so a build that hangs (a template explosion) or crashes would take the caller
-with it. Builds therefore run in a child process (``python -m kernelswarm.evaluators.nvrtc``),
+with it. Builds therefore run in a child process (``python -m kernelswarm.evaluators.languages.nvrtc``),
 one per building process, started on first use with the scrubbed environment and no visible GPU
 (``CUDA_VISIBLE_DEVICES=""``: NVRTC never needs one, and a compile pool on a CPU node has none).
 It stays up between builds because importing the CUDA bindings costs more than a typical build
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .channel import ChannelError, FrameBuffer, read_frame, write_frame
-from .environment import python_path, scrubbed_environment
-from .languages.base import BuildError
+from ..channel import ChannelError, FrameBuffer, read_frame, write_frame
+from ..environment import python_path, scrubbed_environment
+from .base import BuildError
 
 ARTIFACT_MAGIC = b"KSCUBIN1\n"
 INSTALL_HINT = ("the cuda language needs NVRTC through cuda.core: "
@@ -282,7 +282,7 @@ def build_in_compiler_process(request: dict[str, Any], timeout_s: float) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kernelswarm.evaluators.nvrtc")
+    parser = argparse.ArgumentParser(prog="kernelswarm.evaluators.languages.nvrtc")
     parser.add_argument("--request-fd", type=int, required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
     args = parser.parse_args(argv)
