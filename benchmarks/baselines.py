@@ -301,7 +301,7 @@ def _measure_task(bench: Any, settings: EvaluatorSettings, path: Path,
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Measure every task of ``args``; one task's failure is recorded and the others go on.
     The files are rewritten after each task, so a run cut short keeps what it measured."""
-    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, software_versions
     from kernelswarm.evaluators.baselines.baselines import device_name
     from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
 
@@ -313,7 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "device": device_name(settings.device), "on_gpu": on_gpu, "command": args.command,
         "machine": bench.machine.as_metrics() if bench else {},
-        "versions": versions() if on_gpu else {},
+        "versions": software_versions() if on_gpu else {},
         "timing": TimingSettings.of(settings).as_dict(), "tasks": {}}
     for path in args.task_paths:
         started = time.perf_counter()

@@ -93,7 +93,7 @@ def tflops(shape: dict[str, Any], us: Any) -> float | None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from kernelswarm.evaluators import EvaluatorSettings
-    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, software_versions
     from kernelswarm.evaluators.baselines.baselines import device_name
     from kernelswarm.evaluators.languages import get_language
     from kernelswarm.search import load_task
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               if args.all or (s["m"] == s["n"] == s["k"] and s["m"] in SQUARE)]
     report: dict[str, Any] = {
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": device_name(args.device), "versions": versions(), "command": args.command,
+        "device": device_name(args.device), "versions": software_versions(), "command": args.command,
         "builds": {}, "shapes": {}}
     language.arch  # noqa: B018 - detected here, once, rather than in every pool process
     print(f"building {len(candidates)} knob settings, {args.jobs} at a time ...",

@@ -207,10 +207,10 @@ def _positive(value: float) -> float:
 
 def _versions(device: str) -> dict[str, str]:
     """The software and the device the figures come from."""
-    from kernelswarm.evaluators.baselines.baseline_timing import versions
+    from kernelswarm.evaluators.baselines.baseline_timing import software_versions
     from kernelswarm.evaluators.baselines.baselines import device_name
 
-    return {**versions(), "device": device_name(device)}
+    return {**software_versions(), "device": device_name(device)}
 
 
 class _Stopped(Exception):

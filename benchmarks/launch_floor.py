@@ -257,7 +257,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, bench: Any, settings: Any) -> dict[str, Any]:
-    from kernelswarm.evaluators.baselines.baseline_timing import versions
+    from kernelswarm.evaluators.baselines.baseline_timing import software_versions
     from kernelswarm.evaluators.baselines.baselines import device_name
     from kernelswarm.search.task import load_task
 
@@ -267,7 +267,7 @@ def run(args: argparse.Namespace, bench: Any, settings: Any) -> dict[str, Any]:
     tiny = [(x.new_zeros(1),) for (x,) in inputs]
     paths = launch_paths(bench, settings, task, inputs, outputs, tiny, args.compile_modes,
                          not args.no_inductor_start)
-    return {"device": device_name("cuda"), "versions": versions(), "command": args.command,
+    return {"device": device_name("cuda"), "versions": software_versions(), "command": args.command,
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "shape": SHAPE, "repeats": args.repeats, "timing": bench.timing,
             "rows": measure(bench, paths, copies, args.repeats)}

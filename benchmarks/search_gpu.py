@@ -120,7 +120,7 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any, language: s
     baseline of each shape; ``best_eval`` is the search's own evaluation of ``best``;
     ``language`` the run's reference language (whose baseline cache the search used);
     ``generated`` the kernel from torch.compile the run started from, timed too."""
-    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, versions
+    from kernelswarm.evaluators.baselines.baseline_timing import BaselineBench, software_versions
     from kernelswarm.evaluators.baselines.baselines import measure_baselines
 
     bench = BaselineBench(settings)
@@ -152,7 +152,7 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any, language: s
                                          if started else math.nan)})
     large = [s for s in shapes if s["large"]]
     return {
-        "machine": bench.machine.as_metrics(), "versions": {**versions(), **table.versions},
+        "machine": bench.machine.as_metrics(), "versions": {**software_versions(), **table.versions},
         "baselines_skipped": dict(table.skipped), "shapes": shapes,
         "geomean_vs_start": _geomean([s["vs_start"] for s in shapes]),
         "geomean_vs_compile": _geomean([s["vs_compile"] for s in shapes]),

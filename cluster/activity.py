@@ -51,8 +51,8 @@ def shared_gpus(placements: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted(uuid for uuid, n in seen.items() if n > 1)
 
 
-def summarise(activity: Mapping[str, Any], since: float | None = None,
-              until: float | None = None) -> dict[str, Any]:
+def summarise_activity(activity: Mapping[str, Any], since: float | None = None,
+                       until: float | None = None) -> dict[str, Any]:
     """Busy fractions (overall and by minute), evaluations and their rate, preparations,
     calibrations measured and read, the workers' GPUs and worker deaths, over ``since`` to
     ``until`` (Unix times; default: the pool's start to its last interval's end)."""
@@ -85,7 +85,7 @@ def summarise(activity: Mapping[str, Any], since: float | None = None,
 def write_activity(folder: Path, activity: Mapping[str, Any], since: float | None = None,
                    until: float | None = None) -> dict[str, Any]:
     """``folder/workers.json``: the activity and its summary; returns the summary."""
-    summary = summarise(activity, since, until)
+    summary = summarise_activity(activity, since, until)
     doc = {"summary": summary, **activity}
     path = folder / ACTIVITY_FILE
     temporary = path.with_name(f".{path.name}.tmp")

@@ -65,7 +65,7 @@ class EvalWorker:
 
     def __init__(self) -> None:
         self._evaluators: dict[str, Evaluator] = {}
-        from kernelswarm.evaluators.judge.runner_process import start_runner_template
+        from kernelswarm.evaluators import start_runner_template
 
         # its imports overlap the other actors' start
         start_runner_template("cuda" if ray.get_gpu_ids() else "cpu")

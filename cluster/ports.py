@@ -9,9 +9,16 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError
 
-from kernelswarm.search import Compiler, CompileResult, Evaluation, Evaluator, Migration, Rejection
-from kernelswarm.search.archive import Member
-from kernelswarm.search.candidate import Candidate
+from kernelswarm.search import (
+    Candidate,
+    Compiler,
+    CompileResult,
+    Evaluation,
+    Evaluator,
+    Member,
+    Migration,
+    Rejection,
+)
 
 from .pool import Lane
 from .retry import call

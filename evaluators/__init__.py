@@ -11,26 +11,35 @@ this package (and task files) import torch.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from .settings import CACHE_ENV, EvaluatorSettings
+from .settings import CACHE_ENV, EvaluatorSettings, default_cache_dir
 
-__all__ = ["CACHE_ENV", "EvaluatorSettings", "SandboxBuilder", "SandboxError", "SandboxEvaluator"]
+# What the layers above use, by the module that defines it: imported on first use, not with the
+# package. Every runner process imports this package first, and must not load (or pay ~0.6 s of
+# CPU for) the judge's side.
+_LAZY = {
+    "SandboxEvaluator": "judge.evaluator",
+    "SandboxBuilder": "judge.builder",  # builds as SandboxEvaluator does, without torch
+    "SandboxError": "judge.runner_process",
+    "start_runner_template": "judge.runner_process",
+    "roofline_bound": "judge.figures",
+    "TIMING_FILE": "measure.timing_protocol",
+    "TimingSettings": "measure.timing_protocol",
+    "structure_problem": "correctness",
+    "is_secret_name": "environment",
+    "GenerationError": "inductor.inductor_code",
+    "generate_start": "inductor.inductor_start",
+    "device_name": "baselines.baselines",
+    "software_versions": "baselines.baseline_timing",
+    "compile_start": "starts.generated_starts",
+}
+
+__all__ = ["CACHE_ENV", "EvaluatorSettings", "default_cache_dir", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
-    # The judge is imported on first use, not with the package: every runner process imports
-    # this package first, and must not load (or pay ~0.6 s of CPU for) the judge's side.
-    if name == "SandboxEvaluator":
-        from .judge.evaluator import SandboxEvaluator
-
-        return SandboxEvaluator
-    if name == "SandboxBuilder":  # builds as SandboxEvaluator does, without torch
-        from .judge.builder import SandboxBuilder
-
-        return SandboxBuilder
-    if name == "SandboxError":
-        from .judge.runner_process import SandboxError
-
-        return SandboxError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)

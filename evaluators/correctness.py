@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..search.task import Tolerance
+from ..search import Tolerance
 
 # Before the checked call, outputs hold NaN (floats) or the dtype's maximum (integers): an element
 # the kernel does not write then shows as NaN-where-finite. The second, different poison is for

@@ -1,19 +1,37 @@
 """Pure model and algorithms of kernelswarm: no Ray, no network, no GPU."""
 
-from .archive import Archive, source_family
+from .archive import Archive, Member, source_family
 from .archive_languages import LanguageScales, start_scale
 from .budget import Budget, Spent
-from .candidate import Candidate, Origin, candidate_id
+from .candidate import STRUCTURE_MARKER, Candidate, Origin, candidate_id
 from .confirm import Confirmation, Confirmed, choose, median_evaluation
+from .dispatch import (
+    DispatchTable,
+    knobs_of_shape,
+    read_dispatch_table,
+    read_shape_knobs,
+    route_symbol,
+    shape_knob_line,
+)
 from .driver import Clock, Driver, Judged, StopSignal, SystemClock, TrackerPort, Via
-from .evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
+from .evaluation import (
+    Z95,
+    Evaluation,
+    ShapeResult,
+    StartingKernelFailed,
+    Status,
+    median_rel_se,
+    speedup_ci,
+)
 from .evaluator import Compiler, CompileResult, Evaluator
 from .executor import LocalExecutor
 from .language_spec import (
+    ARGUMENT_KINDS,
     LANGUAGES,
     SPECS,
     SUFFIX_LANGUAGES,
     Arguments,
+    Dispatch,
     KnobStyle,
     LanguageSpec,
     Syntax,
@@ -22,7 +40,16 @@ from .language_spec import (
     source_suffix,
     spec_for_suffix,
 )
-from .lineage import Lineage, study_key
+from .lineage import NOT_NOVEL, Lineage, study_key
+from .measured import (
+    NCU_COUNTERS,
+    BaselineSource,
+    EvaluationCost,
+    KernelResources,
+    MachineFigures,
+    Profile,
+    kernel_resources,
+)
 from .population import TOPOLOGIES, Migration, Population
 from .roles import (
     ADOPT,
@@ -49,10 +76,11 @@ from .roles import (
     Usage,
 )
 from .sink import Record, RunInfo, RunSummary, Sink
-from .strategies import STRATEGIES, Rejection, Strategy, make_strategy
+from .stored_form import stored_detail, typed_detail
+from .strategies import STRATEGIES, Option, Rejection, Strategy, make_strategy, strategy_options
 from .task import Shape, StartingKernel, Task, TaskError, Tolerance, load_task
 from .tracker import Tracker
-from .tuning import KnobStudy, KnobTuner, journal_storage
+from .tuning import KnobStudy, KnobTuner, StudyMismatch, journal_storage, kernel_fingerprint
 from .withheld import Withheld
 
 __all__ = [
@@ -69,4 +97,9 @@ __all__ = [
     "language_spec", "source_suffix", "spec_for_suffix", "Confirmation", "Confirmed", "choose",
     "median_evaluation", "LanguageScales", "start_scale", "Population", "STRATEGIES", "Rejection",
     "Strategy", "make_strategy",
+    "Member", "STRUCTURE_MARKER", "DispatchTable", "knobs_of_shape", "read_dispatch_table",
+    "read_shape_knobs", "route_symbol", "shape_knob_line", "Z95", "median_rel_se", "speedup_ci",
+    "ARGUMENT_KINDS", "Dispatch", "NOT_NOVEL", "NCU_COUNTERS", "BaselineSource", "EvaluationCost",
+    "KernelResources", "MachineFigures", "Profile", "kernel_resources", "stored_detail",
+    "typed_detail", "Option", "strategy_options", "StudyMismatch", "kernel_fingerprint",
 ]

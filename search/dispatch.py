@@ -14,7 +14,7 @@ kernel for every shape, so the choice only ever changes speed.
 
 The table travels at the top of the kernel's own source, as a machine-readable comment line
 (``kernelswarm dispatch: {json}``): the candidate's id covers it, a stored file carries it, and
-the evaluator reads it back from the source (``read_table``).
+the evaluator reads it back from the source (``read_dispatch_table``).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class DispatchTable:
         return "\n".join(lines)
 
 
-def read_table(source: str) -> DispatchTable | None:
+def read_dispatch_table(source: str) -> DispatchTable | None:
     """The dispatch table a source's first line carries, or None for a plain source (or a
     first line whose table does not parse)."""
     first = source.split("\n", 1)[0]

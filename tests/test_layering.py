@@ -516,6 +516,69 @@ def test_every_module_path_written_as_text_resolves():
                                    'SandboxEvaluator.evaluate, kernelswarm.<layer>\n') == []
 
 
+# A layer enters another through its front door: an import from another layer names that
+# layer's package (``kernelswarm.search``, ``kernelswarm.evaluators``, ...), never a module
+# inside it, so that what a layer offers the layers above is its package's ``__init__`` and the
+# rest can move. (evaluators/ and agents/ make most of their names on first use: a runner
+# process imports evaluators/, and the LLM agent's client is loaded only where it is used.)
+# benchmarks/ and tests/ may reach inside.
+BACK_DOORS: dict[tuple[str, str], str] = {}  # (file, module) -> why it is imported directly
+
+
+def front_door_problems(path: Path, text: str | None = None) -> list[str]:
+    """What ``path`` (or ``text`` as that file) imports from inside another layer's package."""
+    layer = path.relative_to(ROOT).parts[0]
+    problems = []
+    for line, module, names in _imports(path, text):
+        parts = module.split(".")
+        if parts[0] != "kernelswarm" or len(parts) < 2 or parts[1] not in TIER \
+                or parts[1] == layer:
+            continue
+        door = ".".join(parts[:2])
+        inside = [module] if len(parts) > 2 else [
+            f"{module}.{n}" for n in names or ()
+            if _source_of(f"{module}.{n}") is not None and n not in defined_names(module)]
+        problems += [f"{path.relative_to(ROOT)}:{line}: imports {target}, inside {door}; "
+                     f"import what it needs from {door} (its __init__ exports it)"
+                     for target in inside
+                     if (str(path.relative_to(ROOT)), target) not in BACK_DOORS]
+    return problems
+
+
+@pytest.mark.parametrize("layer", ALL_LAYERS)
+def test_a_layer_enters_another_through_its_package(layer):
+    problems = [p for path in _files(layer) for p in front_door_problems(path)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("layer", ALL_LAYERS)
+def test_every_name_a_front_door_lists_is_there(layer):
+    """A name made on first use (evaluators/, agents/) comes from a module that defines it."""
+    package = importlib.import_module(f"kernelswarm.{layer}")
+    missing = [name for name in getattr(package, "__all__", ()) if not hasattr(package, name)]
+    assert not missing, f"kernelswarm.{layer}.__all__ lists what it cannot give: {missing}"
+
+
+def test_the_front_door_check_can_fail():
+    probe = ROOT / "experiments" / "run" / "probe.py"
+    assert front_door_problems(probe, "def f():\n    from ...evaluators.settings import "
+                                      "EvaluatorSettings\n    from kernelswarm.search import "
+                                      "tuning\n") == [
+        "experiments/run/probe.py:2: imports kernelswarm.evaluators.settings, inside "
+        "kernelswarm.evaluators; import what it needs from kernelswarm.evaluators (its "
+        "__init__ exports it)",
+        "experiments/run/probe.py:3: imports kernelswarm.search.tuning, inside "
+        "kernelswarm.search; import what it needs from kernelswarm.search (its __init__ "
+        "exports it)"]
+    # a name the package defines (even one a module of it shares) and its own layer are fine
+    assert front_door_problems(probe, "from kernelswarm.search import language_spec, Task\n"
+                                      "from kernelswarm.evaluators import SandboxEvaluator\n"
+                                      "from .folder import RunFolder\n"
+                                      "from kernelswarm.experiments.sinks import parquet\n") == []
+    assert [(f, m) for f, m in BACK_DOORS if not (ROOT / f).is_file()
+            or not any(m == found for _, found in imported_modules(ROOT / f))] == []
+
+
 def test_the_architecture_page_states_these_layers():
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]

@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kernelswarm.search import MEMORY
-from kernelswarm.search.candidate import STRUCTURE_MARKER as MARKER
+from kernelswarm.search import STRUCTURE_MARKER as MARKER
 
 from .clike import mask
 from .cuda_source import device_functions

@@ -18,8 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelswarm.search import Candidate, Evaluation, LineageView, Origin, candidate_id
-from kernelswarm.search.dispatch import knobs_of_shape, read_shape_knobs, read_table
+from kernelswarm.search import (
+    Candidate,
+    Evaluation,
+    LineageView,
+    Origin,
+    candidate_id,
+    knobs_of_shape,
+    read_dispatch_table,
+    read_shape_knobs,
+)
 
 from .dispatch_source import LANGUAGES, compose
 
@@ -82,7 +90,7 @@ def per_shape_bests(view: LineageView) -> PerShapeBests | None:
     None where there is nothing to specialise (no knobs, a dispatch kernel already, fewer than
     two settings measured on every shape)."""
     current = view.current
-    if not current.space or current.language not in LANGUAGES or read_table(current.source):
+    if not current.space or current.language not in LANGUAGES or read_dispatch_table(current.source):
         return None
     settings = _settings_by_id(current)
     if settings is None:

@@ -25,8 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernelswarm.search.dispatch import DispatchTable, route_symbol
-from kernelswarm.search.language_spec import SPECS, Dispatch
+from kernelswarm.search import SPECS, Dispatch, DispatchTable, route_symbol
 
 from .clike import extern_c_functions, mask
 from .cuda_source import device_functions

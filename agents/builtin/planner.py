@@ -15,8 +15,8 @@ from kernelswarm.search import (
     LineageView,
     Plan,
     Planner,
+    read_shape_knobs,
 )
-from kernelswarm.search.dispatch import read_shape_knobs
 
 from .analyst import profile_facts
 from .coder import rewrite_move

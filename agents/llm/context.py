@@ -13,8 +13,18 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from kernelswarm.search import SPECS, Attempt, Candidate, Evaluation, Feedback, LineageView, Task
-from kernelswarm.search.measured import NCU_COUNTERS, KernelResources, Profile
+from kernelswarm.search import (
+    NCU_COUNTERS,
+    SPECS,
+    Attempt,
+    Candidate,
+    Evaluation,
+    Feedback,
+    KernelResources,
+    LineageView,
+    Profile,
+    Task,
+)
 
 ELITE_SOURCE_CHARS = 4000
 LOG_CHARS = 3000

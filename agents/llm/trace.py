@@ -70,6 +70,11 @@ class LLMCall:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def answered(self) -> bool:
+        """Whether the answer parsed (outcome ``OK``)."""
+        return self.outcome == OK
+
     def usage(self) -> Usage:
         """What this attempt spent, as one term of a role's ``Usage``: an answer received (parsed
         or not) counts as a call; an attempt that ended its request without an answer that could

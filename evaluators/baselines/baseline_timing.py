@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.task import Shape, Task, load_task
+from ...search import Candidate, Shape, Task, load_task
 from ..correctness import FIRST_POISON, clones, compare, poison
 from ..languages import get_language
 from ..languages.compile_cache import CompileCache
@@ -74,7 +73,7 @@ class TaskBaseline:
     shapes: list[ShapeBaseline] = field(default_factory=list)
 
 
-def versions() -> dict[str, str]:
+def software_versions() -> dict[str, str]:
     """The software the figures were measured with."""
     import torch
 

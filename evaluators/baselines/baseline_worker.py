@@ -267,7 +267,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     """Every tuning shape of the request's task: eager, compile (when asked), anchors."""
     import torch
 
-    from ...search.task import load_task
+    from ...search import load_task
 
     device = request["device"]
     if not device.startswith("cuda"):

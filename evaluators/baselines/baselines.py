@@ -54,8 +54,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...search.evaluation import Z95, ShapeResult, median_rel_se, speedup_ci
-from ...search.task import Task, load_task
+from ...search import Z95, ShapeResult, Task, load_task, median_rel_se, speedup_ci
 from ..environment import scrubbed_environment
 from ..measure.machine import describe_device
 from ..measure.timing_protocol import TimingSettings

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...search.task import load_task
+from ...search import load_task
 from ..languages import get_language
 from ..settings import EvaluatorSettings
 

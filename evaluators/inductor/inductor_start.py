@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...search.language_spec import SPECS
-from ...search.task import Shape, Task
+from ...search import SPECS, Shape, Task
 from .inductor_code import (
     ArgKind,
     Argument,

@@ -38,7 +38,7 @@ import math
 import re
 from collections.abc import Mapping
 
-from ...search.dispatch import shape_knob_line
+from ...search import shape_knob_line
 from .inductor_code import (
     ArgKind,
     GenerationError,

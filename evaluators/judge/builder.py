@@ -17,8 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.evaluator import CompileResult
+from ...search import Candidate, CompileResult
 from ..languages import KernelLanguage, get_language
 from ..languages.compile_cache import Build, CompileCache
 from ..languages.screen import screen
@@ -73,7 +72,7 @@ class SandboxBuilder:
     def _prebuild(self) -> Any:
         if self._prebuilder is None:
             # imported here: the Prebuilder and the task's module bring torch
-            from ...search.task import load_task
+            from ...search import load_task
             from .prebuild import Prebuilder
             if self._task is None:
                 self._task = load_task(self.task_path, self.settings.device.split(":")[0])

@@ -18,9 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
-from ...search.candidate import Candidate
-from ...search.evaluation import StartingKernelFailed
-from ...search.task import Shape, Task
+from ...search import Candidate, Shape, StartingKernelFailed, Task
 from ..baselines.baselines import measured_once
 from ..languages import KernelLanguage
 from ..languages.compile_cache import Build

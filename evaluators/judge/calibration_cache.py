@@ -31,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ...search.task import Shape
+from ...search import Shape
 from ..baselines.baselines import (
     BaselineTable,
     _version,

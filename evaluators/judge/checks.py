@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...search.evaluation import ShapeResult, Status
-from ...search.task import Shape
+from ...search import Shape, ShapeResult, Status
 from ..correctness import Comparison, compare, first_bit_difference, structure_problem
 from ..measure.shared_memory import BaseArena, describe
 from ..protocol import FIRST_POISON, REFILL_SEED, SECOND_POISON, TensorSpec, layout

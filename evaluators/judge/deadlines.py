@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ...search.task import Shape, Task
+from ...search import Shape, Task
 from ..settings import EvaluatorSettings
 from .timing import BURSTS
 

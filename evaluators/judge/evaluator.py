@@ -32,10 +32,7 @@ from typing import Any
 
 import torch
 
-from ...search.candidate import Candidate
-from ...search.evaluation import Evaluation
-from ...search.evaluator import CompileResult, Evaluator
-from ...search.task import Shape, load_task
+from ...search import Candidate, CompileResult, Evaluation, Evaluator, Shape, load_task
 from ..languages import get_language
 from ..languages.compile_cache import Build
 from ..measure.machine import describe_device

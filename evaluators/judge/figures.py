@@ -16,9 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...search.evaluation import ShapeResult, Status, speedup_ci
-from ...search.measured import BaselineSource
-from ...search.task import Shape, Task
+from ...search import BaselineSource, Shape, ShapeResult, Status, Task, speedup_ci
 from ..baselines.baselines import (
     COMPILE,
     EAGER,

@@ -17,10 +17,17 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.evaluation import Evaluation, ShapeResult, Status
-from ...search.measured import EvaluationCost, KernelResources, Profile, kernel_resources
-from ...search.task import Task
+from ...search import (
+    Candidate,
+    Evaluation,
+    EvaluationCost,
+    KernelResources,
+    Profile,
+    ShapeResult,
+    Status,
+    Task,
+    kernel_resources,
+)
 from ..languages import KernelLanguage
 from ..languages.compile_cache import Build
 from ..measure.device_arena import arena_refusal

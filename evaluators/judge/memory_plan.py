@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...search.task import TaskError
+from ...search import TaskError
 from ..measure.gpu_timing import plan_copies
 
 GIB = 1 << 30

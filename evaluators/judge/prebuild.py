@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
+from ...search import Candidate
 from ..baselines.baselines import _version, task_content_hash
 from ..languages.cuda import detect_cuda_arch
 from ..languages.triton_aot import capability_of

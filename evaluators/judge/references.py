@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ...search.task import Shape, Task
+from ...search import Shape, Task
 from ..correctness import clones
 from ..measure.shared_memory import describe
 from ..protocol import release_due

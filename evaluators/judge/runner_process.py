@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...search.task import TaskError
+from ...search import TaskError
 from ..channel import ChannelError, FrameBuffer, write_frame
 from ..environment import python_path, scrubbed_environment
 from ..measure.shared_memory import BaseArena

@@ -18,8 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.evaluation import Evaluation, ShapeResult, StartingKernelFailed, Status
+from ...search import Candidate, Evaluation, ShapeResult, StartingKernelFailed, Status
 from .deadlines import Deadline
 from .runner_process import Crashed, Replied, RunnerProcess, SandboxError, TimedOut, raise_fault
 from .trial import CandidateFault, Stopped, Trial

@@ -48,8 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...search.evaluation import ShapeResult, Status
-from ...search.task import Shape
+from ...search import Shape, ShapeResult, Status
 from ..correctness import compare, first_bit_difference
 from ..measure.gpu_timing import plan_copies
 from ..measure.machine import device_cache_bytes

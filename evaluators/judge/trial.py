@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...search.evaluation import ShapeResult, Status
+from ...search import ShapeResult, Status
 from .runner_process import Crashed, Replied, RunnerProcess, TimedOut, fault_text, raise_fault
 
 _TEXT_LIMIT = 2000

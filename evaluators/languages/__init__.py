@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ...search.language_spec import SPECS, language_spec
+from ...search import SPECS, language_spec
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError
 from .cpp import CppLanguage
 from .cuda import CudaLanguage

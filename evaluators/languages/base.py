@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ...search.candidate import Candidate
-from ...search.language_spec import LanguageSpec
+from ...search import Candidate, LanguageSpec
 from ..environment import scrubbed_environment
 from .screen import ScreenRule, SyntaxRule
 

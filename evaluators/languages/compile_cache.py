@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...search.candidate import Candidate
-from ...search.evaluator import CompileResult
+from ...search import Candidate, CompileResult
 from .base import BuildError, KernelLanguage
 
 

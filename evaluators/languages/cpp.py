@@ -28,8 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.language_spec import ARGUMENT_KINDS, SPECS
+from ...search import ARGUMENT_KINDS, SPECS, Candidate
 from .base import (
     BuildError,
     KernelLanguage,

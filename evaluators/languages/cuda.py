@@ -31,9 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.dispatch import read_table, route_symbol
-from ...search.language_spec import SPECS
+from ...search import SPECS, Candidate, read_dispatch_table, route_symbol
 from ..settings import EvaluatorSettings, normalize_cuda_arch
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError, macro_definitions
 from .screen import ScreenRule
@@ -168,7 +166,7 @@ class CudaLanguage(KernelLanguage):
         from .nvrtc import build_in_compiler_process
 
         request = self.build_request(candidate, artifact)
-        table = read_table(candidate.source)
+        table = read_dispatch_table(candidate.source)
         if table is not None:  # a dispatch kernel: its entry is one copy per route
             request["entry"] = route_symbol(candidate.entry, 0)
             request["dispatch"] = table.to_json()

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...search.dispatch import DispatchTable, route_symbol
+from ...search import DispatchTable, route_symbol
 from .base import LoadError
 from .cuda_device import DeviceFigures, device_figures
 from .cuda_errors import CudaDriverError

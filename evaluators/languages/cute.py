@@ -37,8 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.language_spec import SPECS
+from ...search import SPECS, Candidate
 from .cuda import CUDA_SCREEN_RULES, CudaLanguage, nvrtc_identity, toolkit_include_dirs
 from .screen import ScreenRule
 

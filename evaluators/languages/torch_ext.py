@@ -40,8 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.language_spec import SPECS
+from ...search import SPECS, Candidate
 from .base import (
     BuildError,
     KernelLanguage,

@@ -35,8 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...search.candidate import Candidate
-from ...search.language_spec import SPECS
+from ...search import SPECS, Candidate
 from .base import BuildError, KernelLanguage, LoadedKernel, LoadError
 from .triton_screen import TRITON_SCREEN_RULES
 

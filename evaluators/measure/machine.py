@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...search.measured import MachineFigures  # the figures are a field of Evaluation
+from ...search import MachineFigures  # the figures are a field of Evaluation
 
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
 GPU_COPY_BYTES = 1 << 30

@@ -17,7 +17,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from ...search.task import load_task
+    from ...search import load_task
     from ..languages import get_language
     from ..settings import EvaluatorSettings
 

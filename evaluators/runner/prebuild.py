@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     faulthandler.enable(all_threads=False)
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # no device, whatever the caller's environment
 
-    from ...search.task import load_task
+    from ...search import load_task
     from ..languages import get_language, triton_aot
     from ..sandbox.isolation import enter_isolation
     from ..settings import EvaluatorSettings

@@ -31,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ...search.task import Shape, TaskError
+from ...search import Shape, TaskError
 from ..channel import read_frame, write_frame
 from ..languages import LoadError
 from ..measure.machine import measure_machine

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ...search.task import Shape, load_task
+from ...search import Shape, load_task
 from ..correctness import poison
 from ..languages import KernelLanguage, LoadedKernel, get_language
 from ..languages.cuda_errors import classify

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ...search.task import Shape
+from ...search import Shape
 from ..correctness import poison
 from ..measure.gpu_timing import (
     Flusher,

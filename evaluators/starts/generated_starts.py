@@ -36,7 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ...search.task import Shape, Task, load_task
+from ...search import Shape, Task, load_task
 from ..baselines.baselines import (
     baseline_versions,
     device_name,

@@ -21,8 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kernelswarm.agents.llm.ledger import LedgerState, read_states
-from kernelswarm.agents.llm.trace import START_LINEAGE, TRACE_FOLDER
+from kernelswarm.agents import START_LINEAGE, TRACE_FOLDER, LedgerState, read_states
 from kernelswarm.search import Usage
 
 ROLE_ORDER = ("planner", "coder", "analyst", "tester")

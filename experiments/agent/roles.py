@@ -14,18 +14,19 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from kernelswarm.agents import builtin_roles
-from kernelswarm.agents.llm import (
+from kernelswarm.agents import (
     ROLE_NAMES,
+    EndpointProblem,
     LLMRoleFactory,
     LLMSettings,
     MissingAPIKey,
     Price,
     RoleModel,
     SpendLimit,
+    builtin_roles,
+    check_endpoints,
+    read_api_key,
 )
-from kernelswarm.agents.llm.client import read_api_key
-from kernelswarm.agents.llm.endpoint import EndpointProblem, check_endpoints
 from kernelswarm.search import Check, Roles, Task, Usage, Withheld, load_task
 
 from ..config import Config, ConfigError

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.agents.builtin import RuleTester
+from kernelswarm.agents import RuleTester
 from kernelswarm.search import (
     SPECS,
     LanguageSpec,
@@ -93,8 +93,7 @@ def start_from_compile(task_dir: str | Path, language: str = "cpp", *, force: bo
     """Generate, write and judge the starting kernel; ``TaskError`` with the reason when it
     cannot be generated (the task folder is then left as it was). ``keep_code``: a folder for
     Inductor's code of each shape (``generate_start``)."""
-    from kernelswarm.evaluators.inductor.inductor_code import GenerationError
-    from kernelswarm.evaluators.inductor.inductor_start import generate_start
+    from kernelswarm.evaluators import GenerationError, generate_start
 
     device = generation_device(language)
     task = load_task(task_dir, device)

@@ -96,7 +96,7 @@ def check_task(path: str | Path, device: str = "cpu") -> Task:
 
 def _structure(task: Task, shape: dict) -> str | None:
     """Why ``shape``'s reference does not match ``make_outputs``, or an error calling either."""
-    from kernelswarm.evaluators.correctness import structure_problem  # imports torch
+    from kernelswarm.evaluators import structure_problem  # imports torch
 
     module = task.module
     steps = (("make_inputs", lambda: tuple(module.make_inputs(shape, 0, "cpu"))),

@@ -23,7 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
+from kernelswarm.evaluators import TimingSettings
 from kernelswarm.search import (
     LANGUAGES,
     SUFFIX_LANGUAGES,

@@ -15,8 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kernelswarm.search import LANGUAGES, load_task
-from kernelswarm.search.tuning import kernel_fingerprint
+from kernelswarm.search import LANGUAGES, kernel_fingerprint, load_task
 
 from ..config import TUNE_DEFAULTS, Config, load_config, load_run_config
 from ..evaluation.kernel_file import EvalUsageError, default_device, infer_language

@@ -140,7 +140,7 @@ class LLMRoleSection(_Section):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
             raise ValueError("must be the name of an environment variable (letters, digits, _), "
                              "not the key itself")
-        from kernelswarm.evaluators.environment import is_secret_name
+        from kernelswarm.evaluators import is_secret_name
 
         if not is_secret_name(value):
             raise ValueError("names a variable the sandbox would pass on to candidate code; "
@@ -184,7 +184,7 @@ class AgentSection(_Section):
                 raise ValueError(f"no model: set agent.{info.field_name}.model, or agent.llm.model "
                                  f"for every role")
         if info.field_name == "prompt_dir" and value is not None:
-            from kernelswarm.agents.llm import TemplateError, load_templates
+            from kernelswarm.agents import TemplateError, load_templates
 
             try:
                 load_templates(value.expanduser())

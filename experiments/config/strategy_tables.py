@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
-from kernelswarm.search.strategies import Option, strategy_options
+from kernelswarm.search import Option, strategy_options
 
 
 class _Table(BaseModel):

@@ -8,9 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.agents.builtin import RuleTester
-from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
-from kernelswarm.evaluators.measure.timing_protocol import TIMING_FILE, TimingSettings
+from kernelswarm.agents import RuleTester
+from kernelswarm.evaluators import TIMING_FILE, EvaluatorSettings, SandboxEvaluator, TimingSettings
 from kernelswarm.search import Evaluation, Origin, Task, language_spec, load_task
 
 from ..run.compiler_messages import naming_the_file
@@ -80,7 +79,7 @@ def repeats_for(requested: int | None, run: RunFolder | None) -> int:
 def roofline_bounds(task: Task, evaluation: Evaluation, flushed: bool) -> dict[str, str]:
     """Per shape, the limit its roofline fraction is taken against ("memory", "compute", or
     "cache": none, see evaluators/judge/figures.py); empty without the machine's figures."""
-    from kernelswarm.evaluators.judge.figures import roofline_bound
+    from kernelswarm.evaluators import roofline_bound
 
     machine = evaluation.machine
     if machine is None:

@@ -63,16 +63,16 @@ def _every_workload_task(task_path: Path, scratch: Path) -> Path:
 
 def _hardware(device: str) -> str:
     """The device's name as FlashInfer-Trace writes hardware (``NVIDIA_H100_80GB_HBM3``)."""
-    from kernelswarm.evaluators.baselines.baselines import device_name
+    from kernelswarm.evaluators import device_name
 
     return device_name(device).split(": ", 1)[-1].strip().replace(" ", "_")
 
 
 def _libs() -> dict[str, str]:
     """The library versions the evaluation ran with (those installed)."""
-    from kernelswarm.evaluators.baselines.baseline_timing import versions
+    from kernelswarm.evaluators import software_versions
 
-    return {name.removesuffix(" (torch)"): version for name, version in versions().items()
+    return {name.removesuffix(" (torch)"): version for name, version in software_versions().items()
             if version not in ("None", "not installed") and not version.startswith("unavailable")}
 
 

@@ -58,7 +58,7 @@ def shared_ray() -> dict[str, str]:
     processes join it rather than each starting one (a test's shared instance, a cluster)."""
     if "ray" not in sys.modules:  # never connected: nothing to share (and no import of Ray)
         return {}
-    from kernelswarm.cluster.connect import current_address
+    from kernelswarm.cluster import current_address
 
     address = current_address()
     return {"RAY_ADDRESS": address} if address else {}

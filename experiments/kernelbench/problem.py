@@ -277,7 +277,7 @@ def _trace_all(trace: Callable[[dict], dict], tuning: dict[str, list[dict]],
     sandbox forbids to change once a kernel is loaded: the flop counter, torch._dynamo); and
     the labels of the held-out shapes the model cannot run, which are dropped from ``heldout``
     (a problem whose sizes must stay as they are, e.g. equal to another)."""
-    from kernelswarm.agents.builtin import RuleTester
+    from kernelswarm.agents import RuleTester
 
     traced: dict[str, object] = {}
     for shape in (s for group in tuning.values() for s in group):

@@ -35,8 +35,7 @@ def first_candidates(config: Config, task: Task, settings: EvaluatorSettings, co
                      run_dir: Path) -> dict[str, tuple[Candidate, ...]]:
     """Per language, the generated kernel its lineages judge first (none where it could not be
     generated); what happened is written to ``run_dir / COMPILE_START_FILE``."""
-    from kernelswarm.evaluators.inductor.inductor_code import GenerationError
-    from kernelswarm.evaluators.starts.generated_starts import compile_start
+    from kernelswarm.evaluators import GenerationError, compile_start
 
     found: dict[str, tuple[Candidate, ...]] = {}
     report: dict[str, Any] = {}

@@ -14,8 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.evaluators import EvaluatorSettings
-from kernelswarm.evaluators.measure.timing_protocol import TIMING_FILE, TimingSettings
+from kernelswarm.evaluators import TIMING_FILE, EvaluatorSettings, TimingSettings
 
 from ..config import Config, ConfigError, load_run_config
 from ..sinks import read_evaluations

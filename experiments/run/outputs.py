@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernelswarm.cluster import SwarmResult
-from kernelswarm.cluster.activity import write_activity
-from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
-from kernelswarm.search import Candidate, Confirmation, Evaluation
-from kernelswarm.search.dispatch import read_table
+from kernelswarm.cluster import SwarmResult, write_activity
+from kernelswarm.evaluators import TimingSettings
+from kernelswarm.search import Candidate, Confirmation, Evaluation, read_dispatch_table
 
 from ..sinks.sources import self_contained_source, source_file_name
 from ..views.carried_baselines import MeasuredBaselines, baseline_scales, measured_of_run
@@ -28,7 +26,7 @@ def write_best_kernel(run_dir: Path, candidate: Candidate) -> Path:
     path = run_dir / "best" / source_file_name(candidate)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(self_contained_source(candidate))
-    table = read_table(candidate.source)
+    table = read_dispatch_table(candidate.source)
     if table is not None:
         (path.parent / "dispatch").mkdir(exist_ok=True)
         (path.parent / "dispatch" / f"{candidate.id}.json").write_text(

@@ -18,10 +18,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.agents.llm import LLMRoleFactory
+from kernelswarm.agents import LLMRoleFactory
 from kernelswarm.cluster import LanguageStart, SwarmSpec
-from kernelswarm.evaluators import EvaluatorSettings, SandboxBuilder, SandboxEvaluator
-from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
+from kernelswarm.evaluators import (
+    EvaluatorSettings,
+    SandboxBuilder,
+    SandboxEvaluator,
+    TimingSettings,
+)
 from kernelswarm.search import (
     Budget,
     Candidate,

@@ -23,8 +23,8 @@ from kernelswarm.search import (
     Task,
     load_task,
     source_suffix,
+    typed_detail,
 )
-from kernelswarm.search.stored_form import typed_detail
 
 from ..config import ConfigError
 from ..sinks import read_evaluations

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kernelswarm.agents.llm.trace import (
-    OK,
+from kernelswarm.agents import (
     TRACE_FOLDER,
     LLMCall,
     TraceError,
@@ -67,7 +66,7 @@ def call_metrics(call: LLMCall) -> dict[str, float]:
             "llm_prompt_tokens": float(call.prompt_tokens),
             "llm_completion_tokens": float(call.completion_tokens),
             "llm_cost_usd": call.cost_usd,
-            "llm_ok": float(call.outcome == OK)}
+            "llm_ok": float(call.answered)}
 
 
 def call_artifact(index: int, call: LLMCall) -> tuple[str, str]:

@@ -23,8 +23,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelswarm.search import Candidate, Evaluation, Record, RunInfo, RunSummary, Sink, Usage
-from kernelswarm.search.stored_form import stored_detail
+from kernelswarm.search import (
+    Candidate,
+    Evaluation,
+    Record,
+    RunInfo,
+    RunSummary,
+    Sink,
+    Usage,
+    stored_detail,
+)
 
 from .llm_trace import TRACE_FOLDER, TraceFollower, call_artifact, call_metrics
 from .mlflow_layout import SteadyMetrics, parent_run_name, previewable, run_tags, shape_table

@@ -92,8 +92,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kernelswarm.search import Record, RunInfo, RunSummary, ShapeResult, Sink
-from kernelswarm.search.stored_form import stored_detail
+from kernelswarm.search import Record, RunInfo, RunSummary, ShapeResult, Sink, stored_detail
 
 from .sources import self_contained_source, source_file_name
 

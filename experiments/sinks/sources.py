@@ -23,8 +23,7 @@ import ast
 import json
 from typing import Any
 
-from kernelswarm.search import Candidate, source_suffix
-from kernelswarm.search.language_spec import KnobStyle, UnknownLanguage, language_spec
+from kernelswarm.search import Candidate, KnobStyle, UnknownLanguage, language_spec, source_suffix
 
 MARKER = "kernelswarm knobs: "
 END = "end of kernelswarm knobs"

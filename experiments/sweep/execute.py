@@ -41,8 +41,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.cluster import EvalPool, Swarm, connect, disconnect
-from kernelswarm.cluster.activity import ACTIVITY_FILE, activity_line, write_activity
+from kernelswarm.cluster import (
+    ACTIVITY_FILE,
+    EvalPool,
+    Swarm,
+    activity_line,
+    connect,
+    disconnect,
+    write_activity,
+)
 from kernelswarm.search import StartingKernelFailed, TaskError
 
 from ..agent.llm_view import one_line

@@ -30,12 +30,18 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.cluster import Finished, TrialPool, connect, disconnect
-from kernelswarm.cluster.activity import activity_line, summarise
-from kernelswarm.evaluators import SandboxEvaluator
-from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
+from kernelswarm.cluster import (
+    Finished,
+    TrialPool,
+    activity_line,
+    connect,
+    disconnect,
+    summarise_activity,
+)
+from kernelswarm.evaluators import SandboxEvaluator, TimingSettings
 from kernelswarm.search import (
     Candidate,
+    KnobStudy,
     Origin,
     RunInfo,
     RunSummary,
@@ -43,9 +49,9 @@ from kernelswarm.search import (
     Tracker,
     Via,
     journal_storage,
+    kernel_fingerprint,
     load_task,
 )
-from kernelswarm.search.tuning import KnobStudy, kernel_fingerprint
 
 from ..config import Config
 from ..run.execute import evaluator_settings
@@ -245,7 +251,7 @@ def tune(config: Config, spec: TuneSpec, console: Console | None = None,
     outcome = write_report(outcome, config.tracking.mlflow, console)
     print_closing(console, outcome)
     if session.activity:
-        console.print(activity_line(summarise(session.activity)), highlight=False, markup=False,
+        console.print(activity_line(summarise_activity(session.activity)), highlight=False, markup=False,
                       soft_wrap=True)
     return outcome
 

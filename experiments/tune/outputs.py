@@ -13,10 +13,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from kernelswarm.cluster.activity import write_activity
-from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
-from kernelswarm.search import RunSummary
-from kernelswarm.search.tuning import KnobStudy
+from kernelswarm.cluster import write_activity
+from kernelswarm.evaluators import TimingSettings
+from kernelswarm.search import KnobStudy, RunSummary
 
 from ..agent.llm_view import one_line
 from ..run.compiler_messages import naming_in

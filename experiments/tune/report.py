@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.evaluators.measure.timing_protocol import TimingSettings
+from kernelswarm.evaluators import TimingSettings
 from kernelswarm.search import Evaluation, ShapeResult, Status
 
 from ..report import plots

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernelswarm.search.tuning import KnobStudy, StudyMismatch
+from kernelswarm.search import KnobStudy, StudyMismatch
 
 from ..config import ConfigError
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelswarm.evaluators.settings import default_cache_dir
+from kernelswarm.evaluators import default_cache_dir
 from kernelswarm.search import Evaluation
 
 

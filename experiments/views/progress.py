@@ -13,8 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelswarm.cluster import SwarmResult
-from kernelswarm.search import Evaluation
-from kernelswarm.search.lineage import NOT_NOVEL
+from kernelswarm.search import NOT_NOVEL, Evaluation
 
 from ..agent.llm_view import one_line, spending_line
 from .carried_baselines import MeasuredBaselines, carried_line

@@ -22,7 +22,7 @@ from kernelswarm.search import (
     ShapeResult,
     Status,
 )
-from kernelswarm.search.dispatch import DispatchTable, read_table
+from kernelswarm.search.dispatch import DispatchTable, read_dispatch_table
 
 # silu_and_mul in chunks of CHUNK elements with a scalar tail: every CHUNK is correct on every
 # size, odd ones included; WRONG=1 breaks the kernel, to see that a route is really taken.
@@ -80,12 +80,12 @@ def test_each_tuning_shape_takes_its_own_route_and_an_unseen_shape_the_nearest()
 
 def test_the_composed_source_carries_its_table_and_builds_alone(start, compile_cpp):
     source = dispatch_of(start, [{"CHUNK": 1}, {"CHUNK": 3}, {"CHUNK": 16}]).source
-    table = read_table(source)
+    table = read_dispatch_table(source)
     assert table is not None and table.sizes == ("d", "tokens")  # cpp sees no dtype
     assert [r.knob_values["CHUNK"] for r in table.routes] == [1, 3, 16]
     built = compile_cpp(source, extra=("-Wall", "-Werror"))
     assert built.returncode == 0, built.stderr
-    assert read_table(CHUNKED) is None
+    assert read_dispatch_table(CHUNKED) is None
 
 
 def test_the_c_switch_picks_the_route_the_table_rule_picks(start, gxx, tmp_path: Path):
@@ -154,7 +154,7 @@ def test_the_planner_proposes_a_dispatch_when_per_shape_bests_differ(start):
     view = _view(current, history)
     candidate = dispatch_candidate(view)
     assert candidate is not None and candidate.space == {}
-    table = read_table(candidate.source)
+    table = read_dispatch_table(candidate.source)
     assert [r.knob_values["CHUNK"] for r in table.routes] == [16, 3, 8]  # tokens=64 row first
     planner = RulePlanner(0, dispatch_after=0)
     for transformation in planner.order("cpp"):  # rewrites come first: each tried, and failed
@@ -191,7 +191,7 @@ LABELS = [",".join(f"{k}={v}" for k, v in sorted(s.items())) for s in CPU_SHAPES
 def judge(candidate: Candidate) -> Evaluation:
     """A stand-in evaluator scoring each shape by the CHUNK it runs with: the candidate's own, or
     for a dispatch kernel the CHUNK of the route its table gives that shape."""
-    table = read_table(candidate.source)
+    table = read_dispatch_table(candidate.source)
     shapes = []
     for i, shape in enumerate(CPU_SHAPES):
         knobs = table.knobs_for(shape) if table else candidate.knob_values
@@ -214,7 +214,7 @@ def test_a_lineage_of_the_builtin_roles_tunes_then_dispatches_and_keeps_the_disp
     moves = [a.move for a in lineage.history]
     assert DISPATCH in moves, moves
     best, evaluation = lineage.best
-    table = read_table(best.source)
+    table = read_dispatch_table(best.source)
     assert table is not None, "the lineage's best is the dispatch kernel"
     assert [table.knobs_for(s)["CHUNK"] for s in CPU_SHAPES] == [3, 8, 16]
     assert evaluation.speedup == pytest.approx((1.3 * 1.25 * 1.4) ** (1 / 3))
@@ -232,5 +232,5 @@ def test_a_dispatch_kernel_is_stored_as_one_file_plus_its_table(start, tmp_path:
     assert knobs is None and source == kernel.source  # eval of the file judges the same kernel
     assert sorted(p.name for p in path.parent.glob("*.*")) == [path.name]  # one kernel file
     table = json.loads((path.parent / "dispatch" / f"{kernel.id}.json").read_text())
-    assert table == read_table(kernel.source).to_json()
+    assert table == read_dispatch_table(kernel.source).to_json()
     assert [r["knobs"]["CHUNK"] for r in table["routes"]] == [1, 3, 16]

@@ -13,7 +13,7 @@ import pytest
 
 from kernelswarm.agents.builtin.dispatch_source import compose
 from kernelswarm.search import Candidate, Status, load_task
-from kernelswarm.search.dispatch import read_table, route_symbol
+from kernelswarm.search.dispatch import read_dispatch_table, route_symbol
 from tests.agents.test_cuda_transforms import TASKS
 from tests.agents.test_cuda_transforms import compose as rewritten
 
@@ -44,7 +44,7 @@ def test_nvrtc_builds_a_cuda_dispatch_kernel_whose_artifact_carries_the_table(tm
     from kernelswarm.evaluators.languages.nvrtc import read_artifact
 
     candidate = dispatch_kernel()
-    table = read_table(candidate.source)
+    table = read_dispatch_table(candidate.source)
     assert table is not None and table.exact == ("dtype",) and len(table.routes) == 6
     artifact = tmp_path / "kernel.kscubin"
     CudaLanguage("sm_90").build(candidate, tmp_path, artifact, timeout_s=300)

@@ -10,7 +10,7 @@ import pytest
 from kernelswarm.cluster.activity import (
     activity_line,
     busy_by_minute,
-    summarise,
+    summarise_activity,
     write_activity,
 )
 
@@ -39,7 +39,7 @@ def test_summary_counts_evaluations_in_the_window_and_the_calibrations():
     intervals = [_interval(0, 1000.0, 1010.0, calibration="measured"),
                  _interval(1, 1010.0, 1015.0, "prepare", "read from the cache"),
                  *[_interval(w, 1015.0 + 2 * k, 1017.0 + 2 * k) for k in range(20) for w in (0, 1)]]
-    summary = summarise(_activity(intervals))
+    summary = summarise_activity(_activity(intervals))
     assert summary["evaluations"] == 41 and summary["preparations"] == 1
     assert summary["calibrations"] == {"measured": 1, "read": 1}
     assert summary["window_s"] == pytest.approx(55.0)
@@ -47,7 +47,7 @@ def test_summary_counts_evaluations_in_the_window_and_the_calibrations():
     assert summary["busy"] == pytest.approx((10 + 5 + 80) / (2 * 55))
     assert summary["gpus"] == ["GPU-a", "GPU-b"] and summary["shared_gpus"] == []
     # a window that starts later drops what ended before it
-    later = summarise(_activity(intervals), since=1015.0, until=1055.0)
+    later = summarise_activity(_activity(intervals), since=1015.0, until=1055.0)
     assert later["evaluations"] == 40 and later["calibrations"] == {"measured": 0, "read": 0}
     line = activity_line(summary)
     assert "2 on 2 GPUs" in line and "41 evaluations" in line and "1 measured, 1 read" in line
@@ -68,5 +68,5 @@ def test_a_gpu_the_driver_cannot_name_is_reported_unknown_not_fatal(monkeypatch)
     monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: the worker still reports
     uuid, name = eval_worker._gpu_identity("0")
     assert uuid.startswith("unknown (") and name == ""
-    summary = summarise(_activity([_interval(0, 1000.0, 1001.0)], gpus=(uuid, uuid)))
+    summary = summarise_activity(_activity([_interval(0, 1000.0, 1001.0)], gpus=(uuid, uuid)))
     assert summary["gpus"] == [] and summary["shared_gpus"] == []

@@ -114,7 +114,7 @@ def _preparing_factory():
 
 
 def test_an_idle_worker_gets_ready_for_a_cell_before_its_first_candidate(ray_session):
-    from kernelswarm.cluster.activity import summarise
+    from kernelswarm.cluster.activity import summarise_activity
 
     pool = EvalPool(2, {"num_cpus": 0})
     try:
@@ -133,7 +133,7 @@ def test_an_idle_worker_gets_ready_for_a_cell_before_its_first_candidate(ray_ses
         assert len(prepared) == 1 and prepared[0]["outcome"] == "ok", activity["intervals"]
         assert prepared[0]["ended"] - prepared[0]["began"] >= PREPARE_S
         assert len({p["pid"] for p in activity["workers"]}) == 2
-        summary = summarise(activity)
+        summary = summarise_activity(activity)
         assert summary["evaluations"] == 3 and summary["preparations"] == 1
         assert summary["calibrations"] == {"measured": 0, "read": 2}  # each worker built one
         assert 0 < summary["busy"] <= 1 and summary["shared_gpus"] == []
