@@ -398,6 +398,22 @@ def test_evaluators_rooms_import_their_own_and_those_below():
     assert room_problems(ROOT / "evaluators" / "__init__.py", "from .judge import x\n") == []
 
 
+
+def test_the_architecture_page_lists_the_rooms_in_order():
+    """docs/architecture.md's table of evaluators/ names the rooms in ``ROOMS``' order, and each
+    module it names is in the room it names."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("### Inside evaluators/", 1)[1].split("\n#", 1)[0]
+    rows = [row.split("|")[1:3] for row in re.findall(r"^\|(?! room)(?!---).*$", section, re.M)]
+    rooms = [(re.findall(r"`(\w+)/`", room) or [""])[0] for room, _ in rows]
+    assert rooms == list(ROOMS), (f"docs/architecture.md's table of evaluators/ lists "
+                                  f"{rooms}; ROOMS is {list(ROOMS)}")
+    missing = [f"evaluators/{room}/{name}.py".replace("//", "/")
+               for room, (_, modules) in zip(rooms, rows, strict=True)
+               for name in re.findall(r"`(\w+)`", modules)
+               if not (ROOT / "evaluators" / room / f"{name}.py").is_file()]
+    assert not missing, f"docs/architecture.md names modules that are not there: {missing}"
+
 # Every import names what exists: a module, or a name its module defines. Nothing in this tree
 # runs on a GPU here, and many GPU paths import lazily, inside functions: a module moved or a
 # name removed would otherwise be found on a GPU machine, at the moment the path runs.
