@@ -608,3 +608,23 @@ def test_the_architecture_page_states_these_layers():
     assert stated == [tuple(sorted(t)) for t in reversed(LAYERS)], (
         f"docs/architecture.md lists the tiers {stated}, top first; tests/test_layering.py "
         f"says {list(reversed(LAYERS))}")
+
+
+def _packaged() -> tuple[list[str], dict[str, str]]:
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return setuptools["packages"], setuptools["package-dir"]
+
+
+def test_every_package_folder_is_installed_from_its_folder():
+    """pyproject.toml lists the subpackages one by one: a folder left out works in an editable
+    checkout and is missing from a wheel."""
+    packages, folders = _packaged()
+    wanted = {".".join(("kernelswarm", *init.parent.relative_to(ROOT).parts))
+              for layer in ALL_LAYERS for init in (ROOT / layer).rglob("__init__.py")
+              if "tasks" not in init.relative_to(ROOT).parts}
+    assert sorted(wanted - set(packages)) == []
+    assert sorted(set(packages) - wanted) == []
+    for package in packages:
+        assert folders.get(package) == "/".join(package.split(".")[1:]), package

@@ -1,7 +1,7 @@
 """``SandboxBuilder``: what ``SandboxEvaluator.compile`` does, for a compile pool.
 
 A lineage builds its own candidates before it asks for an evaluation worker (cluster/
-lineage_runner.py). Building needs the language, the screen and the compile cache; it does
+lineage_actor.py). Building needs the language, the screen and the compile cache; it does
 not need the task's module, which imports torch (2-3 s of CPU per process). The builder loads
 the task only where the language builds device code ahead (Triton on a GPU: the kernels are
 compiled for every shape the judge will call them on, evaluators/judge/prebuild.py), so that
