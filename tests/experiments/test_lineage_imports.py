@@ -31,7 +31,7 @@ print("MODULES", " ".join(sorted({m.split(".")[0] for m in sys.modules})))
 def _as_a_lineage(tmp_path, *overrides: str) -> tuple[str, set[str]]:
     config = load_config(None, [f'run.out_dir="{tmp_path / "runs"}"',
                                 f'evaluator.cache_dir="{tmp_path / "cache"}"', *overrides])
-    prepared = prepare_run(config, Console(file=open("/dev/null", "w")))  # noqa: SIM115
+    prepared = prepare_run(config, Console(quiet=True))
     part = prepared.spec(1, {"num_cpus": 1}).language_of(0)
     shipped = pickle.dumps((PackedFactory.of(part.make_roles),
                             PackedFactory.of(part.compiler_factory),
@@ -56,7 +56,7 @@ def test_the_evaluation_worker_still_judges_with_the_full_evaluator(tmp_path):
     both build into (and find builds in) the same cache."""
     config = load_config(None, [f'run.out_dir="{tmp_path / "runs"}"',
                                 f'evaluator.cache_dir="{tmp_path / "cache"}"'])
-    prepared = prepare_run(config, Console(file=open("/dev/null", "w")))  # noqa: SIM115
+    prepared = prepare_run(config, Console(quiet=True))
     part = prepared.spec(1, {"num_cpus": 1}).language_of(0)
     compiler, evaluator = part.compiler_factory(), part.make_evaluator()
     try:
