@@ -27,12 +27,19 @@ class MachineFigures:
     matmul: str = "float32, one thread"
     timer_overhead_us: float = math.nan  # GPU: an empty events sample with its synchronize
     gpu: dict[str, Any] = field(default_factory=dict)  # NVML: clocks, power limit, driver
+    # GPU: the device time of the smallest kernel call, replayed in a CUDA graph (us)
+    launch_floor_us: float = math.nan
 
     def ideal_seconds(self, moved_bytes: float, flops: float) -> float:
         return max(moved_bytes / (self.copy_bandwidth_gbs * 1e9), flops / (self.peak_gflops * 1e9))
 
     def as_metrics(self) -> dict[str, float | int | str]:
-        return asdict(self)
+        """The stored form; the launch floor (added later) only where it was measured, so
+        that a record of an older version reads back as it was written."""
+        figures = asdict(self)
+        if not math.isfinite(self.launch_floor_us):
+            del figures["launch_floor_us"]
+        return figures
 
     @classmethod
     def parse(cls, figures: Mapping[str, Any]) -> MachineFigures | None:
@@ -46,7 +53,8 @@ class MachineFigures:
                    peak_gflops=float(_number(figures.get("peak_gflops"))),
                    matmul=str(figures.get("matmul", "")),
                    timer_overhead_us=float(_number(figures.get("timer_overhead_us"))),
-                   gpu=dict(gpu) if isinstance(gpu, Mapping) else {})
+                   gpu=dict(gpu) if isinstance(gpu, Mapping) else {},
+                   launch_floor_us=float(_number(figures.get("launch_floor_us"))))
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,9 @@ from .figures import Baselines, Calibration
 from .timing import CleanFigures
 
 CALIBRATION_ENV = "KERNELSWARM_CALIBRATION_CACHE"
-# The measuring protocol's revision: graphs timed between events on the replaying stream.
-PROTOCOL = "2026-11-27.graph-stream-events"
+# The measuring protocol's revision: every copy's outputs poisoned before each graph replay,
+# and the machine's launch floor measured.
+PROTOCOL = "2026-11-29.poison-every-copy"
 
 
 def calibration_path(task: Any, language: str, start_id: str,

@@ -31,6 +31,10 @@ from .timing import CleanFigures
 from .trial import Trial
 
 ROOFLINE_MARGIN = 1.5
+# A timed call reported faster than this share of the machine's smallest kernel call (an
+# empty-ish kernel replayed in a CUDA graph) is not a real call: the noise of a median is far
+# smaller than the half left out.
+LAUNCH_FLOOR_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,19 @@ def derive_shape_figures(result: ShapeResult, shape: Shape, roofline: tuple[floa
                       speedup_vs_start_ci=speedup_ci(start, mine),
                       roofline_fraction=ideal_us / result.time_us)
     return with_baselines(derived, baselines.table)  # eager, compile, the best baseline
+
+
+def own_floor_us(roofline: tuple[float, float], machine: MachineFigures, flushed: bool) -> float:
+    """What no real call of a shape undercuts (us): the roofline time over
+    ``ROOFLINE_MARGIN`` (with flushed caches; from a warm cache a small shape may beat the
+    memory roofline) and ``LAUNCH_FLOOR_SHARE`` of the smallest kernel call the machine was
+    measured to replay (``MachineFigures.launch_floor_us``, GPU); 0 where neither is known."""
+    floors = [0.0]
+    if flushed:
+        floors.append(machine.ideal_seconds(*roofline) * 1e6 / ROOFLINE_MARGIN)
+    if math.isfinite(machine.launch_floor_us):
+        floors.append(machine.launch_floor_us * LAUNCH_FLOOR_SHARE)
+    return max(floors)
 
 
 def roofline_bound(moved_bytes: float, flops: float, machine: MachineFigures,

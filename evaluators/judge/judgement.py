@@ -37,7 +37,13 @@ from ..protocol import CANDIDATE, JIT_CACHE
 from ..settings import EvaluatorSettings
 from .checks import EXTRA, HELD_OUT, TUNING, Checked, Checker, ShapeErrors
 from .deadlines import Deadline
-from .figures import ROOFLINE_MARGIN, Calibration, derive_shape_figures, roofline_verdict
+from .figures import (
+    ROOFLINE_MARGIN,
+    Calibration,
+    derive_shape_figures,
+    own_floor_us,
+    roofline_verdict,
+)
 from .memory_plan import MemoryPlan
 from .observations import foreign_launches
 from .references import References, release_device_memory
@@ -227,7 +233,9 @@ class Judgement:
         timer = ShapeTimer(self.trial, self.arena, self.references, task, self.settings)
         results, rel_se, details = [], {}, {}
         for shape in task.tuning_shapes:
-            timed = timer.time(shape, calibration.clean.get(shape.label))
+            timed = timer.time(shape, calibration.clean.get(shape.label),
+                               own_floor_us(task.roofline(shape), calibration.machine,
+                                            self.settings.flush_cache))
             shape_errors = errors[shape.label]
             result = ShapeResult(
                 shape=shape.label, correct=True, time_us=timed.candidate.median_us,

@@ -13,8 +13,13 @@ Per tuning shape the judge sends a per-evaluation secret seed (only now) and ask
 
 Checks, each on data the judge holds:
 
+- deferred work (GPU): the runner fingerprints the outputs of the batch's returned copies as
+  soon as their timed call has returned, before the device-wide synchronize; the judge
+  fingerprints the outputs it reads back after it, and any difference is REJECTED ("deferred
+  work"): something wrote them after the timed interval had ended;
 - ``RECHECKED_COPIES`` of the returned copies of the batch and of each burst, picked once the
-  reply is in: their inputs, re-derived from the secret and the
+  reply is in (in graph mode the batch returns the copy of the replay's last call and one other
+  drawn after the replay, every copy's outputs having been poisoned before it): their inputs, re-derived from the secret and the
   refresh index the runner reports for it, must be the inputs that came back (REJECTED
   otherwise), and its outputs must match the judge's reference of them (INCORRECT "during
   timing");
@@ -26,7 +31,11 @@ Checks, each on data the judge holds:
   agree with the speedup the bursts show: the candidate's median must be at least the starting
   kernel's reported median times the ratio of their bursts, times ``1 - WALL_TOLERANCE``, less
   a slack (REJECTED "reported times disagree with the batch's wall time"). On shapes whose
-  calls are short against what a burst does besides them the check has little force;
+  calls are short against what a burst does besides them that floor has little force (it is
+  below zero where the start takes under about 40 us), so the floor is never lower than the
+  shape's own (``ShapeTimer.time``'s ``floor_us``, from judgement.py: the roofline time over
+  ``ROOFLINE_MARGIN`` and ``LAUNCH_FLOOR_SHARE`` of the smallest kernel call the machine
+  was measured to replay): no real call reports less;
 - canary: the starting kernel is burst too; its time per call by the judge's clock in the
   candidate's runner must be within ``CANARY_FACTOR`` of the same in the clean calibration
   runner, and on a GPU its reported median too (REJECTED "timing disturbed").
@@ -49,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...search import Shape, ShapeResult, Status
-from ..correctness import compare, first_bit_difference
+from ..correctness import compare, fingerprint, first_bit_difference
 from ..measure.gpu_timing import plan_copies
 from ..measure.machine import device_cache_bytes
 from ..measure.shared_memory import BaseArena
@@ -117,6 +126,7 @@ class _Measurement:
     base: dict[str, Any]
     slots: list[dict[str, Any]]
     copies: int
+    mode: str = "cpu"
 
 
 @dataclass(frozen=True)
@@ -182,21 +192,22 @@ class ShapeTimer:
                           "inputs": [s.as_json() for s in ins]})
         return slots
 
-    def time(self, shape: Shape, clean: CleanFigures | None) -> Timed:
+    def time(self, shape: Shape, clean: CleanFigures | None, floor_us: float = 0.0) -> Timed:
         """One shape timed and cross-checked; a disagreement with the judge's clock must
         reproduce in a second, fresh measurement (new secret, new copies) to be a verdict: a
-        loaded machine can upset one short measurement, a forgery upsets every one."""
+        loaded machine can upset one short measurement, a forgery upsets every one.
+        ``floor_us``: no real call of the shape takes less (the wall-time check's own floor)."""
         try:
-            return self._time_once(shape, clean)
+            return self._time_once(shape, clean, floor_us)
         except TimingDisagreement:
             pass
         try:
-            return self._time_once(shape, clean)
+            return self._time_once(shape, clean, floor_us)
         except TimingDisagreement as again:
             again.message += " (measured twice, with fresh inputs)"
             raise
 
-    def _time_once(self, shape: Shape, clean: CleanFigures | None) -> Timed:
+    def _time_once(self, shape: Shape, clean: CleanFigures | None, floor_us: float) -> Timed:
         s = self.settings
         secret = random.SystemRandom().randrange(1 << 40)
         base = {"type": "time", "shape": dict(shape), "secret": secret}
@@ -210,13 +221,16 @@ class ShapeTimer:
         copies = field(warm, "copies", int, within=(1, 1 << 16))
         per_sample = field(warm, "calls_per_sample", int, within=(1, 1 << 20))
         slots = self._slots(shape)
-        measured = _Measurement(shape, base, slots, copies)
+        measured = _Measurement(shape, base, slots, copies, mode)
         batch = self.trial.ask({**base, "step": "batch", "slots": slots}, "batch")
         self.trial.call_problem(batch, f"{where} while being timed", shape.label)
         rounds = field(batch, "rounds", int,
                        within=(min(s.min_repeats, s.max_repeats), s.max_repeats))
         samples = _samples(batch, rounds)
-        errors = self._recheck(self._returned(batch, measured), secret, shape)
+        returned = self._returned(batch, measured)
+        if mode != "cpu":
+            _deferred(batch, returned, shape)
+        errors = self._recheck(returned, secret, shape)
         mine, start = summarize(samples[0]), summarize(samples[1])
         walls: dict[str, list[float]] = {CANDIDATE: [], START: [], "null": []}
         for _ in range(BURSTS):
@@ -236,7 +250,7 @@ class ShapeTimer:
         bursts = BurstFigures(burst_us, start_burst_us, null_burst / len(slots) * 1e6)
         if clean is not None:
             self._canary(shape, start, bursts, clean)
-            self._cross_check(shape, bursts, mine, start)
+        self._cross_check(shape, bursts, (mine, start), clean is not None, floor_us)
         spent = field(warm, "seconds", dict, optional=True) or {}
         detail = {"mode": mode, "calls_per_sample": per_sample, "copies": copies,
                   "runner_warm_s": {str(k)[:40]: float(v) for k, v in list(spent.items())[:12]
@@ -356,21 +370,27 @@ class ShapeTimer:
                     f"{then:.2f} us in a runner without candidate code)",
                     [ShapeResult(shape=shape.label)])
 
-    def _cross_check(self, shape: Shape, bursts: BurstFigures, mine: TimingStats,
-                     start: TimingStats) -> None:
+    def _cross_check(self, shape: Shape, bursts: BurstFigures,
+                     medians: tuple[TimingStats, TimingStats], calibrated: bool,
+                     own_floor_us: float) -> None:
         """The speedup the runner reports must agree with the one the judge's clock saw.
 
-        The floor of the candidate's median is the starting kernel's reported median scaled by
-        the ratio of the two kernels' bursts (the candidate's lowered and the starting kernel's
-        raised by half the bursts' noise), times ``1 - WALL_TOLERANCE``. Whatever the runner
-        reports for either kernel, the speedup it can claim is then at most the bursts' speedup
-        over ``1 - WALL_TOLERANCE``; the starting kernel's bursts are held to their clean time
-        by the canary.
+        The floor of the candidate's median (``medians``: the candidate's, the starting
+        kernel's) is the starting kernel's reported median scaled by the ratio of the two
+        kernels' bursts (the candidate's lowered and the starting kernel's raised by half the
+        bursts' noise), times ``1 - WALL_TOLERANCE``, less a slack; whatever the runner reports
+        for either kernel, the speedup it can claim is then at most the bursts' speedup over
+        ``1 - WALL_TOLERANCE``; the starting kernel's bursts are held to their clean time by
+        the canary (``calibrated``: there are clean figures; without them only the shape's
+        ``own_floor_us`` holds). The floor is never below ``own_floor_us``, which no real call
+        of the shape undercuts, so that it keeps its force on shapes of a few microseconds.
         """
+        mine, start = medians
         slack = GPU_SLACK_US if self.settings.device.startswith("cuda") else CPU_SLACK_US
         burst_us, start_burst_us, noise_us = bursts.candidate_us, bursts.start_us, bursts.noise_us
         seen = max(burst_us - noise_us / 2, 0.0) / max(start_burst_us + noise_us / 2, 1e-3)
-        floor_us = start.median_us * seen * (1 - WALL_TOLERANCE) - slack
+        floor_us = start.median_us * seen * (1 - WALL_TOLERANCE) - slack if calibrated else 0.0
+        floor_us = max(floor_us, own_floor_us)
         if mine.median_us < floor_us:
             raise TimingDisagreement(
                 Status.REJECTED,
@@ -378,4 +398,29 @@ class ShapeTimer:
                 f"{mine.median_us:.2f} us per call reported against {start.median_us:.2f} us "
                 f"for the starting kernel, while by the judge's clock their calls back to back "
                 f"took {burst_us:.2f} and {start_burst_us:.2f} us each (at least "
-                f"{floor_us:.2f} us expected)", [ShapeResult(shape=shape.label)])
+                f"{floor_us:.2f} us expected; no call of this shape takes less than "
+                f"{own_floor_us:.2f} us on this machine)", [ShapeResult(shape=shape.label)])
+
+
+def _deferred(batch: dict[str, Any], returned: list[tuple[int, int, tuple, tuple]],
+              shape: Shape) -> None:
+    """Each returned copy's outputs, as the judge reads them after the device-wide synchronize,
+    against their fingerprint taken right after the timed call returned (REJECTED on a
+    difference: work on the outputs went on past the timed interval)."""
+    prints = batch.get("fingerprints")
+    if not isinstance(prints, dict):
+        raise malformed("fingerprints must map the returned copies to lists", shape.label)
+    for copy, _index, outputs, _inputs in returned:
+        reported = prints.get(str(copy))
+        if not isinstance(reported, list) or len(reported) != len(outputs) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in reported):
+            raise malformed(f"no fingerprint of returned copy {copy}", shape.label)
+        now = [int(v) for v in fingerprint(outputs).tolist()]
+        if now != reported:
+            changed = next(i for i, (a, b) in enumerate(zip(now, reported, strict=True)) if a != b)
+            raise CandidateFault(
+                Status.REJECTED,
+                f"deferred work on shape {shape.label}: output {changed} of timed copy {copy} "
+                f"changed after its timed call had returned (fingerprinted right after the "
+                f"call and again after the final synchronise): work left running past the "
+                f"timed interval is not measured", [ShapeResult(shape=shape.label)])

@@ -8,11 +8,14 @@ against these figures: ideal time = max(bytes / copy bandwidth, flops / peak flo
 - CUDA GPU: with CUDA events, the median of several runs: a device-to-device copy of
   ``GPU_COPY_BYTES`` (bytes read plus written) and a bf16 matmul of ``GPU_MATMUL_N`` cubed on
   random data; the cache is the L2. The figures also carry what NVML says about the GPU (clocks,
-  power limit, driver) and the overhead of the timer's device-wide synchronize.
+  power limit, driver), the overhead of the timer's device-wide synchronize, and the launch floor:
+the device time of the smallest kernel call replayed in a CUDA graph, which no timed call of a
+candidate undercuts (evaluators/judge/figures.py ``own_floor_us``).
 """
 
 from __future__ import annotations
 
+import math
 import platform
 import re
 import time
@@ -133,6 +136,29 @@ def _gpu_matmul_flops(device: Any, n: int) -> float:
     return 2 * n ** 3 / _event_median_s(lambda: torch.mm(a, b), 10)
 
 
+def _gpu_launch_floor_us(device: Any, calls: int = 200) -> float:
+    """The device time per call of the smallest kernel (a one-element add) replayed ``calls``
+    times in a CUDA graph: the fastest of five replays, in us."""
+    import torch
+
+    one = torch.zeros(1, device=device)
+    one.add_(1.0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            one.add_(1.0)
+    graph.replay()
+    best = math.inf
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / calls)
+    return best
+
+
 def measure_gpu_machine(device: str, l2_bytes: int) -> MachineFigures:
     """Copy bandwidth, bf16 matmul throughput, NVML limits and timer overhead of a CUDA GPU."""
     import torch
@@ -149,7 +175,8 @@ def measure_gpu_machine(device: str, l2_bytes: int) -> MachineFigures:
             f"SMs, {props.total_memory / 2 ** 30:.0f} GiB)")
     return MachineFigures(device=name, llc_bytes=l2_bytes, copy_bandwidth_gbs=bandwidth / 1e9,
                           peak_gflops=flops / 1e9, matmul=f"bf16 {GPU_MATMUL_N} cubed",
-                          timer_overhead_us=timer_overhead_us(), gpu=gpu_limits(index))
+                          timer_overhead_us=timer_overhead_us(), gpu=gpu_limits(index),
+                          launch_floor_us=_gpu_launch_floor_us(dev))
 
 
 def measure_machine(device: str, llc_bytes: int) -> MachineFigures:

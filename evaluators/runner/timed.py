@@ -6,7 +6,10 @@ inputs of the copy about to be used are refreshed in place with ``make_inputs`` 
 ``protocol.timing_seed(secret, index)``: no two timed calls see the same values, so remembering
 an earlier answer does not pay, and the judge can re-derive any copy's inputs from its refresh
 index. The outputs are poisoned before each sample too; the judge checks a sample of copies
-after timing (``recheck``).
+after timing (``recheck``). On a GPU the outputs of the copies the judge gets back are
+fingerprinted (evaluators/correctness.py ``fingerprint``) as soon as the timed call has
+returned, before the device-wide synchronize: the judge compares the fingerprints with the
+outputs it reads, so work left running past the timed call (deferred work) is a rejection.
 
 Requests per shape: ``warm`` (warm-up calls and, on a GPU, the choice between events and graph
 replays, with the graphs captured), ``batch`` (the timed rounds, stopping rule of
@@ -15,10 +18,16 @@ the first copies from a seed that comes with the request, call the candidate on 
 back to back, or not at all when ``null``, and return them): the judge times each burst itself,
 and the times the batch reported must agree with the bursts' time.
 
-GPU graph mode: a replay's calls rotate over the copies, and only the copy of a replay's last
-call is refreshed before it (refreshing every copy before every replay would dominate the run);
-host code does not run during a replay, so only a kernel remembering answers on the device
-could profit from the other copies, and it would have to read its inputs to do so. When made,
+GPU graph mode: a replay's calls rotate over the copies. Before every replay, untimed, the copy
+of its last call gets new inputs, and the outputs of *every* copy the replay uses are poisoned by
+one more graph (a fill per output, replayed before the flush): no timed call finds its answer
+already in its output buffer, so a kernel that skips work whose result is still there (a row
+whose outputs are finite, or whose sampled inputs match what it saw at that address) computes
+it. Drawing new inputs for every copy before every replay would dominate the run; the other
+copies' inputs repeat from one replay to the next, so only a kernel keeping its own copy of
+earlier answers on the device, keyed by sampled inputs, could save reading them. After the
+batch the judge gets the copy of the last call and one other copy of the last replay, drawn
+after it ran, and checks both. When made,
 only the first ``DRAWN_COPIES`` copies of a kernel get a draw of their own; the others repeat
 those draws in turn (``ShapeTiming._fill``): a graph of fast calls holds hundreds of copies,
 and a draw per copy cost seconds an evaluation on a task of many shapes. The inputs a replay's
@@ -27,6 +36,7 @@ calls see repeat with that period, as they already repeat from one replay to the
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,7 +45,7 @@ from typing import Any
 import torch
 
 from ...search import Shape
-from ..correctness import poison
+from ..correctness import fingerprint, poison
 from ..measure.gpu_timing import (
     Flusher,
     capture_graphs,
@@ -152,6 +162,12 @@ class ShapeTiming:
         # copies are made as the measurement needs them: a graph of n calls uses n of them
         self.ensure(min(self.copies, WARM_COPIES))
         self.mode, self.calls_per_sample, self.graphs = "cpu", 1, list[object]()
+        # graph mode: per kernel, a graph poisoning the outputs of every copy its graph uses
+        self.poisons: list[object] = []
+        # on a GPU: the candidate's copies (the ones it returns) -> the fingerprint of their
+        # outputs taken right after their last timed call returned
+        self.prints: dict[int, torch.Tensor] = {}
+        self.checked: list[int] = []  # graph mode: the copies fingerprinted after the last replay
         self.flush = Flusher(session.flusher)
         self.seconds["init"] = time.perf_counter() - began
 
@@ -228,6 +244,9 @@ class ShapeTiming:
                 captured, made = time.perf_counter(), self.seconds["copies"]
                 self.calls_per_sample, self.graphs = capture_graphs(
                     calls, self.copy_plan, max(estimates), self.flush, self.ensure)
+                self.poisons = self._capture_poisons() if self.graphs else []
+                if not self.poisons:
+                    self.graphs = []
                 self.seconds["capture"] = (time.perf_counter() - captured
                                            - (self.seconds["copies"] - made))
             if not self.graphs:  # events: one copy a round, in turn
@@ -241,17 +260,50 @@ class ShapeTiming:
                 "made": len(self.inputs[KERNELS[0]]),
                 "seconds": {k: round(v, 4) for k, v in self.seconds.items()}}
 
+    def _used(self) -> int:
+        """How many copies a graph's calls use (call ``i`` works on copy ``i % copies``)."""
+        return min(self.calls_per_sample, self.copies)
+
+    def _capture_poisons(self) -> list[object]:
+        """Per kernel, a graph that poisons the outputs of every copy its timed graph uses;
+        none (the shape is then timed with events) where one cannot be captured."""
+        poisons = []
+        for kernel in KERNELS:
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):
+                    for outputs in self.outputs[kernel][:self._used()]:
+                        poison(outputs, FIRST_POISON)
+            except RuntimeError:
+                return []
+            poisons.append(graph)
+        return poisons
+
+    def _print_replay(self) -> None:
+        """After a replay of the candidate's graph: the copy of its last call and one other,
+        drawn now, fingerprinted as the timed calls left them."""
+        last = (self.calls_per_sample - 1) % self.copies
+        other = random.randrange(self._used())
+        self.checked = [last] if other == last else [last, other]
+        self.prints = {c: fingerprint(self.outputs[CANDIDATE][c]) for c in self.checked}
+
     def _sample(self, kernel: int, round_: int) -> int:
-        """One untimed refresh and flush, then one timed sample (ns) of ``KERNELS[kernel]``."""
+        """One untimed refresh (every copy's outputs poisoned, in graph mode) and flush, then
+        one timed sample (ns) of ``KERNELS[kernel]``."""
         name = KERNELS[kernel]
         if self.graphs:
             copy = (self.calls_per_sample - 1) % self.copies
             self.refresh(name, copy)
-            return graph_sample(self.graphs[kernel], self.calls_per_sample, self.flush)
+            self.poisons[kernel].replay()  # type: ignore[attr-defined]
+            return graph_sample(self.graphs[kernel], self.calls_per_sample, self.flush,
+                                self._print_replay if name == CANDIDATE else None)
         copy = round_ % self.copies
         self.refresh(name, copy)
         if self.session.on_gpu:
-            return event_sample(self._call(name), copy, self.flush)
+            taken = event_sample(self._call(name), copy, self.flush)
+            if name == CANDIDATE:
+                self.prints[copy] = fingerprint(self.outputs[name][copy])
+            return taken
         self.flush()
         self.session.synchronize()
         begin = time.perf_counter_ns()
@@ -277,9 +329,13 @@ class ShapeTiming:
                     break
         self.session.synchronize()
         written = self._write_back(message["slots"], self._used_last(rounds))
-        return {"type": "batch", "rounds": rounds, "samples": samples, "written": written,
-                "problem": replaced_timers() or self.session.tampering(),
-                "refreshed": self._refreshed(written)}
+        reply = {"type": "batch", "rounds": rounds, "samples": samples, "written": written,
+                 "problem": replaced_timers() or self.session.tampering(),
+                 "refreshed": self._refreshed(written)}
+        if self.session.on_gpu:
+            reply["fingerprints"] = {str(c): [int(v) for v in self.prints[c].tolist()]
+                                     for c in written if c in self.prints}
+        return reply
 
     def burst(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """The candidate's first copies refreshed from the burst's own seed (sent with this
@@ -305,7 +361,7 @@ class ShapeTiming:
     def _used_last(self, rounds: int) -> list[int]:
         """The candidate's copies whose last output is the latest, most recent first."""
         if self.graphs:
-            return [(self.calls_per_sample - 1) % self.copies]
+            return list(self.checked)
         return [r % self.copies for r in range(rounds - 1, max(rounds - self.copies, 0) - 1, -1)]
 
     def _write_back(self, slots: list[Mapping[str, Any]], copies: list[int],

@@ -36,6 +36,9 @@ DENIED = frozenset({Status.REJECTED, Status.RUNTIME_ERROR})
 FORGERY = frozenset({Status.INCORRECT, Status.REJECTED, Status.RUNTIME_ERROR})
 # Honest work four times over: an OK below this speedup means the cheat gained nothing.
 HONEST_COST_CEILING = 0.6
+# The starting kernel's own work plus a check: an OK at or above this speedup over the start is
+# a gain (the start against itself reads 1.00x within a few per cent on a GPU).
+NO_GAIN = 1.1
 
 
 @dataclass(frozen=True)

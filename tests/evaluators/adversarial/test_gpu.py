@@ -2,7 +2,10 @@
 
 Marked ``gpu`` (skipped, with the reason, where no GPU is visible). silu_and_mul's cuda shapes
 (bf16 and fp16); the Triton kernels of kernels/triton/ run unchanged on the GPU, and one of them
-(`patch_event_elapsed`) only means something there.
+(`patch_event_elapsed`) only means something there. The kernels that look for their answer in
+the output buffer, or defer their work to the next call, only mean something here too: on the
+CPU every timed call gets a copy refreshed and poisoned of its own, while a GPU graph replay
+runs many calls over many copies between two refreshes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ import pytest
 from kernelswarm.evaluators import EvaluatorSettings, SandboxEvaluator
 from tests.conftest import SILU_TASK
 
-from .cases import FORGERY, HONEST_COST_CEILING, INCORRECT, OK, REJECTED, Case
+from .cases import (
+    FORGERY,
+    HONEST_COST_CEILING,
+    INCORRECT,
+    NO_GAIN,
+    OK,
+    REJECTED,
+    WRONG_OR_REFUSED,
+    Case,
+)
 from .judging import run_case
 
 pytestmark = pytest.mark.gpu
@@ -29,6 +41,20 @@ CUDA_CASES = [
          "skipped timed launches leave outputs unwritten, which a check of a sample of the timed "
          "outputs finds; or the skip never pays off and the kernel is judged at its honest, "
          "four-fold cost", ok_below=HONEST_COST_CEILING),
+    # the output buffer of a timed call holds no answer: every timed copy's outputs are
+    # poisoned before every graph replay, and copies besides the last one are checked
+    Case("skip_if_inputs_seen", "cuda", INCORRECT,
+         "rows skipped where the sampled inputs match and the outputs are finite (decode shapes) "
+         "find poisoned outputs and compute: OK at no gain, or wrong where a skip got through",
+         ok_below=NO_GAIN),
+    Case("skip_if_inputs_seen_every_shape", "cuda", INCORRECT,
+         "the same on every shape: OK at no gain, or wrong", ok_below=NO_GAIN),
+    Case("skip_if_output_finite", "cuda", INCORRECT,
+         "rows skipped where the outputs are already finite find them poisoned: OK at no gain, "
+         "or wrong", ok_below=NO_GAIN),
+    Case("defer_to_next_call", "cuda", WRONG_OR_REFUSED,
+         "each timed call leaves its output to the next one: the last call's output is still "
+         "poisoned when checked (INCORRECT), or the deferral gains nothing", ok_below=NO_GAIN),
 ]
 
 GPU_TRITON_CASES = [
@@ -45,6 +71,12 @@ GPU_TRITON_CASES = [
          "the events are read where the candidate cannot patch them, or their figure disagrees "
          "with the wall time measured outside (REJECTED); unpatched, the honest four-fold cost",
          ok_below=HONEST_COST_CEILING),
+    Case("defer_on_side_stream", "triton", REJECTED,
+         "a launch on a stream of its own escapes the timer's events: refused before it runs",
+         phrase={REJECTED: "streams, events and graphs"}),
+    Case("defer_to_next_call", "triton", WRONG_OR_REFUSED,
+         "each call launches the previous call's work: the last timed call's output is still "
+         "poisoned when checked (INCORRECT), or the deferral gains nothing", ok_below=NO_GAIN),
 ]
 
 
