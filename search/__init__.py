@@ -4,7 +4,7 @@ from .archive import Archive, Member, source_family
 from .archive_languages import LanguageScales, start_scale
 from .budget import Budget, Spent
 from .candidate import STRUCTURE_MARKER, Candidate, Origin, candidate_id
-from .confirm import Confirmation, Confirmed, choose, median_evaluation
+from .confirm import CHECK_SEEDS, Confirmation, Confirmed, SecretSeeds, choose, median_evaluation
 from .dispatch import (
     DispatchTable,
     knobs_of_shape,
@@ -95,7 +95,7 @@ __all__ = [
     "TrackerPort", "Via", "Withheld",
     "SPECS", "SUFFIX_LANGUAGES", "Arguments", "KnobStyle", "LanguageSpec", "Syntax", "UnknownLanguage",
     "language_spec", "source_suffix", "spec_for_suffix", "Confirmation", "Confirmed", "choose",
-    "median_evaluation", "LanguageScales", "start_scale", "Population", "STRATEGIES", "Rejection",
+    "median_evaluation", "SecretSeeds", "CHECK_SEEDS", "LanguageScales", "start_scale", "Population", "STRATEGIES", "Rejection",
     "Strategy", "make_strategy",
     "Member", "STRUCTURE_MARKER", "DispatchTable", "knobs_of_shape", "read_dispatch_table",
     "read_shape_knobs", "route_symbol", "shape_knob_line", "Z95", "median_rel_se", "speedup_ci",

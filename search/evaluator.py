@@ -53,6 +53,14 @@ class Evaluator(ABC):
     @abstractmethod
     def evaluate(self, candidate: Candidate) -> Evaluation: ...
 
+    def evaluate_on(self, candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
+        """``evaluate``, with correctness checked on ``seeds`` instead of the evaluator's own:
+        a confirmation's secret seeds (search/confirm.py). The evaluation records the seeds it
+        was checked on in ``metrics["check_seeds"]`` (``CHECK_SEEDS``). This default, for an evaluator that draws
+        no inputs of its own, judges as ``evaluate`` does and records none: the confirmation
+        then says its kernels were not checked on the secret seeds."""
+        return self.evaluate(candidate)
+
     def prepare(self) -> dict[str, str]:
         """Get ready to judge ahead of the first candidate (the sandboxed judge calibrates, or
         reads its calibration, and starts its first runner), so that an idle evaluation worker

@@ -187,10 +187,10 @@ class Checker:
                 f"kernel may not cache results between calls (by pointer, shape or sampled "
                 f"values)", [ShapeResult(shape=check.shape.label)])
 
-    def check_shapes(self, kernel: str, kind: CheckKind, shapes: Sequence[Shape], seeds: int,
-                     scales: Sequence[float] = ()) -> Checked:
-        """Every seed of every shape (inputs scaled by ``scales``, one a shape, where given); a
-        failure raises with the shapes passed in front of the failed one."""
+    def check_shapes(self, kernel: str, kind: CheckKind, shapes: Sequence[Shape],
+                     seeds: Sequence[int], scales: Sequence[float] = ()) -> Checked:
+        """Each of ``seeds`` on every shape (inputs scaled by ``scales``, one a shape, where
+        given); a failure raises with the shapes passed in front of the failed one."""
         errors: dict[str, ShapeErrors] = {}
         done: list[ShapeResult] = []
         for index, shape in enumerate(shapes):
@@ -199,7 +199,7 @@ class Checker:
                                                          if scale != 1.0 else "")
             self.trial.at(f"{where} ({kind.phase})", shape.label)
             errors[shape.label] = ShapeErrors()
-            for seed in range(seeds):
+            for seed in seeds:
                 try:
                     errors[shape.label].add(self.check_once(kernel, shape, seed, where, scale))
                 except CandidateFault as fault:

@@ -4,7 +4,8 @@ Per candidate: static screen (REJECTED) -> compile through the content-hash cach
 (COMPILE_ERROR) -> a fresh runner process, prepared as a warm spare while the previous candidate
 was judged, loads the candidate (RUNTIME_ERROR) -> correctness on every tuning shape and seed,
 then the held-out shapes and the extra checks (INCORRECT, or REJECTED for a modified input or a
-call that does what a kernel may not) -> timing interleaved with the starting kernel, with the
+call that does what a kernel may not; ``evaluate_on`` checks on seeds it is given, a
+confirmation's secret ones) -> timing interleaved with the starting kernel, with the
 returned copies re-checked and the reported times cross-checked against wall time
 (evaluators/judge/timing.py) -> on a GPU, what a host-code kernel launches -> the runner's whole
 process group is killed. A crash is RUNTIME_ERROR with the runner's log, a hang TIMEOUT.
@@ -118,9 +119,28 @@ class SandboxEvaluator(Evaluator):
     # -- evaluation --------------------------------------------------------------------------
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
+        return self._timed_evaluation(candidate, tuple(range(self.settings.seeds)))
+
+    def evaluate_on(self, candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
+        """``evaluate`` with the checks on ``seeds`` instead of 0 .. ``settings.seeds`` - 1 (a
+        confirmation's secret seeds, search/confirm.py): every tuning shape, held-out shape and
+        extra check on each of them. At most ``settings.seeds`` of them: the run phase's limit
+        is for that many. Each (shape, seed)'s inputs and reference are computed once and kept
+        with the others (``References``), so the kernels and repeats of a confirmation that
+        share its seeds share them."""
+        seeds = tuple(seeds)
+        if not seeds or len(seeds) > self.settings.seeds or len(set(seeds)) != len(seeds) \
+                or any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 1 << 63
+                       for x in seeds):
+            raise ValueError(f"evaluate_on: seeds must be 1 to {self.settings.seeds} distinct "
+                             f"integers in [0, 2**63) (EvaluatorSettings.seeds bounds the "
+                             f"count), got {seeds!r}")
+        return self._timed_evaluation(candidate, seeds)
+
+    def _timed_evaluation(self, candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
         started = time.perf_counter()
         with one_thread():
-            evaluation = self._evaluate(candidate)
+            evaluation = self._evaluate(candidate, seeds)
         return replace(evaluation, eval_s=time.perf_counter() - started)
 
     def _ready(self) -> tuple[Calibration, References, Spares]:
@@ -163,7 +183,7 @@ class SandboxEvaluator(Evaluator):
                                            for c in self.settings.extra_checks])
         return self._deadline
 
-    def _evaluate(self, candidate: Candidate) -> Evaluation:
+    def _evaluate(self, candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
         began = time.perf_counter()
         build = self._build(candidate)
         built_s = time.perf_counter() - began  # nonzero beyond a lookup: nobody built it ahead
@@ -181,7 +201,7 @@ class SandboxEvaluator(Evaluator):
             settings=self.settings, calibration=calibration, references=references,
             spares=spares, memory=self._memory, deadline=deadline,
             trial=Trial(runner, deadline.seconds), phases={"runner_wait": waited},
-            built_s=built_s)
+            built_s=built_s, seeds=seeds)
         return judgement.evaluation(self._device)
 
 

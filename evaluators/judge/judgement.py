@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ...search import (
+    CHECK_SEEDS,
     Candidate,
     Evaluation,
     EvaluationCost,
@@ -63,8 +64,9 @@ class Judgement:
     Given when it starts: the candidate, its build and its spec; the evaluator's task,
     language, settings, calibration, references, spares and memory plan; the run's limit
     (``deadline``) and the ``trial`` (the runner taken for this candidate, under that limit);
-    ``phases``, the seconds of the phases so far (the wait for the runner), and ``built_s``,
-    what the evaluation waited for the build. Filled in as it goes: ``metrics``, ``resources``
+    ``phases``, the seconds of the phases so far (the wait for the runner), ``built_s``,
+    what the evaluation waited for the build, and ``seeds``, the seeds its correctness is
+    checked on (the settings' 0 .. seeds - 1, or a confirmation's secret ones). Filled in as it goes: ``metrics``, ``resources``
     (the artifact's bytes, then what the runner reports), ``kernel_resources``, ``profile``,
     ``runner_s`` (the runner's warm-up seconds by step) and ``compiled`` (what the runner's
     JIT compiled during the checks)."""
@@ -83,6 +85,7 @@ class Judgement:
     trial: Trial
     phases: dict[str, float]
     built_s: float
+    seeds: tuple[int, ...]
     metrics: dict[str, Any] = dataclasses.field(init=False)
     resources: dict[str, Any] = dataclasses.field(init=False)
     kernel_resources: tuple[KernelResources, ...] = ()
@@ -167,10 +170,15 @@ class Judgement:
         self._observe()
         self.phases["profiling"] = time.perf_counter() - clock
         heldout = len(self.task.heldout_shapes) if s.check_heldout else 0
-        message = (f"correct on {len(shapes)} tuning shapes x {s.seeds} seeds, {heldout} "
-                   f"held-out shapes and {len(self.calibration.checks)} extra checks")
+        message = (f"correct on {len(shapes)} tuning shapes x {self._seeds_in_words()}, "
+                   f"{heldout} held-out shapes and {len(self.calibration.checks)} extra checks")
         status, message = roofline_verdict(shapes, s.flush_cache, message)
         return status, message, shapes
+
+    def _seeds_in_words(self) -> str:
+        """"3 seeds", or, checked on others than the settings' own, "3 secret seeds"."""
+        own = self.seeds == tuple(range(self.settings.seeds))
+        return f"{len(self.seeds)} {'' if own else 'secret '}seeds"
 
     def _load(self) -> None:
         """The candidate loaded in the runner; the isolation it runs under goes to the
@@ -190,10 +198,10 @@ class Judgement:
         whose failures list the tuning shapes passed in front of their own."""
         s, task, extra = self.settings, self.task, self.calibration.checks
         checker = Checker(self.trial, self.arena, self.references, task)
-        tuning = checker.check_shapes(CANDIDATE, TUNING, task.tuning_shapes, s.seeds)
+        tuning = checker.check_shapes(CANDIDATE, TUNING, task.tuning_shapes, self.seeds)
         if s.check_heldout and task.heldout_shapes:
             try:
-                checker.check_shapes(CANDIDATE, HELD_OUT, task.heldout_shapes, s.seeds)
+                checker.check_shapes(CANDIDATE, HELD_OUT, task.heldout_shapes, self.seeds)
             except CandidateFault as fault:
                 fault.message += (" — held-out shapes are never tuned on; a kernel that is "
                                   "right only on the tuning shapes is specialised to them")
@@ -201,7 +209,7 @@ class Judgement:
                 raise
         if extra:
             try:
-                checker.check_shapes(CANDIDATE, EXTRA, [c["shape"] for c in extra], s.seeds,
+                checker.check_shapes(CANDIDATE, EXTRA, [c["shape"] for c in extra], self.seeds,
                                      [c["scale"] for c in extra])
             except CandidateFault as fault:
                 fault.shapes = (*tuning.passed, *fault.shapes)
@@ -305,6 +313,7 @@ class Judgement:
                 "flush_cache": s.flush_cache, "warmup": s.warmup, "min_repeats": s.min_repeats,
                 "max_repeats": s.max_repeats, "target_rel_se": s.target_rel_se,
                 "timing_budget_s": s.timing_budget_s, "seeds": s.seeds,
+                CHECK_SEEDS: list(self.seeds),
                 "check_heldout": s.check_heldout, "torch_threads": 1,
                 "extra_checks": [dict(c["shape"]) | {"scale": c["scale"]}
                                  for c in s.extra_checks],
