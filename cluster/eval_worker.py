@@ -70,16 +70,17 @@ class EvalWorker:
         # its imports overlap the other actors' start
         start_runner_template("cuda" if ray.get_gpu_ids() else "cpu")
 
-    def evaluate(self, key: str, candidate: Candidate,
-                 factory: PackedFactory | None = None) -> Evaluation | None:
-        """The verdict; None when this worker holds no evaluator for ``key`` and was not given
-        its factory (it was restarted since, say): the caller sends the factory with it."""
+    def evaluate(self, key: str, candidate: Candidate, factory: PackedFactory | None = None,
+                 seeds: tuple[int, ...] = ()) -> Evaluation | None:
+        """The verdict, checked on ``seeds`` where given (``Evaluator.evaluate_on``); None when
+        this worker holds no evaluator for ``key`` and was not given its factory (it was
+        restarted since, say): the caller sends the factory with it."""
         evaluator = self._evaluators.get(key)
         if evaluator is None:
             if factory is None:
                 return None
             evaluator = self._evaluators[key] = factory.unpack()()
-        return evaluator.evaluate(candidate)
+        return evaluator.evaluate_on(candidate, seeds) if seeds else evaluator.evaluate(candidate)
 
     def prepare(self, key: str, factory: PackedFactory) -> dict[str, str]:
         """Build the key's evaluator (unless held) and get it ready for its first candidate
@@ -269,7 +270,10 @@ class EvalDispatcher:
         self._share.done(cell)
         self._match()
 
-    async def evaluate(self, cell: str, candidate: Candidate) -> Evaluation:
+    async def evaluate(self, cell: str, candidate: Candidate,
+                       seeds: tuple[int, ...] = ()) -> Evaluation:
+        """``candidate``'s verdict from the next free worker, checked on ``seeds`` where given
+        (a confirmation's secret seeds; ``Evaluator.evaluate_on``)."""
         if cell not in self._factories:
             raise UnknownCell(f"no cell {cell!r} in this evaluation pool; open_cell first")
         key, make = self._factories[cell]
@@ -280,7 +284,7 @@ class EvalDispatcher:
             first = (id(worker), key) not in self._given  # its evaluator is built by this call
             outcome, calibration = "raised", ""
             try:
-                evaluation = await self._judge(worker, key, make, candidate)
+                evaluation = await self._judge(worker, key, make, candidate, seeds)
                 self._evaluations[cell] += 1
                 self._judged_keys.add(key)
                 outcome = evaluation.status.value
@@ -307,8 +311,9 @@ class EvalDispatcher:
                           f"(its process was lost, e.g. killed or out of memory): {error}")
 
     async def _judge(self, worker: ray.actor.ActorHandle, key: str, make: ray.ObjectRef,
-                     candidate: Candidate) -> Evaluation:
-        """``candidate``'s verdict from ``worker``, with the factory only if it may lack it."""
+                     candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
+        """``candidate``'s verdict from ``worker`` (on ``seeds``, where given), with the
+        factory only if it may lack it."""
         if key in self._failed_starts:
             raise StartingKernelFailed(self._failed_starts[key])
         if id(worker) not in self._pids:
@@ -316,9 +321,9 @@ class EvalDispatcher:
         given = (id(worker), key)
         evaluation = None
         if given in self._given:
-            evaluation = await worker.evaluate.remote(key, candidate)
+            evaluation = await worker.evaluate.remote(key, candidate, None, seeds)
         if evaluation is None:
-            evaluation = await worker.evaluate.remote(key, candidate, make)
+            evaluation = await worker.evaluate.remote(key, candidate, make, seeds)
             self._given.add(given)
         return evaluation
 

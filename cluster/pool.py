@@ -52,19 +52,24 @@ class Lane:
     max_workers: int | None = None
     group: str | None = None
 
-    def submit(self, candidate: Candidate) -> ray.ObjectRef:
-        """Queue ``candidate`` for a worker; the reference resolves to its ``Evaluation``."""
-        return self.dispatcher.evaluate.remote(self.cell, candidate)
+    def submit(self, candidate: Candidate, seeds: tuple[int, ...] = ()) -> ray.ObjectRef:
+        """Queue ``candidate`` for a worker; the reference resolves to its ``Evaluation``.
+        ``seeds``: check its correctness on these (``Evaluator.evaluate_on``: a
+        confirmation's secret seeds) instead of the evaluator's own."""
+        return self.dispatcher.evaluate.remote(self.cell, candidate, seeds)
 
-    def evaluate(self, candidate: Candidate) -> Evaluation:
-        """``candidate``'s verdict; survives a restart of the dispatcher (its process lost)."""
+    def evaluate(self, candidate: Candidate, seeds: tuple[int, ...] = ()) -> Evaluation:
+        """``candidate``'s verdict (on ``seeds`` as ``submit`` says); survives a restart of
+        the dispatcher (its process lost)."""
         try:
-            return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
+            return call(self.dispatcher.evaluate, self.cell, candidate, seeds,
+                        on_retry=self._reopen)
         except UnknownCell:  # the dispatcher restarted between two calls of this lane
             if self.factory is None:
                 raise
             self._reopen()
-            return call(self.dispatcher.evaluate, self.cell, candidate, on_retry=self._reopen)
+            return call(self.dispatcher.evaluate, self.cell, candidate, seeds,
+                        on_retry=self._reopen)
         except StartingKernelFailed as failed:  # without Ray's wrapper (see ``verdict``)
             raise StartingKernelFailed(failed.evaluation) from None
 

@@ -32,6 +32,7 @@ from kernelswarm.search import (
     Roles,
     RunInfo,
     RunSummary,
+    SecretSeeds,
     Sink,
     StartingKernelFailed,
     choose,
@@ -106,6 +107,9 @@ class SwarmSpec:
     more_languages: tuple[LanguageStart, ...] = ()
     first_candidates: tuple[Candidate, ...] = ()  # the first language's (LanguageStart's)
     make_compiler: Callable[[], Compiler] | None = None  # the first language's (LanguageStart's)
+    # How many seeds the evaluators check correctness on (EvaluatorSettings.seeds): the
+    # confirmation checks its repeats on as many secret ones (search/confirm.py).
+    check_seeds: int = 3
 
     @property
     def languages(self) -> tuple[LanguageStart, ...]:
@@ -331,38 +335,44 @@ class Swarm:
     def confirm(self, top: int, repeats: int,
                 announce: Callable[[int], None] | None = None) -> Confirmation:
         """Judge the ``top`` best kernels ``repeats`` more times each, once every lineage has
-        stopped (so nothing else runs beside them), through the same workers and settings; the
-        one with the best median is what the run reports (search/confirm.py says why).
-        ``announce(n)``: called before the ``n`` kernels are judged."""
+        stopped (so nothing else runs beside them), through the same workers and settings, with
+        correctness checked on ``spec.check_seeds`` secret seeds drawn now (none of the
+        search's); the one with the best median is what the run reports (search/confirm.py
+        says why). ``announce(n)``: called before the ``n`` kernels are judged."""
         began = time.monotonic()
         elites = self._to_confirm(top) if top > 0 and repeats > 0 else []
+        # Drawn here, in the driver, and sent only with the repeats below: no lineage, agent
+        # or tracker has held them before they are used.
+        seeds = SecretSeeds.draw(self.spec.check_seeds)
         if elites and announce is not None:
             announce(len(elites))
         # Interleaved (a, b, a, b, ...): a drift of the machine touches every kernel alike.
         refs = [[] for _ in elites]
         for _ in range(repeats):
             for i, (candidate, _found) in enumerate(elites):
-                refs[i].append(self.lanes[candidate.language].submit(candidate))
+                refs[i].append(self.lanes[candidate.language].submit(candidate, seeds.values))
 
-        kernels = tuple(Confirmed(candidate, found, tuple(self._verdict(r, candidate)
-                                                          for r in refs[i]))
+        kernels = tuple(Confirmed(candidate, found,
+                                  tuple(self._verdict(r, candidate, seeds.values)
+                                        for r in refs[i]))
                         for i, (candidate, found) in enumerate(elites))
         return Confirmation(repeats, kernels, choose(kernels, self.scales),
                             time.monotonic() - began,
                             "" if elites else "no kernel besides the starting one to confirm",
-                            self.scales)
+                            self.scales, seeds if elites else None)
 
-    def _verdict(self, ref: ray.ObjectRef, candidate: Candidate) -> Evaluation:
-        """The evaluation ``ref`` (a lane's ``submit``) stands for; sent again through the lane
-        if the dispatcher was lost meanwhile (once Ray has restarted it). A starting kernel
-        that fails its task is raised as ``StartingKernelFailed``: sending again changes
-        nothing."""
+    def _verdict(self, ref: ray.ObjectRef, candidate: Candidate,
+                 seeds: tuple[int, ...] = ()) -> Evaluation:
+        """The evaluation ``ref`` (a lane's ``submit``, on ``seeds``) stands for; sent again
+        through the lane if the dispatcher was lost meanwhile (once Ray has restarted it). A
+        starting kernel that fails its task is raised as ``StartingKernelFailed``: sending
+        again changes nothing."""
         try:
             return verdict(ref)
         except StartingKernelFailed:
             raise
         except RayError:
-            return self.lanes[candidate.language].evaluate(candidate)
+            return self.lanes[candidate.language].evaluate(candidate, seeds)
 
     def _to_confirm(self, top: int) -> list[tuple[Candidate, Evaluation]]:
         """The ``top`` best kernels (over the reference start), then each language's best

@@ -145,7 +145,7 @@ def confirmation_lines(summary: dict[str, Any]) -> list[str]:
         return [f"Unconfirmed: not judged again after the search ({confirmation['skipped']}): "
                 f"the figures are the search's own single measurement, which favours a lucky "
                 f"one."]
-    lines = []
+    lines = _secret_seed_lines(confirmation)
     for kernel in confirmation.get("kernels", []):
         low, high = _range(kernel.get("speedup_vs_start", []))
         chosen = " (reported above)" if kernel["candidate_id"] == confirmation.get("chosen") \
@@ -159,6 +159,22 @@ def confirmation_lines(summary: dict[str, Any]) -> list[str]:
             f"vs start ({_x(low)} to {_x(high)}); the search had measured "
             f"{_x(kernel.get('found_speedup_vs_start', math.nan))}.")
     return lines
+
+
+def _secret_seed_lines(confirmation: dict[str, Any]) -> list[str]:
+    """What the confirmation's secret seeds were and whether its kernels were checked on them."""
+    seeds = confirmation.get("secret_seeds") or []
+    if not seeds:
+        return []
+    unchecked = [k["candidate_id"] for k in confirmation.get("kernels", [])
+                 if k.get("on_secret_seeds") is False]
+    line = (f"Correctness judged again on {len(seeds)} secret seeds, drawn when the "
+            f"confirmation started and never seen by the search "
+            f"({', '.join(str(s) for s in seeds)}): a kernel wrong on them is out.")
+    if unchecked:
+        line += (f" Not checked on them (their evaluator draws no inputs of its own): "
+                 f"{', '.join(unchecked)}.")
+    return [line]
 
 
 def run_description(summary: dict[str, Any], task: str) -> str:

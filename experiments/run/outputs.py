@@ -127,7 +127,12 @@ def _confirmed_figures(confirmation: Confirmation | None) -> dict:
         why = confirmation.skipped if confirmation is not None else ""
         return {"confirmed": False, "unconfirmed_reason": why or "not run"}
     low, high = chosen.spread("speedup")
+    seeds = confirmation.seeds
     return {"confirmed": True, "repeats": len(chosen.repeats),
+            # how many secret seeds its repeats were checked on (0: its evaluator draws no
+            # inputs of its own); the values are the confirmation's ``secret_seeds``
+            "secret_seeds": len(seeds.values)
+            if seeds is not None and all(seeds.checked(e) for e in chosen.repeats) else 0,
             "speedup_vs_start_range": [low, high],
             "speedup_vs_best_range": list(chosen.spread("speedup_vs_best")),
             "found_speedup_vs_start": chosen.found.speedup,

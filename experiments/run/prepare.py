@@ -200,6 +200,8 @@ class PreparedRun:
             population=population_of(config),
             max_repairs=search.max_repairs, max_workers=max_workers,
             deadline=search.deadline(self.started),
+            # the confirmation checks on as many secret seeds as the search checks its own
+            check_seeds=settings.seeds,
             # a restarted tracker rebuilds itself from what the run folder holds
             replay=partial(replay_records, self.run_dir, task.path, config.evaluator.device))
 

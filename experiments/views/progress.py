@@ -229,9 +229,16 @@ def confirmation_lines(result: SwarmResult) -> list[Text]:
                             for k in confirmation.kernels)
         return [Text(f"no kernel held up when judged again ({reasons})", style="red")]
     low, high = chosen.spread("speedup")
-    lines = [Text(f"judged again {len(chosen.repeats)} times after the search: "
+    seeds = confirmation.seeds
+    secret = (f", correctness on {len(seeds.values)} secret seeds"
+              if seeds is not None and all(seeds.checked(e) for e in chosen.repeats) else "")
+    lines = [Text(f"judged again {len(chosen.repeats)} times after the search{secret}: "
                   f"{chosen.median.speedup:.3f}x vs start (median; {low:.3f}x to {high:.3f}x); "
                   f"the search had measured {chosen.found.speedup:.3f}x")]
+    out = [k for k in confirmation.kernels if not k.ok]
+    if out:  # faster in the search, out now: say why, or a user wonders where they went
+        lines.append(Text("out: " + "; ".join(f"{k.candidate.id}: {one_line(k.failure())}"
+                                              for k in out), style="yellow"))
     verdict = gain_verdict(low, high)
     if verdict:
         lines.append(Text(verdict, style="yellow"))
