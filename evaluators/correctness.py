@@ -42,6 +42,22 @@ def poison(outputs: Sequence[torch.Tensor], which: str) -> None:
             out.fill_(info.max if which == FIRST_POISON else info.min)
 
 
+def poison_all(copies: Sequence[Sequence[torch.Tensor]]) -> None:
+    """Every output of ``copies`` overwritten with the first poison, as ``poison`` would: the
+    floating-point ones of a dtype together by multi-tensor kernels (NaN times anything is
+    NaN), a few launches for hundreds of copies where a fill each would be one launch a
+    tensor; the others one by one."""
+    floats: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for outputs in copies:
+        for out in outputs:
+            if out.dtype.is_floating_point or out.dtype.is_complex:
+                floats.setdefault((out.dtype, out.device), []).append(out)
+            else:
+                poison((out,), FIRST_POISON)
+    for group in floats.values():
+        torch._foreach_mul_(group, math.nan)
+
+
 def fingerprint(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """One int64 per tensor, on its device: the sum of its bytes read as int32 words (as bytes
     where its size is not a multiple of four), accumulated in int64. Integer sums do not depend

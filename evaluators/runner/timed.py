@@ -20,7 +20,7 @@ and the times the batch reported must agree with the bursts' time.
 
 GPU graph mode: a replay's calls rotate over the copies. Before every replay, untimed, the copy
 of its last call gets new inputs, and the outputs of *every* copy the replay uses are poisoned by
-one more graph (a fill per output, replayed before the flush): no timed call finds its answer
+one more graph (multi-tensor kernels, replayed before the flush): no timed call finds its answer
 already in its output buffer, so a kernel that skips work whose result is still there (a row
 whose outputs are finite, or whose sampled inputs match what it saw at that address) computes
 it. Drawing new inputs for every copy before every replay would dominate the run; the other
@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from ...search import Shape
-from ..correctness import fingerprint, poison
+from ..correctness import fingerprint, poison, poison_all
 from ..measure.gpu_timing import (
     Flusher,
     capture_graphs,
@@ -272,8 +272,7 @@ class ShapeTiming:
             graph = torch.cuda.CUDAGraph()
             try:
                 with torch.cuda.graph(graph):
-                    for outputs in self.outputs[kernel][:self._used()]:
-                        poison(outputs, FIRST_POISON)
+                    poison_all(self.outputs[kernel][:self._used()])
             except RuntimeError:
                 return []
             poisons.append(graph)
@@ -285,7 +284,10 @@ class ShapeTiming:
         last = (self.calls_per_sample - 1) % self.copies
         other = random.randrange(self._used())
         self.checked = [last] if other == last else [last, other]
-        self.prints = {c: fingerprint(self.outputs[CANDIDATE][c]) for c in self.checked}
+        outputs = [self.outputs[CANDIDATE][c] for c in self.checked]
+        prints = fingerprint([t for copy in outputs for t in copy])  # one stack for all
+        self.prints = {c: prints[i * len(outputs[0]):(i + 1) * len(outputs[0])]
+                       for i, c in enumerate(self.checked)}
 
     def _sample(self, kernel: int, round_: int) -> int:
         """One untimed refresh (every copy's outputs poisoned, in graph mode) and flush, then

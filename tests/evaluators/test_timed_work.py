@@ -117,3 +117,23 @@ def test_the_launch_floor_is_stored_only_where_it_was_measured():
     stored = _gpu(1.7).as_metrics()
     assert stored["launch_floor_us"] == 1.7
     assert MachineFigures.parse(stored) == _gpu(1.7)
+
+
+def test_poisoning_every_copy_at_once_leaves_what_poison_leaves():
+    from kernelswarm.evaluators.correctness import poison, poison_all
+    from kernelswarm.evaluators.protocol import FIRST_POISON
+
+    def copies():
+        return [(torch.randn(3), torch.arange(4, dtype=torch.int32)),
+                (torch.randn(2).to(torch.bfloat16), torch.zeros(2, dtype=torch.bool)),
+                (torch.full((2,), math.inf), torch.arange(1, dtype=torch.int64))]
+
+    together, one_by_one = copies(), copies()
+    poison_all(together)
+    for outputs in one_by_one:
+        poison(outputs, FIRST_POISON)
+    for mine, theirs in zip(together, one_by_one, strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            assert a.dtype == b.dtype
+            assert torch.equal(a.isnan(), b.isnan()) if a.is_floating_point() else torch.equal(a, b)
+            assert not a.is_floating_point() or bool(a.isnan().all())
