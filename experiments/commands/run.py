@@ -75,9 +75,17 @@ def run_search_command(args: argparse.Namespace, console: Console) -> int:
 
         print_plan(console, plan_run(config), args.config, resume)
         return 0
-    from ..run.execute import run  # imports Ray and MLflow: after the configuration is checked
+    from ..run.ray_start import RayStart
 
-    outcome = run(config, console, resume=resume)
+    # Ray starts (4-5 s, one core, mostly waiting on its own processes) while the rest of the
+    # run's imports and its preparation take the other core
+    ray_start = RayStart(config.cluster.address, config.cluster.num_cpus)
+    try:
+        from ..run.execute import run  # imports Ray and MLflow: after the configuration is checked
+
+        outcome = run(config, console, resume=resume, ray_start=ray_start)
+    finally:
+        ray_start.stop()  # run() stops it as it ends; this is for what ends before
     if outcome.failure is not None and not outcome.interrupted:
         # the reason is the last line a user or a script sees
         console.print(f"[red]error:[/] {escape(outcome.failure)}", highlight=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from .phases import PhaseLog
 from .prepare import PreparedRun, prepare_run, print_checks, worker_pool
 from .prepare import evaluator_settings as evaluator_settings
 from .prepare import search_budget as search_budget
+from .ray_start import RayStart
 
 INTERRUPTED = "interrupted by the user"
 INTERRUPTED_STATUS = 130  # a shell's status for a command stopped by Ctrl-C (128 + SIGINT)
@@ -87,25 +89,34 @@ class RunOutcome:
 
 def run(config: Config, console: Console | None = None,
         make_roles: Callable[[int], Roles] | None = None,
-        resume: Path | None = None) -> RunOutcome:
+        resume: Path | None = None, ray_start: RayStart | None = None) -> RunOutcome:
     """Run the search ``config`` describes; results land under a new run folder, or, with
     ``resume``, continue the run in that folder without re-evaluating what it recorded.
 
-    ``make_roles(seed)`` replaces the configured agent (for agents defined in your own code).
+    ``make_roles(seed)`` replaces the configured agent (for agents defined in your own code);
+    ``ray_start``: Ray started already for ``config.cluster`` (else it is started here, once the
+    run is prepared), stopped by this run.
     """
     console = console or Console()
     phases = PhaseLog()  # run.log's [phase] lines: where the run's time went
     phases.mark("configuration loaded")
-    prepared = prepare_run(config, console, make_roles, resume)
+    try:
+        prepared = prepare_run(config, console, make_roles, resume)
+    except BaseException:
+        if ray_start is not None:
+            ray_start.stop()
+        raise
     run_dir = prepared.run_dir
     phases.attach(run_dir / LOG_NAME)
     phases.mark("run folder ready")
+    if ray_start is not None:
+        ray_start.ready()  # stderr back from it before run.log takes it
     # Ray's and MLflow's noise goes to the log, not the user, until Ray has stopped: a local
     # instance stops (1-2 s) while the summary and the report are written, which need no Ray
     stopping: list[threading.Thread] = []
     with stderr_to(run_dir / LOG_NAME):
         try:
-            result, interrupted = _search(console, prepared, phases, stopping)
+            result, interrupted = _search(console, prepared, phases, stopping, ray_start)
             if (start := result.failed_start) is not None:
                 raise stopped_by_start(config, prepared, result, start)
             llm = prepared.watch.summary()
@@ -158,14 +169,20 @@ def record_failed_start(config: Config, prepared: PreparedRun, reason: str,
 
 
 def _search(console: Console, prepared: PreparedRun, phases: PhaseLog | None = None,
-            stopping: list[threading.Thread] | None = None) -> tuple[SwarmResult, bool]:
+            stopping: list[threading.Thread] | None = None,
+            ray_start: RayStart | None = None) -> tuple[SwarmResult, bool]:
     """The search's result, and whether Ctrl-C stopped it. With ``stopping``, a local Ray
     instance is stopped on a thread appended to it (the caller joins it), else before this
-    returns."""
+    returns. ``ray_start``: Ray started already (else connected here)."""
     config, task, watch = prepared.config, prepared.task, prepared.watch
     language = " + ".join(config.languages)
     phases = phases or PhaseLog()
-    cluster = connect(config.cluster.address, config.cluster.num_cpus)
+    if ray_start is None:
+        cluster = connect(config.cluster.address, config.cluster.num_cpus)
+    else:
+        started = ray_start.ready()
+        cluster = started.info
+        sys.stderr.write(started.held)  # Ray's start-up warnings, to run.log
     phases.mark("ray started")
     try:
         workers, resources = worker_pool(config, cluster.gpus)
@@ -185,15 +202,19 @@ def _search(console: Console, prepared: PreparedRun, phases: PhaseLog | None = N
                       (config.search.confirm_top, config.search.confirm_repeats), phases)
     finally:
         if stopping is None:
-            _disconnect(cluster, phases)
+            _disconnect(cluster, phases, ray_start)
         else:
-            stopping.append(threading.Thread(target=_disconnect, args=(cluster, phases),
+            stopping.append(threading.Thread(target=_disconnect,
+                                             args=(cluster, phases, ray_start),
                                              name="ray-shutdown"))
             stopping[-1].start()
 
 
-def _disconnect(cluster: ClusterInfo, phases: PhaseLog) -> None:
-    disconnect(cluster)
+def _disconnect(cluster: ClusterInfo, phases: PhaseLog, ray_start: RayStart | None) -> None:
+    if ray_start is None:
+        disconnect(cluster)
+    else:
+        ray_start.stop()  # by the thread that started it
     phases.mark("ray stopped")
 
 

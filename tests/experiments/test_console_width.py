@@ -131,7 +131,7 @@ def test_run_with_a_task_folder_names_the_run_and_the_experiment_after_the_task(
 
     seen = {}
 
-    def fake_run(config, console, resume=None):  # only the configuration the CLI built matters
+    def fake_run(config, console, resume=None, ray_start=None):  # only the configuration matters
         seen["config"] = config
         raise SystemExit(0)
 
