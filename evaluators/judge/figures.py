@@ -116,17 +116,14 @@ def derive_shape_figures(result: ShapeResult, shape: Shape, roofline: tuple[floa
     return with_baselines(derived, baselines.table)  # eager, compile, the best baseline
 
 
-def own_floor_us(roofline: tuple[float, float], machine: MachineFigures, flushed: bool) -> float:
-    """What no real call of a shape undercuts (us): the roofline time over
-    ``ROOFLINE_MARGIN`` (with flushed caches; from a warm cache a small shape may beat the
-    memory roofline) and ``LAUNCH_FLOOR_SHARE`` of the smallest kernel call the machine was
-    measured to replay (``MachineFigures.launch_floor_us``, GPU); 0 where neither is known."""
-    floors = [0.0]
-    if flushed:
-        floors.append(machine.ideal_seconds(*roofline) * 1e6 / ROOFLINE_MARGIN)
+def own_floor_us(machine: MachineFigures) -> float:
+    """What no real call undercuts (us): ``LAUNCH_FLOOR_SHARE`` of the smallest kernel call the
+    machine was measured to replay (``MachineFigures.launch_floor_us``, GPU); 0 where it is not
+    known. The other floor of every shape, its roofline time, is ``roofline_verdict``'s (a
+    verdict that names the roofline)."""
     if math.isfinite(machine.launch_floor_us):
-        floors.append(machine.launch_floor_us * LAUNCH_FLOOR_SHARE)
-    return max(floors)
+        return machine.launch_floor_us * LAUNCH_FLOOR_SHARE
+    return 0.0
 
 
 def roofline_bound(moved_bytes: float, flops: float, machine: MachineFigures,

@@ -242,8 +242,7 @@ class Judgement:
         results, rel_se, details = [], {}, {}
         for shape in task.tuning_shapes:
             timed = timer.time(shape, calibration.clean.get(shape.label),
-                               own_floor_us(task.roofline(shape), calibration.machine,
-                                            self.settings.flush_cache))
+                               own_floor_us(calibration.machine))
             shape_errors = errors[shape.label]
             result = ShapeResult(
                 shape=shape.label, correct=True, time_us=timed.candidate.median_us,

@@ -33,9 +33,9 @@ Checks, each on data the judge holds:
   a slack (REJECTED "reported times disagree with the batch's wall time"). On shapes whose
   calls are short against what a burst does besides them that floor has little force (it is
   below zero where the start takes under about 40 us), so the floor is never lower than the
-  shape's own (``ShapeTimer.time``'s ``floor_us``, from judgement.py: the roofline time over
-  ``ROOFLINE_MARGIN`` and ``LAUNCH_FLOOR_SHARE`` of the smallest kernel call the machine
-  was measured to replay): no real call reports less;
+  shape's own (``ShapeTimer.time``'s ``floor_us``, from judgement.py: ``LAUNCH_FLOOR_SHARE``
+  of the smallest kernel call the machine was measured to replay; the roofline time is the
+  roofline verdict's floor): no real call reports less;
 - canary: the starting kernel is burst too; its time per call by the judge's clock in the
   candidate's runner must be within ``CANARY_FACTOR`` of the same in the clean calibration
   runner, and on a GPU its reported median too (REJECTED "timing disturbed").
