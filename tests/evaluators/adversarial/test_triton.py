@@ -123,5 +123,8 @@ def test_triton_case_past_the_screen(case, triton_evaluator, triton_start, probe
 def test_every_triton_kernel_is_judged_somewhere():
     kernels = {p.stem for p in CASES[0].path.parent.glob("*.py")}
     elsewhere = {"kills_parent", "crash_with_child_holding_pipes", "plainly_wrong",  # survives
-                 "patch_event_elapsed"}  # test_gpu.py: it patches what only a GPU uses
+                 "patch_event_elapsed",  # test_gpu.py: it patches what only a GPU uses
+                 # test_gpu.py: work left running past the call, or for the next one, means
+                 # something where timed calls are graph replays and streams exist
+                 "defer_on_side_stream", "defer_to_next_call"}
     assert kernels - elsewhere == {c.name for c in CASES if c.source is None}
