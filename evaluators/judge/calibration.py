@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from ...search import Candidate, Shape, StartingKernelFailed, Task
@@ -70,6 +71,14 @@ def prepare_message(setup: EvaluatorSetup, start: Build) -> dict[str, Any]:
             "language": setup.language.name, "settings": settings,
             "start": {"artifact": str(start.artifact), "entry": setup.start_candidate.entry,
                       "spec": setup.start_candidate.spec_dict}}
+
+
+def load_start(trial: Trial, prepare: dict[str, Any]) -> None:
+    """The starting kernel loaded in ``trial``'s runner in the candidate's place (``prepare``:
+    the runner's ``prepare`` request, which names the starting kernel's build)."""
+    start = prepare["start"]
+    target = {**start, "artifact": trial.runner.stage(Path(start["artifact"]))}
+    trial.call_problem(trial.ask({"type": "load", **target}, "loaded"), "loading", "")
 
 
 @dataclass
@@ -167,10 +176,8 @@ def _measure(setup: EvaluatorSetup, start: Build, references: References, made: 
         # trusted: its limit is generous (the start-up's and a candidate's run phase together)
         trial = Trial(runner, setup.startup_s() + setup.run_deadline().seconds, trusted=True)
         machine, baselines = acquire_baselines(trial, task, settings, setup.language.name)
-        target = {**prepare_message(setup, start)["start"],
-                  "artifact": runner.stage(start.artifact)}
         loaded = True
-        trial.call_problem(trial.ask({"type": "load", **target}, "loaded"), "loading", "")
+        load_start(trial, prepare_message(setup, start))
         checker = Checker(trial, runner.arena, references, task)
         kept = _check_start(setup, checker, extra)
         timer = ShapeTimer(trial, runner.arena, references, task, settings)
@@ -178,8 +185,7 @@ def _measure(setup: EvaluatorSetup, start: Build, references: References, made: 
         clean = {}
         for shape in task.tuning_shapes:
             timed = timer.time(shape, None)
-            clean[shape.label] = CleanFigures(timed.start.median_us, timed.burst_us,
-                                              timed.null_burst_s)
+            clean[shape.label] = CleanFigures.of(timed)
     except CandidateFault as fault:
         made.close()
         if loaded:

@@ -62,11 +62,17 @@ class Baselines:
 class Calibration:
     machine: MachineFigures
     baselines: Baselines
-    clean: Mapping[str, CleanFigures]  # per tuning shape label
+    clean: dict[str, CleanFigures]  # per tuning shape label (``remeasured`` replaces one)
     checks: tuple[dict[str, Any], ...]  # the extra checks the starting kernel passes
     dropped_checks: Mapping[str, str]  # label -> why
     flush_bytes: int
     cached: bool = False  # read from the calibration cache (evaluators/judge/calibration_cache.py)
+
+    def remeasured(self, label: str, clean: CleanFigures) -> None:
+        """``clean`` replaces shape ``label``'s clean figures for the evaluator's life (the
+        cache keeps the calibration's): the starting kernel timed again in a runner without
+        candidate code, after a canary disagreed with the calibration's figures."""
+        self.clean[label] = clean
 
 
 def _machine(raw: Any) -> MachineFigures:

@@ -24,9 +24,11 @@ from ...search import (
     EvaluationCost,
     KernelResources,
     Profile,
+    Shape,
     ShapeResult,
     Status,
     Task,
+    TaskError,
     kernel_resources,
 )
 from ..languages import KernelLanguage
@@ -36,6 +38,7 @@ from ..measure.profiling import ncu_profile
 from ..measure.shared_memory import BaseArena
 from ..protocol import CANDIDATE, JIT_CACHE
 from ..settings import EvaluatorSettings
+from .calibration import load_start
 from .checks import EXTRA, HELD_OUT, TUNING, Checked, Checker, ShapeErrors
 from .deadlines import Deadline
 from .figures import (
@@ -48,9 +51,9 @@ from .figures import (
 from .memory_plan import MemoryPlan
 from .observations import foreign_launches
 from .references import References, release_device_memory
-from .runner_process import Crashed
+from .runner_process import Crashed, SandboxError
 from .spares import Spares
-from .timing import ShapeTimer
+from .timing import CleanFigures, ShapeTimer
 from .trial import CandidateFault, Stopped, Trial, field, malformed
 from .verdicts import crash_message, timeout_message
 
@@ -242,7 +245,7 @@ class Judgement:
         results, rel_se, details = [], {}, {}
         for shape in task.tuning_shapes:
             timed = timer.time(shape, calibration.clean.get(shape.label),
-                               own_floor_us(calibration.machine))
+                               own_floor_us(calibration.machine), self._clean_again)
             shape_errors = errors[shape.label]
             result = ShapeResult(
                 shape=shape.label, correct=True, time_us=timed.candidate.median_us,
@@ -257,6 +260,42 @@ class Judgement:
                 self.runner_s[step] = self.runner_s.get(step, 0.0) + seconds
         self.metrics.update({"timing_rel_se": rel_se, "timing": details})
         return tuple(results)
+
+    def _clean_again(self, shape: Shape) -> CleanFigures | None:
+        """The starting kernel's clean figures on ``shape`` measured now, for a canary that
+        disagreed with the calibration's: in a spare runner that never held candidate code,
+        the starting kernel loaded there in the candidate's place (as the calibration does),
+        and the next spare started only afterwards. They replace the calibration's for the
+        evaluator's life and are kept in the metrics (``clean_remeasured``).
+
+        None, and the canary's verdict stands, on a GPU (the figures there are device time,
+        which the host's load does not move, and the candidate's runner, alive, could keep the
+        device busy while the clean one is timed; on the CPU the judge's clock is each runner's
+        own CPU time, which the candidate's threads do not reach), where the memory plan keeps
+        no spare beside an evaluation, or where the clean runner fails."""
+        if self.settings.device.startswith("cuda") or not self.spares.in_advance:
+            return None
+        self.trial.at(f"on shape {shape.label} (timing the starting kernel again)", shape.label)
+        before = self.calibration.clean.get(shape.label)
+        try:
+            runner = self.spares.take(refill=False)
+        except SandboxError:
+            return None
+        try:
+            trial = Trial(runner, self.spares.startup_s + self.deadline.seconds, trusted=True)
+            load_start(trial, self.spares.prepare)
+            fresh = CleanFigures.of(ShapeTimer(trial, runner.arena, self.references, self.task,
+                                               self.settings).time(shape, None))
+        except (CandidateFault, Stopped, SandboxError, TaskError):
+            return None
+        finally:
+            runner.close()
+            self.spares.refill()
+        self.calibration.remeasured(shape.label, fresh)
+        self.metrics.setdefault("clean_remeasured", {})[shape.label] = {
+            "burst_us_before": before.burst_us if before else None,
+            "burst_us_now": fresh.burst_us}
+        return fresh
 
     def _observe(self) -> None:
         """Resources; on a GPU what the candidate launches (a verdict for host-code kernels),

@@ -74,9 +74,10 @@ class Spares:
         self.in_advance = True
         self._fill()
 
-    def take(self) -> RunnerProcess:
+    def take(self, refill: bool = True) -> RunnerProcess:
         """A prepared runner (the oldest spare, or a new one if it died or there is none), and
-        new spares when spares are started in advance."""
+        new spares when spares are started in advance (not before ``refill`` where it is
+        False: the caller times something at once and no start-up may share the CPU)."""
         on_demand = not self.spares and not self.in_advance
         runner = self.spares.pop(0) if self.spares else self._spawn()
         if on_demand:
@@ -92,9 +93,14 @@ class Spares:
             except BaseException:
                 runner.close()
                 raise
-        if self.in_advance:
+        if self.in_advance and refill:
             self._fill()
         return runner
+
+    def refill(self) -> None:
+        """Start the spares missing, where spares are started in advance."""
+        if self.in_advance:
+            self._fill()
 
     def settle(self) -> None:
         """Before timing: ``wait``, unless this process has ``OWN_CORES`` CPUs or more and the

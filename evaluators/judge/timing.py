@@ -94,6 +94,10 @@ class TimingDisagreement(CandidateFault):
     """Reported times that disagree with the judge's clock (REJECTED once it reproduces)."""
 
 
+class CanaryDisagreement(TimingDisagreement):
+    """The starting kernel, timed in the candidate's runner, disagrees with its clean figures."""
+
+
 @dataclass(frozen=True)
 class CleanFigures:
     """The starting kernel timed in a runner that never held a candidate, on one shape: its
@@ -103,6 +107,11 @@ class CleanFigures:
     start_us: float
     burst_us: float
     null_burst_s: float
+
+    @classmethod
+    def of(cls, timed: Timed) -> CleanFigures:
+        """The figures of a shape timed with the starting kernel loaded as the candidate."""
+        return cls(timed.start.median_us, timed.burst_us, timed.null_burst_s)
 
 
 @dataclass(frozen=True)
@@ -192,19 +201,32 @@ class ShapeTimer:
                           "inputs": [s.as_json() for s in ins]})
         return slots
 
-    def time(self, shape: Shape, clean: CleanFigures | None, floor_us: float = 0.0) -> Timed:
+    def time(self, shape: Shape, clean: CleanFigures | None, floor_us: float = 0.0,
+             reclean: Callable[[Shape], CleanFigures | None] | None = None) -> Timed:
         """One shape timed and cross-checked; a disagreement with the judge's clock must
         reproduce in a second, fresh measurement (new secret, new copies) to be a verdict: a
         loaded machine can upset one short measurement, a forgery upsets every one.
-        ``floor_us``: no real call of the shape takes less (the wall-time check's own floor)."""
+        ``floor_us``: no real call of the shape takes less (the wall-time check's own floor).
+
+        A canary's disagreement may be the clean figures' own: measured once, at calibration
+        (or read from its cache), on a machine whose load has changed since. ``reclean``, where
+        given, measures them again now in a runner without candidate code (None where it
+        cannot); the second measurement is held to those."""
+        note = " (measured twice, with fresh inputs)"
         try:
             return self._time_once(shape, clean, floor_us)
+        except CanaryDisagreement:
+            fresh = reclean(shape) if reclean is not None and clean is not None else None
+            if fresh is not None:
+                clean = fresh
+                note = (" (measured twice, with fresh inputs; the second time against the "
+                        "starting kernel timed again in a fresh runner without candidate code)")
         except TimingDisagreement:
             pass
         try:
             return self._time_once(shape, clean, floor_us)
         except TimingDisagreement as again:
-            again.message += " (measured twice, with fresh inputs)"
+            again.message += note
             raise
 
     def _time_once(self, shape: Shape, clean: CleanFigures | None, floor_us: float) -> Timed:
@@ -363,7 +385,7 @@ class ShapeTimer:
                            CANARY_FACTOR, CANARY_SLACK_US))
         for what, now, then, factor, slack in checks:
             if not then / factor - slack <= now <= then * factor + slack:
-                raise TimingDisagreement(
+                raise CanaryDisagreement(
                     Status.REJECTED,
                     f"timing disturbed on shape {shape.label}: timed alongside the candidate, "
                     f"the starting kernel was not itself ({what} {now:.2f} us per call against "

@@ -97,3 +97,31 @@ def test_evaluators_starting_together_measure_the_calibration_once(tmp_path):
     assert sorted(outcomes) == ["measured", "read from the cache"]
     assert len(list((tmp_path / "calibration").glob("silu_and_mul-cpp-*.json"))) == 1
     assert len(list((tmp_path / "baselines").glob("silu_and_mul-*.json"))) == 1
+
+
+def test_a_clean_figure_far_off_is_measured_again_not_held_against_the_candidate(tmp_path):
+    # A calibration measured while the machine was busy keeps a clean figure far from what the
+    # starting kernel takes now (a clean burst of 5238 us per call against 295 us, seen on a
+    # loaded 2-core machine). The canary then finds the starting kernel "not itself" beside any
+    # candidate; the figures are timed again in a runner without candidate code, and the
+    # candidate is judged against those.
+    settings = quick_settings(tmp_path)
+    first = _first_evaluation(settings)
+    assert first.status is Status.OK, first.message
+    (kept,) = (tmp_path / "calibration").glob("silu_and_mul-cpp-*.json")
+    doc = json.loads(kept.read_text())
+    label = next(iter(doc["clean"]))
+    honest = doc["clean"][label]["burst_us"]
+    doc["clean"][label]["burst_us"] = spiked = 20 * honest + 1000.0
+    kept.write_text(json.dumps(doc))
+
+    with SandboxEvaluator(SILU_TASK, "cpp", settings) as evaluator:
+        judged = evaluator.evaluate(evaluator.start_candidate)
+        assert judged.status is Status.OK, judged.message
+        again = judged.metrics["clean_remeasured"][label]
+        assert again["burst_us_before"] == spiked
+        assert again["burst_us_now"] < spiked / 3
+        # the figures measured again hold for the evaluator's next candidates
+        assert evaluator.evaluate(evaluator.start_candidate).status is Status.OK
+    # the cache keeps the calibration's figures
+    assert json.loads(kept.read_text())["clean"][label]["burst_us"] == spiked

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernelswarm.search import Status
 from tests.conftest import SILU_TASK
 
 from .cases import (
@@ -45,6 +46,10 @@ CASES = [
     Case("compute_in_thread", "triton", REJECTED, NOT_A_KERNEL),
     Case("indirection_table", "triton", REJECTED, NOT_A_KERNEL),
     Case("patch_compare_code_swap", "triton", WRONG_OR_REFUSED, PATCH),
+    Case("slow_the_start", "triton", REJECTED,
+         "it reaches the runner's session through `torch.sys` (REJECTED by the screen); past "
+         "the screen, the starting kernel it slowed is held to its time in a runner without "
+         "candidate code, re-measured when they disagree (REJECTED, timing disturbed)"),
     Case("patch_timer_code_swap", "triton", REJECTED,
          "a timing loop patched in the candidate's process disagrees with the wall time measured "
          "outside, or the patch is refused (REJECTED); an unpatched one reports the honest "
@@ -96,7 +101,11 @@ PAST_THE_SCREEN = [c for c in CASES if c.name in {
     "host_numpy_via_sys_modules", "exec_string", "compute_in_thread", "patch_compare_code_swap",
     "patch_timer_code_swap", "stack_copy_reference", "forge_result_frame", "memo_sample_hash",
     "phase_by_frames", "thread_finishes_later", "fork_orphan", "socket_loopback",
-    "write_outside_file", "read_parent_proc"}]
+    "write_outside_file", "read_parent_proc"}] + [
+    # past the screen, only the canary stops it: the verdict must say so
+    Case("slow_the_start", "triton", REJECTED, "the starting kernel, slowed six-fold in the "
+         "candidate's runner, is found out against its time in a runner without candidate code",
+         phrase={Status.REJECTED: "timing disturbed"})]
 
 
 # Host compute that only the static screen stops on the CPU interpreter: NumPy writing into a
