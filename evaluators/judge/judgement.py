@@ -258,6 +258,7 @@ class Judgement:
             rel_se[shape.label], details[shape.label] = timed.candidate.rel_se, timed.detail
             for step, seconds in timed.detail["runner_warm_s"].items():
                 self.runner_s[step] = self.runner_s.get(step, 0.0) + seconds
+        self.spares.refill()  # the spare a clean measurement took (``_clean_again``), if any
         self.metrics.update({"timing_rel_se": rel_se, "timing": details})
         return tuple(results)
 
@@ -265,8 +266,10 @@ class Judgement:
         """The starting kernel's clean figures on ``shape`` measured now, for a canary that
         disagreed with the calibration's: in a spare runner that never held candidate code,
         the starting kernel loaded there in the candidate's place (as the calibration does),
-        and the next spare started only afterwards. They replace the calibration's for the
-        evaluator's life and are kept in the metrics (``clean_remeasured``).
+        and the next spare started only once every shape is timed (its start-up beside the
+        candidate's second measurement would disturb what that one is held to). They replace
+        the calibration's for the evaluator's life and are kept in the metrics
+        (``clean_remeasured``).
 
         None, and the canary's verdict stands, on a GPU (the figures there are device time,
         which the host's load does not move, and the candidate's runner, alive, could keep the
@@ -290,7 +293,6 @@ class Judgement:
             return None
         finally:
             runner.close()
-            self.spares.refill()
         self.calibration.remeasured(shape.label, fresh)
         self.metrics.setdefault("clean_remeasured", {})[shape.label] = {
             "burst_us_before": before.burst_us if before else None,

@@ -5,6 +5,7 @@ the judge."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,6 +69,7 @@ class _Idle:
         code = self.child.wait(timeout=60)
         os.close(self.reply_r)
         self.arena.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
         return code
 
 
@@ -107,7 +109,7 @@ os._exit(0)  # the judge dies without closing anything
 """
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     template_pid, runner_pid = map(int, done.stdout.split())
     deadline = time.monotonic() + 30
