@@ -4,8 +4,9 @@
 --minutes 10 --out runs/silu-4``
 
 1. Runs ``kernelswarm run`` on the task's ``cuda`` kernel with the built-in agent, the given
-   lineages and one evaluation worker on the first visible GPU, for ``--minutes`` of wall time
-   (with one worker, wall time is the GPU's time).
+   lineages and one evaluation worker on the first visible GPU, for ``--minutes`` of search
+   (with one worker, wall time is the GPU's time); the start-up before the search (Ray,
+   calibration, the starting kernels' verdicts) is reported apart, as ``search_startup_s``.
 2. Reads the run's Parquet records back: when each speedup over the start was first reached.
 3. Times the starting kernel and the run's best kernel on every tuning shape in one process
    (evaluators/baselines/baseline_timing.py), next to the baselines a user would pick, from the same
@@ -187,6 +188,8 @@ def throughput(run_dir: Path) -> dict[str, Any]:
                   default=0.0)
     searched = [r for r in records if r["origin_role"] != "seed"]
     search_span = span - started
+    # the first candidate judged after the starting kernels' verdicts, after them (s)
+    first = min((float(r["wall_s"]) for r in searched), default=math.nan) - started
     languages: dict[str, int] = {}
     for r in searched:
         languages[r["language"]] = languages.get(r["language"], 0) + 1
@@ -196,6 +199,7 @@ def throughput(run_dir: Path) -> dict[str, Any]:
             "evals_per_gpu_minute": len(records) / (span / 60) if span > 0 else 0.0,
             "after_start": {
                 "evaluations": len(searched), "span_s": search_span, "languages": languages,
+                "first_candidate_after_s": first,
                 "evals_per_gpu_minute": (len(searched) / (search_span / 60)
                                          if search_span > 0 else 0.0)},
             "build_wait_s": round(sum(waits), 3),
@@ -222,7 +226,13 @@ def _throughput_line(report: dict[str, Any]) -> str:
                 f"{after['span_s']:.0f} s: {after['evals_per_gpu_minute']:.1f} a GPU-minute "
                 f"({', '.join(f'{k} {v}' for k, v in after['languages'].items())}), "
                 f"{t.get('build_wait_s', 0.0):.1f} s waiting for builds") if after else ""
-    return (f"{t['evaluations']} evaluations in {t['span_s']:.0f} s of search: "
+    startup = report.get("search_startup_s")
+    first = after.get("first_candidate_after_s", math.nan) if after else math.nan
+    opening = (f"start-up {startup:.1f} s (the command's start to the search's), the first "
+               f"candidate judged {startup + first:.1f} s after the command's start; "
+               if isinstance(startup, float) and math.isfinite(startup) and math.isfinite(first)
+               else "")
+    return opening + (f"{t['evaluations']} evaluations in {t['span_s']:.0f} s of search: "
             f"{t['evals_per_gpu_minute']:.1f} a GPU-minute (median eval_s "
             f"{t['median_eval_s']:.2f} s){searched}; search's own best "
             f"{report['search_best']:.3f}x vs start")
@@ -314,6 +324,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "migrations": summary.migrations, "utilisation": outcome.result.utilisation,
             "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged,
             "throughput": throughput(outcome.run_dir),
+            # from the command's start to the search's (outside --minutes)
+            "search_startup_s": outcome.result.startup_s,
             "language_bests": language_bests(outcome.run_dir)}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,10 @@ class LineageActor:
     def run(self, start_eval: Evaluation, budget: Budget,
             history: list[tuple[Candidate, Evaluation]] | None = None) -> LineageResult:
         """Search from the starting kernel's ``start_eval`` within ``budget``, going on from the
-        steps in ``history`` (a resumed or restarted lineage)."""
+        steps in ``history`` (a resumed or restarted lineage). The roles' model calls end with
+        the budget's wall time."""
+        if budget.wall_s is not None:
+            self._roles.until(time.time() + budget.wall_s)
         lineage = Lineage(self._number, self._start, start_eval, self._roles, self._tuner,
                           budget, max_repairs=self._max_repairs,
                           first_candidates=self._firsts)

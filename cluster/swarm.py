@@ -8,6 +8,7 @@ over the first language's starting kernel (search/archive_languages.py).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -99,9 +100,11 @@ class SwarmSpec:
     replay: Callable[[], Sequence[Record]] | None = None
     lineage_restarts: int = 2  # times a crashed lineage is restarted from its records
     lineage_options: dict[str, Any] = field(default_factory=dict)  # Ray options, e.g. placement
-    # Unix time by which every lineage stops (the run's start plus search.wall_time_s): a
-    # lineage started, or restarted, later gets what is left of it as its wall-time budget.
-    deadline: float | None = None
+    # Unix time the run started (its start-up, ``SwarmResult.startup_s``, counts from there;
+    # None: from the swarm's creation). ``budget.wall_s`` counts from the search's start, once
+    # the starting kernels are judged: every lineage stops by then plus ``budget.wall_s``, and a
+    # lineage restarted later gets what is left of it.
+    started: float | None = None
     # Languages searched beside ``start``'s (its language is the reference): lineage i searches
     # ``languages[i % len(languages)]``. Migration.languages must name the same rotation.
     more_languages: tuple[LanguageStart, ...] = ()
@@ -140,6 +143,9 @@ class SwarmResult:
     # What the search's own pool of workers did (EvalPool.activity; cluster/activity.py); None
     # on a shared pool, whose owner keeps it (a sweep's workers.json).
     activity: dict[str, Any] | None = None
+    # Seconds from the run's start to the search's (Ray, the actors, calibration, the starting
+    # kernels' verdicts): outside search.wall_time_s; NaN where the search never started.
+    startup_s: float = math.nan
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -184,6 +190,9 @@ class Swarm:
         self._crashes: list[list[str]] = []  # per lineage: why each restart was needed
         self._stopping = False
         self.start_eval: Evaluation | None = None
+        self._created = time.time()
+        self.deadline: float | None = None  # when every lineage stops (set as the search starts)
+        self.startup_s = math.nan  # set as the search starts
 
     def start(self) -> Evaluation:
         spec = self.spec
@@ -212,6 +221,11 @@ class Swarm:
         # Raises when two starting kernels cannot be compared: ranking them would be a guess.
         self.scales = LanguageScales.of_starts(
             [(part.start, self.starts[part.language]) for part in spec.languages])
+        # the search starts: its wall-time budget counts from here
+        now = time.time()
+        self.startup_s = now - (spec.started or self._created)
+        if spec.budget.wall_s is not None:
+            self.deadline = now + spec.budget.wall_s
         for lineage in range(len(spec.seeds)):
             history = sorted((r for r in spec.history if r.lineage == lineage),
                              key=lambda r: r.step)
@@ -239,15 +253,14 @@ class Swarm:
         part = spec.language_of(lineage)
         actor = self._waiting.pop(lineage, None)
         budget = spec.budget
-        if spec.deadline is not None:
-            left = spec.deadline - time.time()
+        if self.deadline is not None:
+            left = self.deadline - time.time()
             if left <= 0 and not history:  # no actor to run: it would stop at once
                 if actor is not None:
                     ray.kill(actor)
                 self._pending[lineage] = ray.put(LineageResult(
                     lineage, 0, f"wall-time budget reached ({spec.budget.wall_s:g} s) before "
-                                f"the lineage could start (the run spent it starting up and "
-                                f"judging the starting kernel)", 0.0))
+                                f"the lineage could be restarted", 0.0))
                 return
             budget = replace(budget, wall_s=max(0.0, left))
         actor = actor if actor is not None else self._actor(lineage)
@@ -408,4 +421,4 @@ class Swarm:
         self._waiting = {}
         return SwarmResult(summary, self.start_eval, lineages, sink_errors, locations,
                            utilisation, confirmation, dict(self.starts), self.scales,
-                           activity)
+                           activity, self.startup_s)

@@ -74,6 +74,10 @@ class _Role:
         """What this role has spent so far (zero for roles that call no service)."""
         return Usage()
 
+    def until(self, deadline: float) -> None:  # noqa: B027 - optional
+        """Every call this role makes from now on must end by ``deadline`` (Unix time); roles
+        that call no service ignore it."""
+
 
 @dataclass(frozen=True)
 class Check:
@@ -235,6 +239,13 @@ class Roles:
     analyst: Analyst
     tester: Tester | None = None
     withheld: Withheld | None = None
+
+    def until(self, deadline: float) -> None:
+        """Every call of the roles must end by ``deadline`` (Unix time): the search's wall-time
+        budget, known once the search starts, after the run's start-up."""
+        for role in (self.planner, self.coder, self.analyst, self.tester):
+            if role is not None:
+                role.until(deadline)
 
     def usage(self) -> Usage:
         """What the roles spent together."""

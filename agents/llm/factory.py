@@ -50,11 +50,11 @@ def llm_roles(settings: LLMSettings, task: Task, language: str, *, lineage: int 
                  withheld=Withheld.of(task))
 
 
-# The start-up requests (the tester's) may use this share of the time left to the run's deadline:
-# a model that hangs at start-up must leave the search the rest.
+# The start-up requests (the tester's) may take this share of the search's wall-time budget: a
+# model that hangs at start-up must not hold the run's start for longer.
 START_UP_SHARE = 1 / 3
-START_UP_DEADLINE = ("the start-up's share of the run's wall time (a third of what was left of "
-                     "search.wall_time_s; the rest is the search's)")
+START_UP_DEADLINE = ("the start-up's time for model calls (a third of search.wall_time_s, "
+                     "before the search's own budget starts)")
 
 
 @functools.lru_cache(maxsize=4)
@@ -100,9 +100,11 @@ class LLMRoleFactory:
     def start_up(self, seed: int) -> Roles:
         """Roles for the requests made once for the whole run before the lineages start (the
         tester's): their own ledger, with one lineage's limit, traced as the starting kernel's
-        lineage (``START_LINEAGE``). Their deadline leaves the search most of the run's: they
-        end by ``START_UP_SHARE`` of the time to the run's deadline."""
+        lineage (``START_LINEAGE``). They end within ``START_UP_SHARE`` of the search's
+        wall-time budget from now (the search's own budget starts after the start-up), or by
+        the settings' deadline where that comes first."""
         deadline = self.settings.deadline
-        if deadline is not None:
-            deadline = time.time() + START_UP_SHARE * max(0.0, deadline - time.time())
+        if self.settings.wall_s is not None:
+            share = time.time() + START_UP_SHARE * self.settings.wall_s
+            deadline = share if deadline is None else min(deadline, share)
         return self._roles(START_LINEAGE, seed, deadline, START_UP_DEADLINE)

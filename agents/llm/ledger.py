@@ -105,7 +105,7 @@ class Ledger:
     deadline: float | None = None
     carried: tuple[int, float] = (0, 0.0)  # tokens, dollars
     # What the deadline is, as a message names it when it cuts or refuses a call.
-    deadline_name: str = "the run's wall-time budget (search.wall_time_s)"
+    deadline_name: str = "the search's wall-time budget (search.wall_time_s)"
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

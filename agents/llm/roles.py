@@ -77,6 +77,10 @@ class _LLMRole:
     def usage(self) -> Usage:
         return self.ledger.usage(self.role)
 
+    def until(self, deadline: float) -> None:
+        """The lineage's calls end by ``deadline`` (the ledger is the four roles')."""
+        self.ledger.deadline = deadline
+
     def _common(self, view: LineageView) -> dict[str, Any]:
         current = context.evaluation_of(view.current, view)
         return {

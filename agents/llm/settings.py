@@ -100,7 +100,12 @@ class LLMSettings:
     migrants: int = 2  # elites of other lineages shown in prompts
     backoff_s: float = 1.0  # first wait before a retry; doubles each retry, with jitter
     backoff_max_s: float = 30.0
-    deadline: float | None = None  # Unix time by which every call ends (search.wall_time_s)
+    # Unix time by which every call ends; a run's lineages get theirs when the search starts
+    # (``Roles.until``: search.wall_time_s from then), and leave this None
+    deadline: float | None = None
+    # search.wall_time_s, the search's budget: the run's start-up requests (the tester's) may
+    # take a share of it (agents/llm/factory.py, START_UP_SHARE)
+    wall_s: float | None = None
 
     def __post_init__(self) -> None:
         missing = [name for name in ROLE_NAMES if name not in self.roles]

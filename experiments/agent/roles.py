@@ -8,7 +8,6 @@ Whatever the agent, its roles are never told the task's held-out shapes (``Roles
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -33,10 +32,10 @@ from ..config import Config, ConfigError
 from ..sinks.llm_trace import TRACE_FOLDER
 
 
-def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
+def llm_settings(config: Config) -> LLMSettings:
     """The LLM agent's settings; the lineage budget in tokens and money is also a hard limit on
-    the calls themselves, and ``search.wall_time_s`` from ``started`` (Unix time, default now)
-    is when every call must have ended."""
+    the calls themselves, and so is ``search.wall_time_s``: each lineage's calls end within it
+    from the search's start (``Roles.until``), the start-up's within a share of it."""
     agent = config.agent
     roles = {name: RoleModel(**agent.role(name)) for name in ROLE_NAMES}
     prices = {model: Price(p.prompt, p.completion) for model, p in agent.prices.items()}
@@ -50,7 +49,7 @@ def llm_settings(config: Config, started: float | None = None) -> LLMSettings:
         max_format_retries=agent.max_format_retries,
         prompt_dir=agent.prompt_dir.expanduser().resolve() if agent.prompt_dir else None,
         backoff_s=agent.backoff_s, backoff_max_s=max(agent.backoff_s, agent.backoff_max_s),
-        deadline=config.search.deadline(started or time.time()))
+        wall_s=config.search.wall_time_s)
 
 
 def check_agent(config: Config) -> None:
@@ -84,13 +83,12 @@ def _builtin_roles(withheld: Withheld, seed: int) -> Roles:
     return replace(builtin_roles(seed), withheld=withheld)
 
 
-def configured_roles(config: Config, task_path: Path, run_dir: Path, seeds: list[int],
-                     started: float | None = None) -> Callable[[int], Roles]:
-    """``make_roles(seed)`` for the configured agent (``started``: the run's start, Unix time,
-    from which search.wall_time_s counts; default now)."""
+def configured_roles(config: Config, task_path: Path, run_dir: Path,
+                     seeds: list[int]) -> Callable[[int], Roles]:
+    """``make_roles(seed)`` for the configured agent."""
     if config.agent.kind == "builtin":
         return partial(_builtin_roles, Withheld.of(load_task(task_path, config.evaluator.device)))
-    settings = llm_settings(config, started)
+    settings = llm_settings(config)
     for name, model in settings.roles.items():
         try:
             read_api_key(name, model)

@@ -114,7 +114,8 @@ def print_plan(console: Console, plan: RunPlan, config_file: str | None, resume:
         line(f"start ({build.language})", f"{source}: built {how}")
     budget = [f"{search.candidates_per_lineage} candidates"]
     if search.wall_time_s is not None:
-        budget.append(f"wall time {search.wall_time_s:g} s (from the run's start)")
+        budget.append(f"wall time {search.wall_time_s:g} s (from the search's start, once the "
+                      f"starting kernel is judged)")
     line("search", f"{search.lineages} lineage(s) of the {config.agent.kind} agent, "
                    f"strategy {search.strategy}; each stops at {', '.join(budget)}")
     workers = "one per GPU" if ev.workers == "auto" and ev.device == "cuda" else \

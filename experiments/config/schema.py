@@ -71,7 +71,9 @@ class SearchSection(StrategyOptions):  # type: ignore[misc, valid-type]
     # the task's starting kernel in it; None: every lineage searches task.language.
     languages: list[LanguageName] | None = Field(None, min_length=1)  # type: ignore[valid-type]
     candidates_per_lineage: int = Field(12, ge=1)
-    wall_time_s: float | None = Field(None, gt=0)  # per lineage
+    # per lineage, counted from the search's start: once the starting kernels are judged (the
+    # run's start-up before it, Ray, calibration and their verdicts, is reported apart)
+    wall_time_s: float | None = Field(None, gt=0)
     gpu_time_s: float | None = Field(None, gt=0)  # per lineage: seconds on evaluation workers
     tokens: int | None = Field(None, ge=1)  # per lineage: model tokens of its roles
     cost_usd: float | None = Field(None, gt=0)  # per lineage: model spending
@@ -112,11 +114,6 @@ class SearchSection(StrategyOptions):  # type: ignore[misc, valid-type]
             raise ValueError(f"{len(value)} languages need at least {len(value)} lineages, one "
                              f"each (search.lineages = {lineages})")
         return value
-
-    def deadline(self, started: float) -> float | None:
-        """Unix time by which every lineage and every model call ends: ``wall_time_s`` from
-        ``started`` (the run's start, Unix time); None without a wall-time budget."""
-        return None if self.wall_time_s is None else started + self.wall_time_s
 
 
 class LLMRoleSection(_Section):

@@ -256,6 +256,7 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
     try:
         swarm.start()
         phases.mark("starting kernel judged")
+        _startup_line(console, swarm.startup_s, (budget or {}).get("wall_s"))
         with search_view(console) as view:
             while not swarm.done(timeout=0.5):
                 stats = swarm.stats()
@@ -286,6 +287,15 @@ def _drive(swarm: Swarm, console: Console, watch: LLMWatch | None = None,
     result = swarm.finish(stop_reason, confirmation)
     phases.mark("sinks closed")
     return result, interrupted
+
+
+def _startup_line(console: Console, startup_s: float, wall_s: float | None) -> None:
+    """One line where the run's start-up took longer than the search's own wall-time budget,
+    which counts from the end of it (the start-up is summary.json's ``startup_s``)."""
+    if wall_s and startup_s > wall_s:
+        console.print(f"[yellow]start-up took {startup_s:.0f} s (Ray, calibration, the starting "
+                      f"kernel's verdict), longer than the search's own {wall_s:g} s "
+                      f"(search.wall_time_s), which counts from now[/]", highlight=False)
 
 
 def not_confirmed(why: str, repeats: int = 0) -> Confirmation:

@@ -5,6 +5,7 @@ cached measurement by a stated factor, null where a baseline was not measured) a
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from kernelswarm.cluster import SwarmResult, write_activity
@@ -50,6 +51,9 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         "stop_reason": summary.stop_reason, "records": summary.records,
         "wall_s": summary.wall_s if wall_s is None else wall_s,
         "search_wall_s": summary.wall_s,  # the tracker's clock, as MLflow logs it
+        # from the run's start to the search's (outside search.wall_time_s); null: the search
+        # never started (a starting kernel failed its task)
+        "startup_s": result.startup_s if math.isfinite(result.startup_s) else None,
         "timing": {**timing.as_dict(), "regime": timing.regime},
         "baselines": {**start.baselines.as_dict(),
                       # the cached times the figures below were carried over from

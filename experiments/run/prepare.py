@@ -158,7 +158,7 @@ class PreparedRun:
     make_roles: Callable[[int], Roles]
     timing: TimingSettings
     watch: LLMWatch
-    started: float = 0.0  # Unix time the run started: search.wall_time_s counts from here
+    started: float = 0.0  # Unix time the run started: the start-up (``startup_s``) from here
     # The starting kernels of search.languages after the first (``start``'s, the reference).
     more_starts: tuple[Candidate, ...] = ()
     earlier_wall_s: float = 0.0  # a resumed run's wall time in its earlier sessions
@@ -199,7 +199,7 @@ class PreparedRun:
                                 config.languages if len(config.languages) > 1 else ()),
             population=population_of(config),
             max_repairs=search.max_repairs, max_workers=max_workers,
-            deadline=search.deadline(self.started),
+            started=self.started,
             # the confirmation checks on as many secret seeds as the search checks its own
             check_seeds=settings.seeds,
             # a restarted tracker rebuilds itself from what the run folder holds
@@ -266,7 +266,7 @@ def prepare_run(config: Config, console: Console,
     timing = TimingSettings.of(evaluator_settings(config))
     timing.write(run_dir)  # what `kernelswarm eval` of this run's files times with
     seeds = [config.run.seed * 1000 + i for i in range(config.search.lineages)]
-    make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds, started)
+    make_roles = make_roles or configured_roles(config, task.path, run_dir, seeds)
     start_up = tester_checks(config, task, make_roles)
     # what `kernelswarm eval` of this run's files checks them with
     settings = evaluator_settings(config, start_up.checks)

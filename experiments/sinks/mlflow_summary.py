@@ -1,5 +1,6 @@
 """What summary.json says that the MLflow sink cannot know when it closes, logged to the parent
-run once summary.json is written: the run's whole wall time and whether its best was confirmed.
+run once summary.json is written: the run's whole wall time, its start-up's, and whether its best
+was confirmed.
 
 The sink closes inside the tracker, before the driver has stopped its clock, and logs the
 tracker's own wall time as ``search_wall_s`` (summary.json's name for it); the run's ``wall_s``,
@@ -19,9 +20,11 @@ CONFIRMED_TAG = "best_confirmed"  # "true": the best's figures are the median of
 def summary_figures(summary: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
     """(metrics, tags) of the parent run from summary.json."""
     metrics = {}
-    wall = summary.get("wall_s")
-    if isinstance(wall, (int, float)) and math.isfinite(wall):
-        metrics["wall_s"] = float(wall)
+    for name in ("wall_s", "startup_s"):
+        value = summary.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value):
+            metrics[name] = float(value)
     tags = {}
     best = summary.get("best")
     if best:

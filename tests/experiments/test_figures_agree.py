@@ -33,10 +33,13 @@ def test_mlflow_names_each_wall_time_as_summary_json_does(small_run):
     outcome, _, uri = small_run
     summary = _summary(outcome)
     assert summary["wall_s"] > summary["search_wall_s"] > 0  # the run's includes Ray's start
+    # the start-up (Ray, calibration, the starting kernel's verdict) is part of the run's time
+    assert 0 < summary["startup_s"] < summary["wall_s"]
     parent = read_mlflow_run(uri, find_parent_run(uri, "small", outcome.run_dir.name)[0]).parent
     metrics = {key: history[-1][1] for key, history in parent.metrics.items()}
     assert metrics["search_wall_s"] == pytest.approx(summary["search_wall_s"])
     assert metrics["wall_s"] == pytest.approx(summary["wall_s"])
+    assert metrics["startup_s"] == pytest.approx(summary["startup_s"])
     assert parent.tags["best_confirmed"] == str(summary["best"]["confirmed"]).lower()
 
 

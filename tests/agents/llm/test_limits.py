@@ -165,12 +165,22 @@ def test_the_start_ups_own_share_of_the_wall_time_is_named_when_it_ends(server, 
     from kernelswarm.agents.llm import LLMRoleFactory
 
     server.responder = always(Reply(hang=True))
-    settings = settings_for(server, timeout_s=5.0, max_retries=0, deadline=time.time() + 3.0)
-    tester = LLMRoleFactory(settings, SILU_TASK, "cpp", trace_dir=tmp_path).start_up(0).tester
-    with pytest.raises(LLMError) as cut:  # its share: a third of the 3 s left, not 5 s
+    settings = settings_for(server, timeout_s=5.0, max_retries=0, wall_s=3.0)
+    factory = LLMRoleFactory(settings, SILU_TASK, "cpp", trace_dir=tmp_path)
+    tester = factory.start_up(0).tester
+    began = time.monotonic()
+    with pytest.raises(LLMError) as cut:  # its share: a third of the search's 3 s, not 5 s
         tester.client.ask("tester", [{"role": "user", "content": "checks"}], str)
-    assert "the start-up's share of the run's wall time" in str(cut.value)
-    assert "the run's wall-time budget" not in str(cut.value)
+    assert time.monotonic() - began < 1.0 + 0.5
+    assert "the start-up's time for model calls" in str(cut.value)
+    assert "the search's wall-time budget" not in str(cut.value)
+    # a lineage's roles have no deadline until the search starts, then the search's budget
+    roles = factory(0)
+    assert roles.planner.ledger.deadline is None
+    roles.until(time.time() + 1.0)
+    with pytest.raises(LLMError) as cut:
+        roles.coder.client.ask("coder", [{"role": "user", "content": "code"}], str)
+    assert "the search's wall-time budget (search.wall_time_s)" in str(cut.value)
 
 
 def test_a_hanging_model_leaves_the_planner_time_after_the_starting_kernels_analysis(
