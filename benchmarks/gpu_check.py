@@ -20,6 +20,7 @@ Every step has its own time limit, and the summary (``DIR/gpu-check.json``) is r
 each step, so a call killed at its limit still returns what was done: device and versions,
 ``eval_cost_median_s``, ``eval_cost_first_s`` and ``eval_cost_phases_s`` per task (cuda),
 ``eval_cost_by_language``, ``evals_per_gpu_minute`` per task (after the start's verdict),
+each search's throughput and ``search_startup_s`` (under ``search``),
 ``gpu_build_wait_s`` (the seconds evaluations waited for a build, per step and in all),
 ``gpu_tests`` (passed, failed, skipped, wall_s, gpus, the failures and the files not reached)
 and every step's exit status and wall time. Each GPU's output goes to ``DIR/gpu-<n>.log``.

@@ -87,7 +87,8 @@ class Check:
 
     def search(self, task: str, found: dict[str, Any]) -> None:
         """Keep one search's throughput: evaluations per GPU-minute after the start's verdict
-        (``evals_per_gpu_minute``), per language, and its build wait."""
+        (``evals_per_gpu_minute``), per language, its build wait, and its start-up
+        (``search_startup_s``: from the command's start to the search's)."""
         throughput = found["throughput"]
         after = throughput.get("after_start") or {}
         with self.lock:
@@ -95,6 +96,7 @@ class Check:
                 "evals_per_gpu_minute", throughput["evals_per_gpu_minute"])
             self.summary["search"][task] = {**throughput, "search_best": found["search_best"],
                                             "languages": found.get("languages"),
+                                            "search_startup_s": found.get("search_startup_s"),
                                             "command": found["command"]}
             self.summary["gpu_build_wait_s"][f"search {task}"] = throughput.get(
                 "build_wait_s", 0.0)

@@ -65,6 +65,8 @@ def test_a_searchs_throughput_counts_its_records_and_the_phases_of_each(small_ru
     assert 0 < after["span_s"] < found["span_s"]
     assert sum(after["languages"].values()) == after["evaluations"]
     assert found["build_wait_s"] >= 0.0
+    # the first candidate judged after the start, counted from the start's verdict
+    assert 0 < after["first_candidate_after_s"] <= after["span_s"]
 
 
 def _check(silu_s: float, warm_s: float, triton_s: float) -> dict:

@@ -63,3 +63,20 @@ def test_a_generated_starts_many_knobs_are_shown_by_those_moved_from_compiles_ch
     assert knobs_text(many) == "8 knobs, all as compiled"
     many["XBLOCK_S3"] = 2048
     assert knobs_text(many) == "8 knobs, set away from compile's choice: {'XBLOCK_S3': 2048}"
+
+
+def test_the_start_up_and_the_first_candidate_are_said_apart_from_the_search():
+    from benchmarks.search_gpu import _throughput_line
+
+    report = {"search_best": 1.2, "search_startup_s": 52.5,
+              "throughput": {"evaluations": 41, "span_s": 130.0, "evals_per_gpu_minute": 18.9,
+                             "median_eval_s": 2.9, "build_wait_s": 0.0,
+                             "after_start": {"evaluations": 40, "span_s": 120.0,
+                                             "languages": {"triton": 40},
+                                             "evals_per_gpu_minute": 20.0,
+                                             "first_candidate_after_s": 3.5}}}
+    line = _throughput_line(report)
+    assert line.startswith("start-up 52.5 s (the command's start to the search's), the first "
+                           "candidate judged 56.0 s after the command's start; ")
+    del report["search_startup_s"]  # a report of before the figure existed
+    assert _throughput_line(report).startswith("41 evaluations in 130 s of search")
