@@ -76,6 +76,8 @@ REPORT = ("kernelswarm.experiments.report.writer", "matplotlib.pyplot", "mlflow"
 
 
 class Swarm:  # a search that ends at once, then confirms for as long as the imports take
+    startup_s = 1.0
+
     def start(self):
         assert not any(m in sys.modules for m in REPORT)
 
