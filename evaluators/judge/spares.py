@@ -93,8 +93,8 @@ class Spares:
             except BaseException:
                 runner.close()
                 raise
-        if self.in_advance and refill:
-            self._fill()
+        if refill:
+            self.refill()
         return runner
 
     def refill(self) -> None:
