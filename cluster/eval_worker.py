@@ -248,6 +248,9 @@ class EvalDispatcher:
         except StartingKernelFailed as failed:  # its candidates get the verdict
             self._failed_starts[key] = failed.evaluation
             outcome = f"failed: the starting kernel is {failed.evaluation.status.value}"
+        except (RayActorError, ActorUnavailableError):  # a death, as in an evaluation
+            outcome = "worker died"
+            await self._died(worker)  # free again once restarted; its first candidate builds
         except Exception as exc:  # its first candidate meets the same, and reports it
             outcome = f"failed: {type(exc).__name__}"
         finally:
@@ -356,12 +359,14 @@ class EvalDispatcher:
                 return  # gone for good: the retry reports it
 
     async def utilisation(self, cell: str | None = None) -> dict[str, float]:
-        """The pool's busy fraction and worker deaths; with ``cell``, also that cell's worker
+        """The pool's busy fraction, worker deaths (in evaluations and preparations alike) and
+        preparations in flight (``preparing``); with ``cell``, also that cell's worker
         seconds, evaluations and how many workers it holds and candidates it has waiting."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
         busy = sum(self._busy_s.values()) + self._prepare_s
         out = {"busy_fraction": busy / (elapsed * len(self._workers)),
                "prepare_s": self._prepare_s,
+               "preparing": float(sum(self._preparing.values())),
                "worker_deaths": float(self._deaths), "workers": float(len(self._workers))}
         if cell is not None:
             out.update({"cell_busy_s": self._busy_s[cell],
