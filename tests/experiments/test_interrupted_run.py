@@ -101,15 +101,20 @@ def test_ctrl_c_in_a_command_that_does_not_stop_itself_exits_130_without_a_trace
         compile_cache, monkeypatch, capsys):
     from tests.conftest import SILU_TASK
 
+    from kernelswarm.evaluators import SandboxEvaluator
+
     monkeypatch.setenv("KERNELSWARM_CACHE", str(compile_cache))
-    timer = threading.Timer(1.0, _thread.interrupt_main)  # eval takes longer: its sandbox
-    timer.start()
+    evaluate = SandboxEvaluator.evaluate
+
+    def pressed_during_the_evaluation(self, candidate):
+        _thread.interrupt_main()  # SIGINT's KeyboardInterrupt, in the main thread, from here on
+        return evaluate(self, candidate)
+
+    monkeypatch.setattr(SandboxEvaluator, "evaluate", pressed_during_the_evaluation)
     try:
         status = main(["eval", "silu_and_mul", str(SILU_TASK / "silu_and_mul.cpp")])
     except KeyboardInterrupt:
         status = "a KeyboardInterrupt and its traceback"
-    finally:
-        timer.cancel()
     captured = capsys.readouterr()
     assert status == 130
     assert captured.out.strip().splitlines()[-1] == "interrupted"
