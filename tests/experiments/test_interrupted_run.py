@@ -99,9 +99,8 @@ def test_ctrl_c_exits_130_and_every_figure_it_kept_says_unconfirmed(
 
 def test_ctrl_c_in_a_command_that_does_not_stop_itself_exits_130_without_a_traceback(
         compile_cache, monkeypatch, capsys):
-    from tests.conftest import SILU_TASK
-
     from kernelswarm.evaluators import SandboxEvaluator
+    from tests.conftest import SILU_TASK
 
     monkeypatch.setenv("KERNELSWARM_CACHE", str(compile_cache))
     evaluate = SandboxEvaluator.evaluate
