@@ -27,7 +27,14 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
-from kernelswarm.search import Candidate, Evaluation, Evaluator, StartingKernelFailed, Status
+from kernelswarm.search import (
+    Candidate,
+    Evaluation,
+    Evaluator,
+    Screen,
+    StartingKernelFailed,
+    Status,
+)
 
 from .fair_share import FairShare, Share, UnknownCell
 from .packed import PackedFactory
@@ -71,16 +78,21 @@ class EvalWorker:
         start_runner_template("cuda" if ray.get_gpu_ids() else "cpu")
 
     def evaluate(self, key: str, candidate: Candidate, factory: PackedFactory | None = None,
-                 seeds: tuple[int, ...] = ()) -> Evaluation | None:
-        """The verdict, checked on ``seeds`` where given (``Evaluator.evaluate_on``); None when
-        this worker holds no evaluator for ``key`` and was not given its factory (it was
-        restarted since, say): the caller sends the factory with it."""
+                 seeds: tuple[int, ...] = (), screen: Screen | None = None) -> Evaluation | None:
+        """The verdict, checked on ``seeds`` where given (``Evaluator.evaluate_on``), else
+        screened by ``screen`` where given (``Evaluator.evaluate_screened``); None when this
+        worker holds no evaluator for ``key`` and was not given its factory (it was restarted
+        since, say): the caller sends the factory with it."""
         evaluator = self._evaluators.get(key)
         if evaluator is None:
             if factory is None:
                 return None
             evaluator = self._evaluators[key] = factory.unpack()()
-        return evaluator.evaluate_on(candidate, seeds) if seeds else evaluator.evaluate(candidate)
+        if seeds:
+            return evaluator.evaluate_on(candidate, seeds)
+        if screen is not None:
+            return evaluator.evaluate_screened(candidate, screen)
+        return evaluator.evaluate(candidate)
 
     def prepare(self, key: str, factory: PackedFactory) -> dict[str, str]:
         """Build the key's evaluator (unless held) and get it ready for its first candidate
@@ -273,10 +285,11 @@ class EvalDispatcher:
         self._share.done(cell)
         self._match()
 
-    async def evaluate(self, cell: str, candidate: Candidate,
-                       seeds: tuple[int, ...] = ()) -> Evaluation:
+    async def evaluate(self, cell: str, candidate: Candidate, seeds: tuple[int, ...] = (),
+                       screen: Screen | None = None) -> Evaluation:
         """``candidate``'s verdict from the next free worker, checked on ``seeds`` where given
-        (a confirmation's secret seeds; ``Evaluator.evaluate_on``)."""
+        (a confirmation's secret seeds; ``Evaluator.evaluate_on``), screened by ``screen``
+        where given (``Evaluator.evaluate_screened``)."""
         if cell not in self._factories:
             raise UnknownCell(f"no cell {cell!r} in this evaluation pool; open_cell first")
         key, make = self._factories[cell]
@@ -287,7 +300,7 @@ class EvalDispatcher:
             first = (id(worker), key) not in self._given  # its evaluator is built by this call
             outcome, calibration = "raised", ""
             try:
-                evaluation = await self._judge(worker, key, make, candidate, seeds)
+                evaluation = await self._judge(worker, key, make, candidate, seeds, screen)
                 self._evaluations[cell] += 1
                 self._judged_keys.add(key)
                 outcome = evaluation.status.value
@@ -314,7 +327,8 @@ class EvalDispatcher:
                           f"(its process was lost, e.g. killed or out of memory): {error}")
 
     async def _judge(self, worker: ray.actor.ActorHandle, key: str, make: ray.ObjectRef,
-                     candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
+                     candidate: Candidate, seeds: tuple[int, ...],
+                     screen: Screen | None) -> Evaluation:
         """``candidate``'s verdict from ``worker`` (on ``seeds``, where given), with the
         factory only if it may lack it."""
         if key in self._failed_starts:
@@ -324,9 +338,9 @@ class EvalDispatcher:
         given = (id(worker), key)
         evaluation = None
         if given in self._given:
-            evaluation = await worker.evaluate.remote(key, candidate, None, seeds)
+            evaluation = await worker.evaluate.remote(key, candidate, None, seeds, screen)
         if evaluation is None:
-            evaluation = await worker.evaluate.remote(key, candidate, make, seeds)
+            evaluation = await worker.evaluate.remote(key, candidate, make, seeds, screen)
             self._given.add(given)
         return evaluation
 

@@ -59,7 +59,7 @@ class LineageActor:
                  make_roles: PackedFactory[Roles], make_compiler: PackedFactory[Compiler],
                  tracker: ray.actor.ActorHandle, lane: Lane, tuner_journal: Path | None,
                  max_repairs: int = 2,
-                 first_candidates: tuple[Candidate, ...] = ()) -> None:
+                 first_candidates: tuple[Candidate, ...] = (), screen_shapes: int = 0) -> None:
         # What takes seconds (the roles, the task's module and the compiler) is made here, so
         # that the actor can be started while the starting kernel is still being judged;
         # ``run`` then gets the verdict and the budget. The factories come packed: unpickled
@@ -68,6 +68,7 @@ class LineageActor:
         self._stop = threading.Event()
         self._number, self._start, self._max_repairs = lineage, start, max_repairs
         self._firsts = first_candidates  # judged first (LanguageStart.first_candidates)
+        self._screen_shapes = screen_shapes
         storage = journal_storage(tuner_journal) if tuner_journal else None
         self._tuner = KnobTuner(seed=seed, storage=storage, prefix=f"lineage{lineage}-")
         self._roles = make_roles.unpack()(seed)
@@ -87,7 +88,7 @@ class LineageActor:
             self._roles.until(time.time() + budget.wall_s)
         lineage = Lineage(self._number, self._start, start_eval, self._roles, self._tuner,
                           budget, max_repairs=self._max_repairs,
-                          first_candidates=self._firsts)
+                          first_candidates=self._firsts, screen_shapes=self._screen_shapes)
         for candidate, evaluation in history or ():  # pick up where it stopped
             lineage.replay(candidate, evaluation)
         # Pipelined: each record is made durable while the next candidate is being planned,

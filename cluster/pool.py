@@ -18,7 +18,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from kernelswarm.search import Candidate, Evaluation, Evaluator, StartingKernelFailed
+from kernelswarm.search import Candidate, Evaluation, Evaluator, Screen, StartingKernelFailed
 
 from .eval_worker import EvalDispatcher, EvalWorker
 from .fair_share import UnknownCell
@@ -58,17 +58,19 @@ class Lane:
         confirmation's secret seeds) instead of the evaluator's own."""
         return self.dispatcher.evaluate.remote(self.cell, candidate, seeds)
 
-    def evaluate(self, candidate: Candidate, seeds: tuple[int, ...] = ()) -> Evaluation:
-        """``candidate``'s verdict (on ``seeds`` as ``submit`` says); survives a restart of
-        the dispatcher (its process lost)."""
+    def evaluate(self, candidate: Candidate, seeds: tuple[int, ...] = (),
+                 screen: Screen | None = None) -> Evaluation:
+        """``candidate``'s verdict (on ``seeds`` as ``submit`` says; screened by ``screen``
+        where given, ``Evaluator.evaluate_screened``); survives a restart of the dispatcher
+        (its process lost)."""
         try:
-            return call(self.dispatcher.evaluate, self.cell, candidate, seeds,
+            return call(self.dispatcher.evaluate, self.cell, candidate, seeds, screen,
                         on_retry=self._reopen)
         except UnknownCell:  # the dispatcher restarted between two calls of this lane
             if self.factory is None:
                 raise
             self._reopen()
-            return call(self.dispatcher.evaluate, self.cell, candidate, seeds,
+            return call(self.dispatcher.evaluate, self.cell, candidate, seeds, screen,
                         on_retry=self._reopen)
         except StartingKernelFailed as failed:  # without Ray's wrapper (see ``verdict``)
             raise StartingKernelFailed(failed.evaluation) from None

@@ -18,6 +18,7 @@ from kernelswarm.search import (
     Member,
     Migration,
     Rejection,
+    Screen,
 )
 
 from .pool import Lane
@@ -135,6 +136,9 @@ class DispatchedEvaluator(Evaluator):
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
         return self._lane.evaluate(candidate)
+
+    def evaluate_screened(self, candidate: Candidate, screen: Screen) -> Evaluation:
+        return self._lane.evaluate(candidate, screen=screen)
 
     def close(self) -> None:
         self._compiler.close()

@@ -94,6 +94,7 @@ class SwarmSpec:
     # above replace its own.
     population: Population = field(default_factory=Population)
     max_repairs: int = 2
+    screen_shapes: int = 0  # search/screening.py; 0: every candidate timed on every shape
     max_workers: int | None = None  # a cap on the pool's workers this search holds at once
     # Every record of the run read back from its durable sink: what a restarted tracker
     # rebuilds itself from (experiments.resume.replay_records); None: it restarts from history.
@@ -244,7 +245,7 @@ class Swarm:
             lineage, spec.seeds[lineage], start, PackedFactory.of(part.make_roles),
             PackedFactory.of(part.compiler_factory),
             self.tracker, self.lanes[part.language], spec.tuner_journal, spec.max_repairs,
-            part.first_candidates)
+            part.first_candidates, spec.screen_shapes)
 
     def _launch(self, lineage: int, history: list[tuple[Candidate, Evaluation]]) -> None:
         """Run ``lineage``'s actor (the one started for it, or a new one), going on from the

@@ -75,6 +75,7 @@ from .roles import (
     Tester,
     Usage,
 )
+from .screening import SCREEN_MARGIN, Screen, screened_speedup
 from .sink import Record, RunInfo, RunSummary, Sink
 from .stored_form import stored_detail, typed_detail
 from .strategies import STRATEGIES, Option, Rejection, Strategy, make_strategy, strategy_options
@@ -102,4 +103,5 @@ __all__ = [
     "ARGUMENT_KINDS", "Dispatch", "NOT_NOVEL", "NCU_COUNTERS", "BaselineSource", "EvaluationCost",
     "KernelResources", "MachineFigures", "Profile", "kernel_resources", "stored_detail",
     "typed_detail", "Option", "strategy_options", "StudyMismatch", "kernel_fingerprint",
+    "SCREEN_MARGIN", "Screen", "screened_speedup",
 ]

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from .archive_languages import LanguageScales
 from .candidate import Candidate
-from .evaluation import Evaluation
+from .evaluation import Evaluation, Status
 
 Member = tuple[Candidate, Evaluation]
 
@@ -57,7 +57,10 @@ class Archive:
         self._elite_size = elites
 
     def add(self, candidate: Candidate, evaluation: Evaluation) -> None:
-        self.evaluations.setdefault(candidate.id, evaluation)
+        known = self.evaluations.get(candidate.id)
+        if known is None or (known.status is Status.SCREENED_OUT
+                             and evaluation.status is not Status.SCREENED_OUT):
+            self.evaluations[candidate.id] = evaluation  # a full verdict replaces a screened one
         if evaluation.binary:
             self.binaries.setdefault(evaluation.binary, candidate.id)
         if candidate.lineage < 0 and candidate.origin.role == "seed" and evaluation.ok \

@@ -22,9 +22,10 @@ from typing import Protocol
 
 from .archive import Member
 from .candidate import Candidate
-from .evaluation import Evaluation
+from .evaluation import Evaluation, Status
 from .evaluator import Evaluator
 from .lineage import Lineage
+from .screening import Screen
 from .strategies import Rejection
 
 # How long a lineage waits for another's verdict on the same kernel before evaluating it itself
@@ -141,16 +142,20 @@ class Driver:
         self.claim_wait_s = claim_wait_s
         self.poll_s = poll_s
 
-    def judge(self, candidate: Candidate) -> Judged:
+    def judge(self, candidate: Candidate, screen: Screen | None = None) -> Judged:
         """The verdict on ``candidate``: recorded already, another lineage's on the same id
-        (waited for), a failed build, an identical binary's, or a new evaluation."""
+        (waited for), a failed build, an identical binary's, or a new evaluation (screened by
+        ``screen`` where given). A screened-out verdict is reused only where ``screen`` drops
+        it too: it was screened against another lineage's bar, or against none (a full
+        evaluation is asked for)."""
         known, mine = self.tracker.claim(candidate.id)
-        if known is not None:
+        if known is not None and _stands(known, screen):
             return Judged(known, 0.0, Via.RECORDED)
-        if not mine and (theirs := self._wait_for(candidate.id)) is not None:
+        if known is None and not mine and (theirs := self._wait_for(candidate.id)) is not None \
+                and _stands(theirs, screen):
             return Judged(theirs, 0.0, Via.WAITED)
         try:
-            return self._build_and_evaluate(candidate)
+            return self._build_and_evaluate(candidate, screen)
         except BaseException:
             self.tracker.release(candidate.id)
             raise
@@ -165,14 +170,15 @@ class Driver:
                 return known
         return None
 
-    def _build_and_evaluate(self, candidate: Candidate) -> Judged:
+    def _build_and_evaluate(self, candidate: Candidate, screen: Screen | None) -> Judged:
         built = self.evaluator.compile(candidate)
         if not built.ok:  # a failed build costs no worker time
             return Judged(built.as_evaluation(), 0.0, Via.BUILD_FAILED)
         reused = self.tracker.lookup_binary(candidate.id, built.binary)
-        if reused is not None:
+        if reused is not None and _stands(reused, screen):
             return Judged(reused, 0.0, Via.SAME_BINARY)
-        evaluation = self.evaluator.evaluate(candidate)
+        evaluation = (self.evaluator.evaluate(candidate) if screen is None
+                      else self.evaluator.evaluate_screened(candidate, screen))
         return Judged(evaluation, evaluation.eval_s, Via.EVALUATED)
 
     def step(self, lineage: Lineage) -> bool:
@@ -188,7 +194,7 @@ class Driver:
             if rejection is None:
                 break
             lineage.reject(candidate, rejection.message)
-        judged = self.judge(candidate)
+        judged = self.judge(candidate, lineage.screen_for(candidate))
         try:
             lineage.observe(candidate, judged.evaluation, judged.worker_s)
             self.tracker.record(lineage.lineage, lineage.step, candidate, judged.evaluation)
@@ -202,3 +208,11 @@ class Driver:
         while not self.stop.is_set() and self.step(lineage):
             pass
         return STOPPED if self.stop.is_set() else lineage.stop_reason or ""
+
+
+def _stands(verdict: Evaluation, screen: Screen | None) -> bool:
+    """Whether a recorded verdict serves a caller judging with ``screen``: any verdict but a
+    screened-out one, and that one where ``screen`` drops it too."""
+    if verdict.status is not Status.SCREENED_OUT:
+        return True
+    return screen is not None and screen.drops(verdict.shapes)

@@ -21,6 +21,9 @@ class Status(str, enum.Enum):
     RUNTIME_ERROR = "RUNTIME_ERROR"  # crash, signal, exception, CUDA error
     TIMEOUT = "TIMEOUT"
     INCORRECT = "INCORRECT"
+    # correct, but slower than its lineage's best on every screening shape: timed on those
+    # only (search/screening.py); never a best, an elite or a repair's subject
+    SCREENED_OUT = "SCREENED_OUT"
 
 
 @dataclass(frozen=True)

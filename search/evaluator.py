@@ -8,6 +8,7 @@ from typing import Protocol
 
 from .candidate import Candidate
 from .evaluation import Evaluation, Status
+from .screening import Screen
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,13 @@ class Evaluator(ABC):
         was checked on in ``metrics["check_seeds"]`` (``CHECK_SEEDS``). This default, for an evaluator that draws
         no inputs of its own, judges as ``evaluate`` does and records none: the confirmation
         then says its kernels were not checked on the secret seeds."""
+        return self.evaluate(candidate)
+
+    def evaluate_screened(self, candidate: Candidate, screen: Screen) -> Evaluation:
+        """``evaluate``, timing ``screen.shapes`` first and stopping there with a
+        ``SCREENED_OUT`` verdict when ``screen.drops`` the candidate (search/screening.py).
+        This default, for an evaluator that cannot stop part-way, judges in full: its verdict
+        is the one ``evaluate`` gives."""
         return self.evaluate(candidate)
 
     def prepare(self) -> dict[str, str]:

@@ -44,6 +44,7 @@ from .roles import (
     Plan,
     Roles,
 )
+from .screening import Screen, screened_speedup
 from .tuning import KnobTuner
 
 MAX_REPLANS = 8  # plans in a row that yield nothing new before the lineage gives up
@@ -87,8 +88,9 @@ class Lineage:
     def __init__(self, lineage: int, start: Candidate, start_eval: Evaluation, roles: Roles,
                  tuner: KnobTuner, budget: Budget, max_repairs: int = 2,
                  clock: Callable[[], float] = time.monotonic,
-                 first_candidates: Sequence[Candidate] = ()) -> None:
+                 first_candidates: Sequence[Candidate] = (), screen_shapes: int = 0) -> None:
         self.lineage = lineage
+        self.screen_shapes = screen_shapes  # 0: every candidate timed on every shape
         self.roles = roles
         self.tuner = tuner
         self.budget = budget
@@ -254,6 +256,17 @@ class Lineage:
             self.stop_reason = (f"no novel candidate in {MAX_REJECTIONS} proposals in a row "
                                 f"(novelty rejection)")
 
+    def screen_for(self, candidate: Candidate) -> Screen | None:
+        """What ``candidate`` (just proposed) is timed by: ``screen_shapes`` shapes against
+        this lineage's best first (search/screening.py); None with screening off or no best
+        yet. A first candidate (torch.compile's kernel, say) is judged in full: the lineage
+        may go on from it a little slower than its best."""
+        pending = self._pending.get(candidate.id)
+        if self.screen_shapes <= 0 or self.best is None or (pending and pending.first):
+            return None
+        best, evaluation = self.best
+        return Screen.of(evaluation, self.screen_shapes, against=best.id)
+
     def replay(self, candidate: Candidate, evaluation: Evaluation) -> None:
         """Re-apply a verdict recorded before a resume (the tuner's journal already holds it)."""
         self._tried.add(candidate.id)
@@ -273,8 +286,9 @@ class Lineage:
         self.evaluated += 1
         self._rejected_in_row = 0
         self.gpu_s += evaluation.eval_s if worker_s is None else worker_s
-        if pending.study is not None:
-            self.tuner.tell(pending.study, pending.trial, evaluation.speedup if evaluation.ok else None)
+        if pending.study is not None:  # a screened-out kernel is slower, not broken
+            self.tuner.tell(pending.study, pending.trial, evaluation.speedup if evaluation.ok
+                            else screened_speedup(evaluation) or None)
         self.feedback = self.roles.analyst.analyse(candidate, evaluation)
         failed = evaluation.failed_shape() if evaluation.status is Status.INCORRECT else None
         self.history.append(Attempt(self.step, pending.plan.move, candidate.id,
@@ -294,6 +308,6 @@ class Lineage:
             if pending.first and evaluation.ok and self.best is not None and \
                     evaluation.speedup >= self.best[1].speedup * (1.0 - FIRST_MARGIN):
                 self.current = candidate  # within noise or the margin: go on from it
-        if not evaluation.ok and candidate.origin.role == "coder" \
-                and pending.repair < self.max_repairs:
+        if not evaluation.ok and evaluation.status is not Status.SCREENED_OUT \
+                and candidate.origin.role == "coder" and pending.repair < self.max_repairs:
             self._failed = (candidate, evaluation, pending.repair)

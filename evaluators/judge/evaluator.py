@@ -33,7 +33,15 @@ from typing import Any
 
 import torch
 
-from ...search import Candidate, CompileResult, Evaluation, Evaluator, Shape, load_task
+from ...search import (
+    Candidate,
+    CompileResult,
+    Evaluation,
+    Evaluator,
+    Screen,
+    Shape,
+    load_task,
+)
 from ..languages import get_language
 from ..languages.compile_cache import Build
 from ..measure.machine import describe_device
@@ -137,10 +145,21 @@ class SandboxEvaluator(Evaluator):
                              f"count), got {seeds!r}")
         return self._timed_evaluation(candidate, seeds)
 
-    def _timed_evaluation(self, candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
+    def evaluate_screened(self, candidate: Candidate, screen: Screen) -> Evaluation:
+        """``evaluate``, timing ``screen.shapes`` first: a candidate that could reach the bar
+        on none of them is ``SCREENED_OUT`` there, its other shapes checked but not timed
+        (search/screening.py). The judgement computes this, not the runner."""
+        labels = {shape.label for shape in self.task.tuning_shapes}
+        if any(label not in labels for label in screen.shapes):
+            raise ValueError(f"evaluate_screened: the screen's shapes {screen.shapes!r} are not "
+                             f"all tuning shapes of {self.task.name!r}")
+        return self._timed_evaluation(candidate, tuple(range(self.settings.seeds)), screen)
+
+    def _timed_evaluation(self, candidate: Candidate, seeds: tuple[int, ...],
+                          screen: Screen | None = None) -> Evaluation:
         started = time.perf_counter()
         with one_thread():
-            evaluation = self._evaluate(candidate, seeds)
+            evaluation = self._evaluate(candidate, seeds, screen)
         return replace(evaluation, eval_s=time.perf_counter() - started)
 
     def _ready(self) -> tuple[Calibration, References, Spares]:
@@ -183,7 +202,8 @@ class SandboxEvaluator(Evaluator):
                                            for c in self.settings.extra_checks])
         return self._deadline
 
-    def _evaluate(self, candidate: Candidate, seeds: tuple[int, ...]) -> Evaluation:
+    def _evaluate(self, candidate: Candidate, seeds: tuple[int, ...],
+                  screen: Screen | None) -> Evaluation:
         began = time.perf_counter()
         build = self._build(candidate)
         built_s = time.perf_counter() - began  # nonzero beyond a lookup: nobody built it ahead
@@ -201,7 +221,7 @@ class SandboxEvaluator(Evaluator):
             settings=self.settings, calibration=calibration, references=references,
             spares=spares, memory=self._memory, deadline=deadline,
             trial=Trial(runner, deadline.seconds), phases={"runner_wait": waited},
-            built_s=built_s, seeds=seeds)
+            built_s=built_s, seeds=seeds, screen=screen)
         return judgement.evaluation(self._device)
 
 

@@ -24,6 +24,7 @@ from ...search import (
     EvaluationCost,
     KernelResources,
     Profile,
+    Screen,
     Shape,
     ShapeResult,
     Status,
@@ -69,7 +70,9 @@ class Judgement:
     (``deadline``) and the ``trial`` (the runner taken for this candidate, under that limit);
     ``phases``, the seconds of the phases so far (the wait for the runner), ``built_s``,
     what the evaluation waited for the build, and ``seeds``, the seeds its correctness is
-    checked on (the settings' 0 .. seeds - 1, or a confirmation's secret ones). Filled in as it goes: ``metrics``, ``resources``
+    checked on (the settings' 0 .. seeds - 1, or a confirmation's secret ones); ``screen``, where
+    given, the shapes timed first and the bar (search/screening.py). Filled in as it goes:
+    ``screened_out``, ``metrics``, ``resources``
     (the artifact's bytes, then what the runner reports), ``kernel_resources``, ``profile``,
     ``runner_s`` (the runner's warm-up seconds by step) and ``compiled`` (what the runner's
     JIT compiled during the checks)."""
@@ -91,6 +94,8 @@ class Judgement:
     seeds: tuple[int, ...]
     metrics: dict[str, Any] = dataclasses.field(init=False)
     resources: dict[str, Any] = dataclasses.field(init=False)
+    screen: Screen | None = None
+    screened_out: bool = False
     kernel_resources: tuple[KernelResources, ...] = ()
     profile: Profile | None = None
     runner_s: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -169,13 +174,17 @@ class Judgement:
         clock = time.perf_counter()
         shapes = self._time(checked.errors)
         self.phases["timing"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        self._observe()
-        self.phases["profiling"] = time.perf_counter() - clock
         heldout = len(self.task.heldout_shapes) if s.check_heldout else 0
         message = (f"correct on {len(shapes)} tuning shapes x {self._seeds_in_words()}, "
                    f"{heldout} held-out shapes and {len(self.calibration.checks)} extra checks")
         status, message = roofline_verdict(shapes, s.flush_cache, message)
+        if status is Status.OK and self.screened_out and self.screen is not None:
+            untimed = sum(1 for r in shapes if not r.time_us > 0)
+            return Status.SCREENED_OUT, self.screen.message(shapes, untimed), shapes
+        clock = time.perf_counter()
+        if status is Status.OK:
+            self._observe()  # what the profile role reads: not for a kernel it will not use
+        self.phases["profiling"] = time.perf_counter() - clock
         return status, message, shapes
 
     def _seeds_in_words(self) -> str:
@@ -243,7 +252,14 @@ class Judgement:
         task, calibration = self.task, self.calibration
         timer = ShapeTimer(self.trial, self.arena, self.references, task, self.settings)
         results, rel_se, details = [], {}, {}
-        for shape in task.tuning_shapes:
+        screen = self.screen
+        order = list(task.tuning_shapes)
+        if screen is not None:  # its shapes first; the rest only if it could reach the bar
+            order.sort(key=lambda shape: (shape.label not in screen.shapes,
+                                          screen.shapes.index(shape.label)
+                                          if shape.label in screen.shapes else 0))
+        began = time.perf_counter()
+        for shape in order:
             timed = timer.time(shape, calibration.clean.get(shape.label),
                                own_floor_us(calibration.machine), self._clean_again)
             shape_errors = errors[shape.label]
@@ -258,9 +274,29 @@ class Judgement:
             rel_se[shape.label], details[shape.label] = timed.candidate.rel_se, timed.detail
             for step, seconds in timed.detail["runner_warm_s"].items():
                 self.runner_s[step] = self.runner_s.get(step, 0.0) + seconds
+            if screen is not None and len(results) == len(screen.shapes):
+                self.screened_out = screen.drops(results)
+                if self.screened_out:
+                    break
         self.spares.refill()  # the spare a clean measurement took (``_clean_again``), if any
         self.metrics.update({"timing_rel_se": rel_se, "timing": details})
-        return tuple(results)
+        if screen is not None:
+            self.metrics["screen"] = self._screen_metrics(len(results), time.perf_counter() - began)
+        timed = {r.shape: r for r in results}
+        return tuple(timed.get(shape.label) or ShapeResult(
+            shape=shape.label, correct=True, max_abs_err=errors[shape.label].max_abs_err,
+            max_rel_err=errors[shape.label].max_rel_err) for shape in task.tuning_shapes)
+
+    def _screen_metrics(self, timed: int, seconds: float) -> dict[str, Any]:
+        """What the screen did: its shapes, the bar's source, whether the candidate was
+        screened out, the shapes timed and, for one screened out, the timing seconds the
+        untimed shapes would have taken at this candidate's rate (``saved_s``)."""
+        assert self.screen is not None
+        untimed = len(self.task.tuning_shapes) - timed
+        return {"shapes": list(self.screen.shapes), "against": self.screen.against,
+                "screened_out": self.screened_out, "timed_shapes": timed,
+                "timing_s": seconds,
+                "saved_s": seconds / timed * untimed if self.screened_out and timed else 0.0}
 
     def _clean_again(self, shape: Shape) -> CleanFigures | None:
         """The starting kernel's clean figures on ``shape`` measured now, for a canary that

@@ -89,6 +89,9 @@ class SearchSection(StrategyOptions):  # type: ignore[misc, valid-type]
     # that differ in comments and layout; 0: off.
     novelty: float = Field(0.0, ge=0.0, le=1.0)
     max_repairs: int = Field(2, ge=0)  # fixes of a failed coder candidate before moving on
+    # Screening (search/screening.py): a candidate is timed on this many representative shapes
+    # first, and on the others only if it could beat its lineage's best on one of them; 0: off.
+    screen_shapes: int = Field(0, ge=0)
     tester: bool = True  # the agent's tester adds checks (size 1, odd sizes, large values)
     # After the search, the best kernels are judged again and the best median is reported (a
     # search's fastest measurement is a lucky one); 0 in either turns that off.

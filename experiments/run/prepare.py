@@ -198,7 +198,8 @@ class PreparedRun:
                                 search.migration_topology, config.run.seed,
                                 config.languages if len(config.languages) > 1 else ()),
             population=population_of(config),
-            max_repairs=search.max_repairs, max_workers=max_workers,
+            max_repairs=search.max_repairs, screen_shapes=search.screen_shapes,
+            max_workers=max_workers,
             started=self.started,
             # the confirmation checks on as many secret seeds as the search checks its own
             check_seeds=settings.seeds,
