@@ -232,9 +232,13 @@ def _throughput_line(report: dict[str, Any]) -> str:
                f"candidate judged {startup + first:.1f} s after the command's start; "
                if isinstance(startup, float) and math.isfinite(startup) and math.isfinite(first)
                else "")
+    screening = report.get("screening") or {}
+    screened = (f"; screened out {screening['screened_out']} on "
+                f"{screening['screen_shapes']} shapes, about {screening['saved_s']:.1f} s of "
+                f"timing saved" if screening.get("screen_shapes") else "")
     return opening + (f"{t['evaluations']} evaluations in {t['span_s']:.0f} s of search: "
             f"{t['evals_per_gpu_minute']:.1f} a GPU-minute (median eval_s "
-            f"{t['median_eval_s']:.2f} s){searched}; search's own best "
+            f"{t['median_eval_s']:.2f} s){searched}{screened}; search's own best "
             f"{report['search_best']:.3f}x vs start")
 
 
@@ -326,6 +330,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "throughput": throughput(outcome.run_dir),
             # from the command's start to the search's (outside --minutes)
             "search_startup_s": outcome.result.startup_s,
+            # --set search.screen_shapes=N: candidates screened out and the timing they saved
+            "screening": {"screen_shapes": config.search.screen_shapes,
+                          "screened_out": summary.screened_out,
+                          "saved_s": summary.screen_saved_s},
             "language_bests": language_bests(outcome.run_dir)}
 
 

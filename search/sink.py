@@ -58,6 +58,10 @@ class RunSummary:
     # The strategy's own figures at the end (Tracker.figures: kept kernels, their families,
     # cells, migrations, ...), by name.
     population: Mapping[str, Any] = field(default_factory=dict)
+    # Screening (search/screening.py): candidates screened out, and the timing seconds their
+    # untimed shapes would have taken at each one's own rate (an estimate).
+    screened_out: int = 0
+    screen_saved_s: float = 0.0
 
 
 class Sink(ABC):

@@ -12,7 +12,7 @@ from typing import Any
 
 from .archive import Archive, Member, source_family
 from .candidate import Candidate
-from .evaluation import Evaluation
+from .evaluation import Evaluation, Status
 from .population import Migration, Population
 from .sink import Record, RunInfo, RunSummary, Sink
 from .strategies import Rejection, Strategy, make_strategy
@@ -278,10 +278,14 @@ class Tracker:
         search, search/confirm.py, or None when none held up) instead of the archive's."""
         lineage_best = {i: best for i, best in self._lineage_best.items() if i >= 0}
         best = best if override_best else self.archive.best
+        screened = [r.evaluation for r in self.records
+                    if r.evaluation.status is Status.SCREENED_OUT and not r.evaluation.reused_from]
+        saved = sum(float(e.metrics.get("screen", {}).get("saved_s", 0.0)) for e in screened)
         return RunSummary(stop_reason, len(self.records), best, lineage_best,
                           time.monotonic() - self._started, self.strategy.diversity(),
                           len(self.strategy.shared), self.reused, self.strategy.name,
-                          len(self.strategy.novelty.rejected), self.figures())
+                          len(self.strategy.novelty.rejected), self.figures(),
+                          len(screened), saved)
 
     def locations(self) -> list[str]:
         """Where each sink's output can be found (as each sink describes it)."""

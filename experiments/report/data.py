@@ -16,7 +16,8 @@ from ..sinks import read_evaluations
 from ..views.carried_baselines import MeasuredBaselines, measured_of_run
 
 # The verdicts a run can record, in the order the report lists them.
-VERDICTS = ("OK", "INCORRECT", "COMPILE_ERROR", "RUNTIME_ERROR", "TIMEOUT", "REJECTED")
+VERDICTS = ("OK", "SCREENED_OUT", "INCORRECT", "COMPILE_ERROR", "RUNTIME_ERROR", "TIMEOUT",
+            "REJECTED")
 
 
 class ReportError(ValueError):

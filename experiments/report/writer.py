@@ -253,6 +253,11 @@ def _run_page(run: RunData) -> _Page:
     page.heading("Verdicts")
     counts = {v: sum(r.status == v for r in run.records) for v in VERDICTS}
     page.table(list(counts), [[str(c) for c in counts.values()]])
+    screening = summary.get("screening") or {}
+    if screening.get("screened_out"):
+        page.text(f"{screening['screened_out']} candidates were screened out (correct, but "
+                  f"slower than their lineage's best on each screening shape, so not timed on "
+                  f"the others): about {screening.get('saved_s', 0.0):.1f} s of timing saved.")
     page.plot("verdicts", plots.verdicts_over_time(run), "Verdicts over the run's wall time.")
     page.heading(f"Best kernel source ({run.best_id or 'none'})")
     page.code(run.best_source, run.language)

@@ -92,6 +92,9 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
         # the search strategy and its figures (kept kernels and families, cells, migrations),
         # and the candidates novelty rejection kept from being judged
         "strategy": summary.strategy, "novelty_rejected": summary.rejected,
+        # candidates screened out (search.screen_shapes) and the timing seconds that saved
+        "screening": {"screened_out": summary.screened_out,
+                      "saved_s": summary.screen_saved_s},
         "population": summary.population,
         "extra_checks_dropped": dict(start.dropped_checks) if start is not None else {},
         "llm": llm,  # tokens and dollars per role, lineage and in all (null without LLM roles)

@@ -368,6 +368,8 @@ class MLflowSink(Sink):
                    Metric("migrations", float(summary.migrations), millis, 0),
                    Metric("reused_verdicts", float(summary.reused), millis, 0),
                    Metric("novelty_rejected", float(summary.rejected), millis, 0),
+                   Metric("screened_out", float(summary.screened_out), millis, 0),
+                   Metric("screen_saved_s", summary.screen_saved_s, millis, 0),
                    *self._close_llm(millis)]
         client.log_batch(self.parent_run_id, metrics=metrics,
                          tags=[RunTag("stop_reason", summary.stop_reason[:8000])])

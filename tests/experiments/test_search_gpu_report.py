@@ -80,3 +80,16 @@ def test_the_start_up_and_the_first_candidate_are_said_apart_from_the_search():
                            "candidate judged 56.0 s after the command's start; ")
     del report["search_startup_s"]  # a report of before the figure existed
     assert _throughput_line(report).startswith("41 evaluations in 130 s of search")
+
+
+def test_a_screened_search_says_how_many_it_screened_out_and_the_timing_saved():
+    from benchmarks.search_gpu import _throughput_line
+
+    report = {"search_best": 1.2,
+              "throughput": {"evaluations": 41, "span_s": 130.0, "evals_per_gpu_minute": 18.9,
+                             "median_eval_s": 2.9, "build_wait_s": 0.0},
+              "screening": {"screen_shapes": 3, "screened_out": 17, "saved_s": 40.25}}
+    assert "; screened out 17 on 3 shapes, about 40.2 s of timing saved; search's own best" \
+        in _throughput_line(report)
+    report["screening"]["screen_shapes"] = 0  # screening off: nothing said
+    assert "screened" not in _throughput_line(report)
