@@ -135,6 +135,9 @@ class RuleAnalyst(Analyst):
         head = head[0].upper() + head[1:]
         if evaluation.ok:
             return Feedback(summary=_ok_summary(head, facts), facts=facts)
+        if evaluation.status is Status.SCREENED_OUT:  # correct; slower than the bar
+            return Feedback(summary=f"{head} is correct but slower than this lineage's best: "
+                                    f"{facts.message}", facts=facts)
         if evaluation.status is Status.INCORRECT:
             facts = replace(facts, **_failure_facts(evaluation.failed_shape()))
         return Feedback(summary=_failed_summary(head, evaluation, facts), facts=facts)

@@ -15,6 +15,7 @@ from kernelswarm.search import (
     LineageView,
     Plan,
     Planner,
+    Status,
     read_shape_knobs,
 )
 
@@ -56,6 +57,8 @@ def _last_result(facts: Facts) -> str:
     move = "the starting kernel" if facts.move in ("", "start") else facts.move
     if facts.ok:
         return f"Last: {move} was correct at {facts.speedup:.2f}x the start. "
+    if facts.status is Status.SCREENED_OUT:
+        return f"Last: {move} was correct but slower than this lineage's best (screened out). "
     where = f" on {facts.failed_shape}" if facts.failed_shape else ""
     status = facts.status.value if facts.status is not None else "not evaluated"
     return f"Last: {move} failed ({status}{where}). "

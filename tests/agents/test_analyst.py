@@ -48,6 +48,20 @@ def test_an_incorrect_kernel_names_the_failed_shape_and_its_errors():
     assert feedback.facts.roofline_fraction is None
 
 
+def test_a_screened_out_kernel_is_described_as_correct_and_slower_not_as_failed():
+    from kernelswarm.agents.builtin.planner import _last_result
+
+    evaluation = Evaluation(KERNEL.id, Status.SCREENED_OUT, "screened out: slower than its "
+                            "lineage's best beyond noise on each of the 1 screening shapes",
+                            shapes=(_timed("tokens=1", 0.6, 0.2, 0.1),))
+    feedback = RuleAnalyst().analyse(KERNEL, evaluation)
+    assert feedback.facts.ok is False and feedback.facts.status is Status.SCREENED_OUT
+    assert "is correct but slower than this lineage's best: screened out" in feedback.summary
+    assert "failed" not in feedback.summary
+    assert _last_result(feedback.facts) == ("Last: rewrite:simd was correct but slower than this "
+                                            "lineage's best (screened out). ")
+
+
 def test_a_long_compiler_log_is_trimmed_to_one_line():
     log = "kernel.cpp:3:5: error: 'foo' was not declared in this scope\n" + "note: ...\n" * 200
     evaluation = Evaluation(KERNEL.id, Status.COMPILE_ERROR, log)
