@@ -19,6 +19,7 @@ until it does.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,6 +38,7 @@ from kernelswarm.search import (
     Evaluation,
     Evaluator,
     RunInfo,
+    Screen,
     Status,
     Tracker,
     Via,
@@ -241,6 +243,26 @@ def test_a_wrong_kernel_is_incorrect_not_ok(subject):
     assert evaluation.status is Status.INCORRECT, evaluation.message
     assert evaluation.candidate_id == wrong.id
     assert "wrong result" in evaluation.message
+
+
+@each_evaluator
+def test_a_screen_stops_a_kernel_below_its_bar_and_lets_one_that_reaches_it_through(subject):
+    """``evaluate_screened``: against a bar far above the kernel, SCREENED_OUT after its
+    screening shape (timed there only, checked everywhere); against one far below, the verdict
+    ``evaluate`` gives, every shape timed."""
+    _judging(subject)
+    labels = [s.shape for s in subject.judge_start().shapes]
+
+    def screen(bar: float) -> Screen:
+        return Screen((labels[1],), tuple((label, bar, math.nan) for label in labels))
+
+    out = subject.evaluator.evaluate_screened(subject.start, screen(100.0))
+    assert out.status is Status.SCREENED_OUT, out.message
+    assert [s.shape for s in out.shapes if s.time_us > 0] == [labels[1]]
+    assert all(s.correct for s in out.shapes) and out.speedup == 0.0
+    through = subject.evaluator.evaluate_screened(subject.start, screen(0.01))
+    assert through.status is Status.OK, through.message
+    assert all(s.time_us > 0 for s in through.shapes) and through.speedup > 0
 
 
 @each_evaluator
