@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/judge_gpu_jobs.sh before OUT [TASK...]   # eval_cost of the old tree
 #   bash benchmarks/judge_gpu_jobs.sh check OUT [gpu_check args...]
+#   bash benchmarks/judge_gpu_jobs.sh screen OUT [N]              # screen_cost of the three tasks
 #
 # Carried paths: .gpu-bundle (make-bundle), .gpu-cache (the caches of an earlier call, optional),
 # .gpu-before (``before`` only: the tree to compare with, as kernelswarm/<package>/ and
@@ -17,7 +18,7 @@
 # (KERNELSWARM_BASELINE_COMPILE=0): what is measured is the cost of each candidate after the
 # calibration, and compile's minutes a task would spend the call's time on start-up.
 set -uo pipefail
-job=${1:?before|check}; out=${2:?OUT}; shift 2
+job=${1:?before|check|screen}; out=${2:?OUT}; shift 2
 source .gpu-bundle/install.sh
 python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
 export KERNELSWARM_CACHE=/tmp/kernelswarm-cache KERNELSWARM_TEST_CACHE=/tmp/kernelswarm-gpu-check
@@ -51,5 +52,14 @@ case "$job" in
     python3 -m benchmarks.gpu_check --out "$out" \
       --pack-cache "$out/caches.tar.gz" "$@"
     pack ;;
+  screen)
+    # full against screened-out evaluations (benchmarks/screen_cost.py), 1 and 3 shapes
+    for task in silu_and_mul fused_add_rmsnorm merge_attn_states_lse; do
+      echo "=== screen_cost $task cuda cuda ${1:-4}" | tee -a "$out/screen.log"
+      timeout 240 python3 -m benchmarks.screen_cost "$task" cuda cuda "${1:-4}" 1 3 \
+        >> "$out/screen-cost.jsonl" 2>> "$out/screen.log"
+      echo "exit $?" >> "$out/screen.log"
+      pack
+    done ;;
   *) echo "unknown job $job" >&2; exit 2 ;;
 esac
