@@ -9,20 +9,13 @@ import math
 import pytest
 
 from kernelswarm.search import (
-    STOP,
-    Analyst,
     Budget,
     Candidate,
-    Coder,
     Driver,
     Evaluation,
     Evaluator,
-    Feedback,
     KnobTuner,
     Lineage,
-    Origin,
-    Plan,
-    Planner,
     Roles,
     RunInfo,
     Screen,
@@ -32,6 +25,7 @@ from kernelswarm.search import (
     Via,
     screened_speedup,
 )
+from tests.search.test_driver import _Append, _Moves, _Quiet
 
 SHAPES = ("n=1", "n=8", "n=64", "n=512", "n=4096")
 
@@ -148,25 +142,6 @@ def test_a_verdict_screened_against_one_bar_is_judged_again_for_a_lineage_it_cou
     tracker.record(1, 1, candidate, again.evaluation)
     assert tracker.lookup(candidate.id).ok  # the full verdict replaces the screened one
     assert driver.judge(candidate, high).via is Via.RECORDED
-
-
-class _Moves(Planner):
-    def __init__(self, moves):
-        self.moves = list(moves)
-
-    def plan(self, view):
-        return Plan(self.moves.pop(0) if self.moves else STOP, "scripted")
-
-
-class _Append(Coder):
-    def code(self, plan, parent, view):
-        return parent.derive(source=parent.source + f"\n{plan.move.split(':', 1)[1]}",
-                             origin=Origin(role="coder", move=plan.move))
-
-
-class _Quiet(Analyst):
-    def analyse(self, candidate, evaluation):
-        return Feedback(evaluation.status.value)
 
 
 def test_a_lineage_screens_against_its_best_repairs_nothing_screened_and_keeps_going(tmp_path):
