@@ -287,8 +287,9 @@ class Lineage:
         self._rejected_in_row = 0
         self.gpu_s += evaluation.eval_s if worker_s is None else worker_s
         if pending.study is not None:  # a screened-out kernel is slower, not broken
-            self.tuner.tell(pending.study, pending.trial, evaluation.speedup if evaluation.ok
-                            else screened_speedup(evaluation) or None)
+            screened = screened_speedup(evaluation, self.best[1]) if self.best else 0.0
+            self.tuner.tell(pending.study, pending.trial,
+                            evaluation.speedup if evaluation.ok else screened or None)
         self.feedback = self.roles.analyst.analyse(candidate, evaluation)
         failed = evaluation.failed_shape() if evaluation.status is Status.INCORRECT else None
         self.history.append(Attempt(self.step, pending.plan.move, candidate.id,

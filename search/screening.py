@@ -98,12 +98,17 @@ class Screen:
                 f"({'; '.join(parts)}); correct on every shape, the other {untimed} not timed")
 
 
-def screened_speedup(evaluation: Evaluation) -> float:
-    """A screened-out verdict's geometric mean speedup over the start on the shapes it was
-    timed on (what a tuner is told of it: below the best, not a failure); 0 otherwise."""
-    if evaluation.status is not Status.SCREENED_OUT:
+def screened_speedup(evaluation: Evaluation, best: Evaluation) -> float:
+    """What a screened-out verdict's speedup over the start would be on every shape if it
+    kept, on the shapes it was not timed on, the ratio to ``best`` (the bar's evaluation) it
+    has on those it was: ``best.speedup`` times the geometric mean of its ratios to ``best`` on
+    its timed shapes. Below the best's own, as it was slower there; what a tuner is told of it
+    (a slower kernel, not a failure). 0 for any other verdict or without a ratio."""
+    if evaluation.status is not Status.SCREENED_OUT or not best.ok:
         return 0.0
-    values = [s.speedup_vs_start for s in evaluation.shapes if s.speedup_vs_start > 0]
-    if not values:
+    bars = {s.shape: s.speedup_vs_start for s in best.shapes}
+    ratios = [s.speedup_vs_start / bars[s.shape] for s in evaluation.shapes
+              if s.speedup_vs_start > 0 and bars.get(s.shape, 0.0) > 0]
+    if not ratios:
         return 0.0
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return best.speedup * math.exp(sum(math.log(r) for r in ratios) / len(ratios))

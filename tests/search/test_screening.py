@@ -74,12 +74,17 @@ def test_a_candidate_is_dropped_only_when_every_screening_shape_is_beyond_noise_
     assert "n=1: 1.500x vs 2.000x" in message and "the other 3 not timed" in message
 
 
-def test_a_screened_out_verdict_is_no_result_but_tells_a_tuner_what_it_measured():
+def test_a_screened_out_verdict_is_no_result_and_a_tuner_hears_it_below_the_best():
     verdict = Evaluation("c", Status.SCREENED_OUT, shapes=(
-        _shape("n=1", 0.5), _shape("n=8", 2.0), _shape("n=64", 1, timed=False)))
+        _shape("n=1", 2.0), _shape("n=8", 0.5), _shape("n=64", 1, timed=False)))
     assert not verdict.ok and verdict.speedup == 0.0
-    assert screened_speedup(verdict) == pytest.approx(1.0)
-    assert screened_speedup(_evaluation([2.0] * 5)) == 0.0
+    best = Evaluation("b", Status.OK, shapes=(
+        _shape("n=1", 4.0), _shape("n=8", 1.0), _shape("n=64", 0.25)))
+    assert best.speedup == pytest.approx(1.0)
+    # half the best's on each timed shape: half of it overall (its own geometric mean there,
+    # 1.0, would rank it with the best)
+    assert screened_speedup(verdict, best) == pytest.approx(0.5)
+    assert screened_speedup(_evaluation([2.0] * 5), best) == 0.0  # not a screened verdict
 
 
 class Scored(Evaluator):
