@@ -182,8 +182,7 @@ class Judgement:
             untimed = sum(1 for r in shapes if not r.time_us > 0)
             return Status.SCREENED_OUT, self.screen.message(shapes, untimed), shapes
         clock = time.perf_counter()
-        if status is Status.OK:
-            self._observe()  # what the profile role reads: not for a kernel it will not use
+        self._observe()  # what the profile role reads (not for a kernel screened out)
         self.phases["profiling"] = time.perf_counter() - clock
         return status, message, shapes
 
