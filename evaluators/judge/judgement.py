@@ -254,9 +254,8 @@ class Judgement:
         screen = self.screen
         order = list(task.tuning_shapes)
         if screen is not None:  # its shapes first; the rest only if it could reach the bar
-            order.sort(key=lambda shape: (shape.label not in screen.shapes,
-                                          screen.shapes.index(shape.label)
-                                          if shape.label in screen.shapes else 0))
+            rank = {label: i for i, label in enumerate(screen.shapes)}
+            order.sort(key=lambda shape: rank.get(shape.label, len(rank)))
         began = time.perf_counter()
         for shape in order:
             timed = timer.time(shape, calibration.clean.get(shape.label),

@@ -24,8 +24,9 @@ plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": 
                      "axes.spines.right": False})
 
 # One colour per verdict, stable across plots and runs (colour-blind safe pairs).
-VERDICT_COLOURS = {"OK": "#2e7d32", "SCREENED_OUT": "#9ccc65", "INCORRECT": "#c62828", "COMPILE_ERROR": "#ef6c00",
-                   "RUNTIME_ERROR": "#6a1b9a", "TIMEOUT": "#5d4037", "REJECTED": "#37474f"}
+VERDICT_COLOURS = {"OK": "#2e7d32", "SCREENED_OUT": "#9ccc65", "INCORRECT": "#c62828",
+                   "COMPILE_ERROR": "#ef6c00", "RUNTIME_ERROR": "#6a1b9a", "TIMEOUT": "#5d4037",
+                   "REJECTED": "#37474f"}
 BASELINE_COLOURS = {"eager": "#90a4ae", "compile": "#546e7a", "start": "#ffb74d",
                     "best kernel": "#1565c0"}
 

@@ -60,59 +60,54 @@ def _until(predicate, what: str, timeout_s: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-def _pool(tmp_path):
+@pytest.fixture
+def pool(tmp_path, ray_session):
     """A dispatcher with one worker and a cell of silu_and_mul in C++, whose evaluator
-    calibrates in a cache of its own (seconds: the preparation is surely in flight a while)."""
+    calibrates in a cache of its own (seconds: the preparation is surely in flight a while);
+    closed and killed after the test."""
     make = partial(SandboxEvaluator, SILU_TASK, "cpp", _settings(tmp_path))
     worker = EvalWorker.options(num_cpus=0).remote()
     dispatcher = EvalDispatcher.remote([worker])
-    ray.get(worker.__ray_ready__.remote())
-    ray.get(dispatcher.open_cell.remote("run", PackedFactory.of(make)))  # the worker prepares
-    return worker, dispatcher
+    try:
+        ray.get(worker.__ray_ready__.remote())
+        ray.get(dispatcher.open_cell.remote("run", PackedFactory.of(make)))  # the worker prepares
+        yield worker, dispatcher
+        ray.get(dispatcher.close.remote())
+    finally:
+        ray.kill(dispatcher)
+        ray.kill(worker, no_restart=True)
 
 
 def _utilisation(dispatcher) -> dict[str, float]:
     return ray.get(dispatcher.utilisation.remote("run"))
 
 
-def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(
-        tmp_path, ray_session):
-    worker, dispatcher = _pool(tmp_path)
-    try:
-        _until(lambda: _utilisation(dispatcher)["preparing"] == 0, "the worker is ready")
-        start = load_task(SILU_TASK).starting_candidate("cpp")
-        # not the calibrated start: the evaluation compiles it first (seconds)
-        fresh = replace(start, source=start.source + "\n// another build\n")
-        pending = dispatcher.evaluate.remote("run", fresh)
-        _until(lambda: _utilisation(dispatcher)["cell_holding"] == 1, "the worker holds it")
-        ray.kill(worker, no_restart=False)
-        verdict = ray.get(pending, timeout=180)
-        assert verdict.status is Status.OK, verdict.message
-        assert _utilisation(dispatcher)["worker_deaths"] == 1
-        ray.get(dispatcher.close.remote())
-    finally:
-        ray.kill(dispatcher)
-        ray.kill(worker, no_restart=True)
+def test_a_worker_killed_mid_evaluation_is_replaced_and_the_candidate_retried(pool):
+    worker, dispatcher = pool
+    _until(lambda: _utilisation(dispatcher)["preparing"] == 0, "the worker is ready")
+    start = load_task(SILU_TASK).starting_candidate("cpp")
+    # not the calibrated start: the evaluation compiles it first (seconds)
+    fresh = replace(start, source=start.source + "\n// another build\n")
+    pending = dispatcher.evaluate.remote("run", fresh)
+    _until(lambda: _utilisation(dispatcher)["cell_holding"] == 1, "the worker holds it")
+    ray.kill(worker, no_restart=False)
+    verdict = ray.get(pending, timeout=180)
+    assert verdict.status is Status.OK, verdict.message
+    assert _utilisation(dispatcher)["worker_deaths"] == 1
 
 
-def test_a_worker_killed_while_preparing_is_a_death_and_judges_after_its_restart(
-        tmp_path, ray_session):
-    worker, dispatcher = _pool(tmp_path)
-    try:
-        _until(lambda: _utilisation(dispatcher)["preparing"] == 1, "the worker prepares")
-        ray.kill(worker, no_restart=False)
-        _until(lambda: _utilisation(dispatcher)["preparing"] == 0, "the preparation ended")
-        assert _utilisation(dispatcher)["worker_deaths"] == 1
-        intervals = ray.get(dispatcher.activity.remote())["intervals"]
-        assert [i["outcome"] for i in intervals if i["kind"] == "prepare"] == ["worker died"]
-        start = load_task(SILU_TASK).starting_candidate("cpp")
-        verdict = ray.get(dispatcher.evaluate.remote("run", start), timeout=180)
-        assert verdict.status is Status.OK, verdict.message
-        assert _utilisation(dispatcher)["worker_deaths"] == 1
-        ray.get(dispatcher.close.remote())
-    finally:
-        ray.kill(dispatcher)
-        ray.kill(worker, no_restart=True)
+def test_a_worker_killed_while_preparing_is_a_death_and_judges_after_its_restart(pool):
+    worker, dispatcher = pool
+    _until(lambda: _utilisation(dispatcher)["preparing"] == 1, "the worker prepares")
+    ray.kill(worker, no_restart=False)
+    _until(lambda: _utilisation(dispatcher)["preparing"] == 0, "the preparation ended")
+    assert _utilisation(dispatcher)["worker_deaths"] == 1
+    intervals = ray.get(dispatcher.activity.remote())["intervals"]
+    assert [i["outcome"] for i in intervals if i["kind"] == "prepare"] == ["worker died"]
+    start = load_task(SILU_TASK).starting_candidate("cpp")
+    verdict = ray.get(dispatcher.evaluate.remote("run", start), timeout=180)
+    assert verdict.status is Status.OK, verdict.message
+    assert _utilisation(dispatcher)["worker_deaths"] == 1
 
 
 def _failing_factory(marker: Path, exits: bool):
