@@ -278,9 +278,11 @@ class Tracker:
         search, search/confirm.py, or None when none held up) instead of the archive's."""
         lineage_best = {i: best for i, best in self._lineage_best.items() if i >= 0}
         best = best if override_best else self.archive.best
-        screened = [r.evaluation for r in self.records
-                    if r.evaluation.status is Status.SCREENED_OUT and not r.evaluation.reused_from]
-        saved = sum(float(e.metrics.get("screen", {}).get("saved_s", 0.0)) for e in screened)
+        # each screened-out evaluation once: another lineage's step that reused it is no second
+        screened = {r.candidate.id: r.evaluation for r in reversed(self.records)
+                    if r.evaluation.status is Status.SCREENED_OUT and not r.evaluation.reused_from}
+        saved = sum(float(e.metrics.get("screen", {}).get("saved_s", 0.0))
+                    for e in screened.values())
         return RunSummary(stop_reason, len(self.records), best, lineage_best,
                           time.monotonic() - self._started, self.strategy.diversity(),
                           len(self.strategy.shared), self.reused, self.strategy.name,

@@ -167,3 +167,14 @@ def test_a_lineage_screens_against_its_best_repairs_nothing_screened_and_keeps_g
     assert statuses == ["OK", "SCREENED_OUT", "OK", "SCREENED_OUT"]
     assert lineage.best[1].speedup == pytest.approx(2.25)  # fast twice, never a screened one
     assert lineage._failed is None  # a screened-out kernel is slower, not broken
+
+
+def test_the_summary_counts_each_screened_out_evaluation_once(tmp_path):
+    tracker = _tracker(tmp_path)
+    candidate = _kernel("// slow")
+    screened = Evaluation(candidate.id, Status.SCREENED_OUT, "screened out",
+                          shapes=(_shape("n=1", 0.5),), metrics={"screen": {"saved_s": 1.5}})
+    tracker.record(0, 1, candidate, screened)
+    tracker.record(1, 1, candidate, screened)  # another lineage's step reused the verdict
+    summary = tracker.close("done")
+    assert summary.screened_out == 1 and summary.screen_saved_s == pytest.approx(1.5)
