@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,12 +155,53 @@ def macro_definitions(knobs: Mapping[str, Any]) -> list[str]:
     return flags
 
 
+# A compiler (or the program it drives, e.g. cc1plus) killed by a signal from outside the build:
+# the drivers report a child's death on a line of their own (g++, older g++, nvcc; a source's
+# ``#error`` cannot start one), and a driver killed itself exits with a negative status.
+_KILLED_CHILD = re.compile(r"^[\w+.-]+: (fatal error: \w+ signal terminated program"
+                           r"|internal compiler error: Killed \(program)"
+                           r"|^nvcc error\s*: '\w+' died due to signal", re.MULTILINE)
+
+
 def run_compiler(argv: Sequence[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
     """Run a compiler in its own process group with a scrubbed environment and a time limit.
 
     Returns (exit status, combined output); a timeout kills the whole group (the driver's
-    children, e.g. cc1plus, included) and raises a non-cacheable ``BuildError``.
+    children, e.g. cc1plus, included) and raises a non-cacheable ``BuildError``. A compiler
+    killed by a signal that this build did not send (the out-of-memory killer; the worker's
+    own shutdown, whose first step kills its children) says nothing about the source: it is run
+    once more within the time left, and a second such death raises a non-cacheable
+    ``BuildError`` rather than a verdict that a cache would keep.
     """
+    deadline = time.monotonic() + timeout_s
+    status, log = _compile_once(argv, cwd, timeout_s, timeout_s)
+    if not _killed(status, log):
+        return status, log
+    status, log = _compile_once(argv, cwd, max(deadline - time.monotonic(), 1.0), timeout_s)
+    if _killed(status, log):
+        raise BuildError(f"the compiler was killed by a signal twice, not by this build's time "
+                         f"limit (out of memory?); nothing was cached, a later build may "
+                         f"succeed\n{_signal_text(status, log)}", cacheable=False)
+    return status, log
+
+
+def _killed(status: int, log: str) -> bool:
+    return status < 0 or (status != 0 and _KILLED_CHILD.search(log) is not None)
+
+
+def _signal_text(status: int, log: str) -> str:
+    if status < 0:
+        try:
+            return f"it exited on {signal.Signals(-status).name}"
+        except ValueError:
+            return f"it exited on signal {-status}"
+    found = _KILLED_CHILD.search(log)
+    line = next((line for line in log.splitlines() if found and found.group(0) in line), "")
+    return line.strip()
+
+
+def _compile_once(argv: Sequence[str], cwd: Path, timeout_s: float,
+                  limit_s: float) -> tuple[int, str]:
     try:
         proc = subprocess.Popen(list(argv), cwd=cwd, env=scrubbed_environment(),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -174,7 +216,7 @@ def run_compiler(argv: Sequence[str], cwd: Path, timeout_s: float) -> tuple[int,
         except ProcessLookupError:
             pass
         proc.communicate()
-        raise BuildError(f"the compiler ran past compile_timeout_s={timeout_s:g} s and was "
+        raise BuildError(f"the compiler ran past compile_timeout_s={limit_s:g} s and was "
                          f"killed; simplify templates/unrolling or raise the limit",
                          cacheable=False) from None
     return proc.returncode, out.decode(errors="replace")
