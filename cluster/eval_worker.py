@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -301,6 +302,11 @@ class EvalDispatcher:
             outcome, calibration = "raised", ""
             try:
                 evaluation = await self._judge(worker, key, make, candidate, seeds, screen)
+                if (evaluation.metrics.get("runner_signal") == signal.SIGKILL
+                        and await self._went_down(worker)):  # its sandbox died with it
+                    error, outcome = RuntimeError(evaluation.message), "worker died"
+                    await self._died(worker)
+                    continue
                 self._evaluations[cell] += 1
                 self._judged_keys.add(key)
                 outcome = evaluation.status.value

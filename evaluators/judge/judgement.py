@@ -155,6 +155,10 @@ class Judgement:
         except Stopped as stop:
             shapes = (ShapeResult(shape=stop.shape),) if stop.shape else ()
             if isinstance(stop.outcome, Crashed):
+                if stop.outcome.returncode is not None and stop.outcome.returncode < 0:
+                    # a signal this judge did not send: a pool tells a candidate's crash from
+                    # its worker's shutdown, which kills the worker's children first, by it
+                    self.metrics["runner_signal"] = -stop.outcome.returncode
                 return Status.RUNTIME_ERROR, crash_message(stop.outcome, stop.where), shapes
             return Status.TIMEOUT, timeout_message(stop.outcome, stop.where,
                                                    self.deadline.describe()), shapes

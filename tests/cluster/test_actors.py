@@ -134,6 +134,54 @@ def _failing_factory(marker: Path, exits: bool):
     return make
 
 
+def _killed_sandbox_factory(marker: Path, exits: bool):
+    """As ``_failing_factory``, but the first evaluation answers as a judge whose sandbox was
+    killed under it does: a RUNTIME_ERROR verdict, its runner lost to SIGKILL."""
+
+    class SandboxKilledOnce(Evaluator):
+        def compile(self, candidate: Candidate) -> CompileResult:
+            return CompileResult(candidate.id, ok=True, seconds=0.0)
+
+        def evaluate(self, candidate: Candidate) -> Evaluation:
+            if not marker.exists():
+                marker.write_text("killed")
+                if exits:
+                    threading.Timer(0.2, os._exit, (1,)).start()
+                return Evaluation(candidate.id, Status.RUNTIME_ERROR, "killed (SIGKILL)",
+                                  metrics={"runner_signal": 9})
+            return Evaluation(candidate.id, Status.OK, metrics={"pid": os.getpid()})
+
+    def make() -> Evaluator:
+        return SandboxKilledOnce()
+
+    return make
+
+
+@pytest.mark.parametrize("exits", [True, False], ids=["worker-went-down", "worker-lives"])
+def test_a_sandbox_killed_with_its_worker_is_judged_again_but_a_lone_kill_is_a_verdict(
+        tmp_path, ray_session, exits):
+    """A worker shutting down kills its children first, so its evaluation may still answer with
+    its sandbox's death: that verdict is the worker's, not the candidate's."""
+    worker = EvalWorker.options(num_cpus=0).remote()
+    dispatcher = EvalDispatcher.remote([worker])
+    first_pid = ray.get(worker.pid.remote())
+    ray.get(dispatcher.open_cell.remote(
+        "run", PackedFactory.of(_killed_sandbox_factory(tmp_path / "marker", exits))))
+    candidate = Candidate.create(language="cpp", source="// killed once", entry="f")
+    try:
+        verdict = ray.get(dispatcher.evaluate.remote("run", candidate), timeout=120)
+        deaths = ray.get(dispatcher.utilisation.remote())["worker_deaths"]
+        if exits:
+            assert verdict.status is Status.OK, verdict.message
+            assert verdict.metrics["pid"] != first_pid and deaths == 1
+        else:
+            assert verdict.status is Status.RUNTIME_ERROR and "SIGKILL" in verdict.message
+            assert deaths == 0 and ray.get(worker.pid.remote()) == first_pid
+    finally:
+        ray.kill(dispatcher)
+        ray.kill(worker, no_restart=True)
+
+
 @pytest.mark.parametrize("exits", [True, False], ids=["worker-went-down", "worker-lives"])
 def test_an_evaluation_that_raises_is_retried_only_if_its_worker_went_down(
         tmp_path, ray_session, exits):

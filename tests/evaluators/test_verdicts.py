@@ -6,6 +6,7 @@ not leak into the next candidate.
 
 from __future__ import annotations
 
+import signal
 import time
 
 from kernelswarm.search import Status
@@ -80,6 +81,7 @@ def test_segfault_is_a_runtime_error_and_the_next_candidate_runs_clean(evaluator
         evaluation.message
     assert "out-of-bounds" in evaluation.message
     assert "Segmentation fault" in evaluation.message  # the sandbox log's tail is quoted
+    assert evaluation.metrics["runner_signal"] == signal.SIGSEGV  # a pool reads it (cluster)
     assert evaluator.evaluate(start).status is Status.OK
 
 
@@ -93,6 +95,7 @@ def test_endless_loop_times_out_near_the_limit_and_the_next_candidate_runs_clean
     assert RUN_TIMEOUT_S <= elapsed < RUN_TIMEOUT_S + 3
     assert f"run_timeout_s={RUN_TIMEOUT_S:g}" in evaluation.message
     assert "shape d=4096,dtype=float32,tokens=1" in evaluation.message
+    assert "runner_signal" not in evaluation.metrics  # the judge's own kill: the verdict stands
     assert evaluator.evaluate(start).status is Status.OK
 
 
