@@ -5,6 +5,18 @@
 #   bash benchmarks/judge_gpu_jobs.sh before OUT [TASK...]   # eval_cost of the old tree
 #   bash benchmarks/judge_gpu_jobs.sh check OUT [gpu_check args...]
 #   bash benchmarks/judge_gpu_jobs.sh screen OUT [N]              # screen_cost of the three tasks
+#   bash benchmarks/judge_gpu_jobs.sh steps OUT STEP...           # several, each with its limit
+#
+# ``steps`` runs, in order, each of (results under OUT/work/, packed into OUT/results.tar.gz
+# after every step; the log is OUT/steps.log):
+#   check                  the GPU check: eval_cost of the three tasks (cuda, 4 evaluations)
+#   cold:TASK:MINUTES      search_gpu on TASK (4 lineages, cuda and triton, compile's kernel as
+#                          the triton start, 3 screening shapes) from empty caches: its own
+#                          kernelswarm, Triton and Inductor caches under .gpu-search/TASK
+#   warm:TASK:MINUTES      the same search again on the caches the cold one left
+#   gap:TASK               benchmarks/compile_start_gap.py on TASK's worst shapes
+#   test:PATH              pytest -m gpu PATH
+# The searches measure as a user runs them: torch.compile in the baselines.
 #
 # Carried paths: .gpu-bundle (make-bundle), .gpu-cache (the caches of an earlier call, optional),
 # .gpu-before (``before`` only: the tree to compare with, as kernelswarm/<package>/ and
@@ -18,7 +30,7 @@
 # (KERNELSWARM_BASELINE_COMPILE=0): what is measured is the cost of each candidate after the
 # calibration, and compile's minutes a task would spend the call's time on start-up.
 set -uo pipefail
-job=${1:?before|check|screen}; out=${2:?OUT}; shift 2
+job=${1:?before|check|screen|steps}; out=${2:?OUT}; shift 2
 source .gpu-bundle/install.sh
 python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
 export KERNELSWARM_CACHE=/tmp/kernelswarm-cache KERNELSWARM_TEST_CACHE=/tmp/kernelswarm-gpu-check
@@ -61,5 +73,46 @@ case "$job" in
       echo "exit $?" >> "$out/screen.log"
       pack
     done ;;
+  steps)
+    mkdir -p "$out/work"
+    packed() { tar -czf "$out/results.tmp" -C "$out" work && mv "$out/results.tmp" "$out/results.tar.gz"; }
+    for step in "$@"; do
+      IFS=: read -r kind task minutes <<< "$step"
+      began=$(date +%s)
+      echo "=== $step ($(date -u +%H:%M:%S))" | tee -a "$out/steps.log"
+      case "$kind" in
+        check)
+          timeout 240 python3 -m benchmarks.gpu_check --out "$out/work/check" \
+            --pack-cache "$out/caches.tar.gz" --languages cuda --evaluations 4 \
+            --search-minutes 0 --no-tests --budget-s 230 >> "$out/steps.log" 2>&1 ;;
+        cold|warm)
+          home="$PWD/.gpu-search/$task"
+          [ "$kind" = cold ] && rm -rf "$home"
+          [ -d "$home" ] && echo "caches: kept from an earlier step" >> "$out/steps.log"
+          mkdir -p "$home/runs"
+          limit=$(python3 -c "print(int(float('$minutes') * 60 + 240))")
+          (unset KERNELSWARM_BASELINE_COMPILE
+           export KERNELSWARM_CACHE="$home/cache" TRITON_CACHE_DIR="$home/triton" \
+                  TORCHINDUCTOR_CACHE_DIR="$home/inductor"
+           timeout "$limit" python3 -m benchmarks.search_gpu --task "$task" --lineages 4 \
+             --languages cuda,triton --compile-start --minutes "$minutes" --no-judge \
+             --set search.screen_shapes=3 --json "$out/work/$kind-$task.json" \
+             --out "$home/runs") >> "$out/steps.log" 2>&1 ;;
+        gap)
+          home="$PWD/.gpu-search/$task"
+          (unset KERNELSWARM_BASELINE_COMPILE
+           [ -d "$home" ] && export KERNELSWARM_CACHE="$home/cache" \
+             TRITON_CACHE_DIR="$home/triton" TORCHINDUCTOR_CACHE_DIR="$home/inductor"
+           timeout 240 python3 -m benchmarks.compile_start_gap --task "$task" \
+             --run "$home/runs" --out "$out/work/gap-$task") >> "$out/steps.log" 2>&1 ;;
+        test)
+          timeout 300 python3 -m pytest -m gpu -q -rA -p no:cacheprovider "$task" \
+            >> "$out/steps.log" 2>&1 ;;
+        *) echo "unknown step $step" >> "$out/steps.log" ;;
+      esac
+      echo "--- $step: exit $? after $(( $(date +%s) - began )) s" | tee -a "$out/steps.log"
+      packed
+    done
+    tail -n 5 "$out/steps.log" ;;
   *) echo "unknown job $job" >&2; exit 2 ;;
 esac
