@@ -14,6 +14,8 @@
 #                          the triton start, 3 screening shapes) from empty caches: its own
 #                          kernelswarm, Triton and Inductor caches under .gpu-search/TASK
 #   warm:TASK:MINUTES      the same search again on the caches the cold one left
+#   judged:TASK:MINUTES    as cold, then its kernels re-timed against the baselines (step 3 of
+#                          search_gpu: compile's kernel as the start against compile, per shape)
 #   gap:TASK               benchmarks/compile_start_gap.py on TASK's worst shapes
 #   test:PATH              pytest -m gpu PATH
 # The searches measure as a user runs them: torch.compile in the baselines.
@@ -85,9 +87,9 @@ case "$job" in
           timeout 240 python3 -m benchmarks.gpu_check --out "$out/work/check" \
             --pack-cache "$out/caches.tar.gz" --languages cuda --evaluations 4 \
             --search-minutes 0 --no-tests --budget-s 230 >> "$out/steps.log" 2>&1 ;;
-        cold|warm)
+        cold|warm|judged)
           home="$PWD/.gpu-search/$task"
-          [ "$kind" = cold ] && rm -rf "$home"
+          [ "$kind" != warm ] && rm -rf "$home"
           [ -d "$home" ] && echo "caches: kept from an earlier step" >> "$out/steps.log"
           mkdir -p "$home/runs"
           limit=$(python3 -c "print(int(float('$minutes') * 60 + 240))")
@@ -95,7 +97,8 @@ case "$job" in
            export KERNELSWARM_CACHE="$home/cache" TRITON_CACHE_DIR="$home/triton" \
                   TORCHINDUCTOR_CACHE_DIR="$home/inductor"
            timeout "$limit" python3 -m benchmarks.search_gpu --task "$task" --lineages 4 \
-             --languages cuda,triton --compile-start --minutes "$minutes" --no-judge \
+             --languages cuda,triton --compile-start --minutes "$minutes" \
+             $([ "$kind" = judged ] || echo --no-judge) \
              --set search.screen_shapes=3 --json "$out/work/$kind-$task.json" \
              --out "$home/runs") >> "$out/steps.log" 2>&1 ;;
         gap)

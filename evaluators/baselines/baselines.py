@@ -166,6 +166,11 @@ class BaselineTable:
                           for s, t in dict(doc.get("start", {})).items()})
 
 
+# How a baseline is timed, beyond the timing settings; a change measures the tables again.
+# Each copy's result held until the copy comes round (baseline_worker.rotating).
+MEASURING = "2026-11-30.results-held-per-copy"
+
+
 def task_content_hash(task: Task) -> str:
     """SHA-256 of every file of the task folder (names and bytes), caches excluded."""
     digest = hashlib.sha256()
@@ -235,8 +240,8 @@ def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
     device = device_name(settings.device)
     versions = baseline_versions(task)
     key = hashlib.sha256(json.dumps(
-        [task_content_hash(task), device, versions, timing.as_dict(), wanted, language or ""],
-        sort_keys=True).encode()).hexdigest()[:24]
+        [MEASURING, task_content_hash(task), device, versions, timing.as_dict(), wanted,
+         language or ""], sort_keys=True).encode()).hexdigest()[:24]
     path = Path(settings.cache_dir) / "baselines" / f"{task.name}-{key}.json"
     kept = None if refresh else _kept_table(path)
     if kept is not None:

@@ -48,8 +48,8 @@ from .timing import CleanFigures
 
 CALIBRATION_ENV = "KERNELSWARM_CALIBRATION_CACHE"
 # The measuring protocol's revision: every copy's outputs poisoned before each graph replay,
-# and the machine's launch floor measured.
-PROTOCOL = "2026-11-29.poison-every-copy"
+# the machine's launch floor measured, and the baselines' results held per copy.
+PROTOCOL = "2026-11-30.baseline-results-held"
 
 
 def calibration_path(task: Any, language: str, start_id: str,

@@ -199,3 +199,27 @@ def test_compiles_launch_settings_travel_with_its_time_through_the_cache():
     old = table.as_json()
     del old["shapes"]["s"]["compile"]["configs"]
     assert BaselineTable.from_json(old).get("s", "compile").configs == {}
+
+
+def test_a_baselines_results_rotate_over_the_copies_as_a_candidates_outputs_do():
+    """A baseline's result is kept until its copy comes round: one result dropped at once
+    would give every call the same (cached) memory to write, which no candidate gets."""
+    import weakref
+
+    from kernelswarm.evaluators.baselines.baseline_worker import rotating
+
+    inputs = [(torch.full((4,), float(i)),) for i in range(3)]
+    made: list[weakref.ref] = []
+
+    def baseline(x: torch.Tensor) -> torch.Tensor:
+        result = x * 2
+        made.append(weakref.ref(result))
+        return result
+
+    call = rotating(baseline, inputs)
+    for copy in (0, 1, 2):
+        call(copy)
+    assert all(ref() is not None for ref in made)  # three results, three buffers, all held
+    assert len({ref().data_ptr() for ref in made}) == 3
+    call(0)  # copy 0 comes round: its earlier result, and only it, is let go
+    assert made[0]() is None and all(ref() is not None for ref in made[1:])
