@@ -166,45 +166,59 @@ def judge(task_path: Path, best: Any, best_eval: Any, settings: Any, language: s
         "all_correct": all(s["check"] == "ok" for s in shapes)}
 
 
-def throughput(run_dir: Path) -> dict[str, Any]:
+def throughput(run_dir: Path, began: float | None = None) -> dict[str, Any]:
     """Evaluations recorded and evaluations per minute of the search's wall time (its start,
     calibration and confirmation included: with one evaluation worker, the GPU's minutes);
-    the same after the starting kernels' verdicts (``after_start``: what the search itself
-    judged, from the last start's verdict to the last evaluation), per language; and the
+    the same after the starting kernels' verdicts (``after_start``, ``searched``); and the
     seconds the evaluations waited for a build (``build_wait_s``: built by the judge because
-    no compile pool had, or compiled by a JIT at the kernel's first calls)."""
+    no compile pool had, or compiled by a JIT at the kernel's first calls). ``began``: the
+    command's start (Unix time), from which ``first_candidate_s`` counts."""
     from kernelswarm.experiments.sinks import read_evaluations
 
     rows = read_evaluations(run_dir).select(
         ["seq", "wall_s", "eval_s", "compile_s", "status", "metrics", "origin_role",
-         "language"]).to_pylist()
+         "language", "timestamp"]).to_pylist()
     records = list({r["seq"]: r for r in rows}.values())
     span = max((float(r["wall_s"]) for r in records), default=0.0)
     evals = sorted(float(r["eval_s"]) for r in records if r["eval_s"] is not None)
     statuses: dict[str, int] = {}
     for r in records:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    started = max((float(r["wall_s"]) for r in records if r["origin_role"] == "seed"),
-                  default=0.0)
-    searched = [r for r in records if r["origin_role"] != "seed"]
-    search_span = span - started
-    # the first candidate judged after the starting kernels' verdicts, after them (s)
-    first = min((float(r["wall_s"]) for r in searched), default=math.nan) - started
-    languages: dict[str, int] = {}
-    for r in searched:
-        languages[r["language"]] = languages.get(r["language"], 0) + 1
     waits = [EvaluationCost.parse(json.loads(r["metrics"] or "{}")).build_wait_s
              for r in records]
     return {"evaluations": len(records), "span_s": span,
             "evals_per_gpu_minute": len(records) / (span / 60) if span > 0 else 0.0,
-            "after_start": {
-                "evaluations": len(searched), "span_s": search_span, "languages": languages,
-                "first_candidate_after_s": first,
-                "evals_per_gpu_minute": (len(searched) / (search_span / 60)
-                                         if search_span > 0 else 0.0)},
+            "after_start": searched(records, span),
+            **({"first_candidate_s": first_candidate_s(records, began)} if began else {}),
             "build_wait_s": round(sum(waits), 3),
             "median_eval_s": evals[len(evals) // 2] if evals else math.nan,
             "statuses": statuses, "median_phase_s": _median_phases(records)}
+
+
+def searched(records: list[dict[str, Any]], span: float) -> dict[str, Any]:
+    """What the search itself judged (every candidate but the starting kernels), per language,
+    from the first starting kernel's verdict to the last evaluation: a lineage searches from
+    its own start's verdict on, and one language's start may be judged long after another's
+    lineages began (compile's Triton kernel, say, behind a quick CUDA start)."""
+    started = min((float(r["wall_s"]) for r in records if r["origin_role"] == "seed"),
+                  default=0.0)
+    found = [r for r in records if r["origin_role"] != "seed"]
+    span_s = span - started
+    languages: dict[str, int] = {}
+    for r in found:
+        languages[r["language"]] = languages.get(r["language"], 0) + 1
+    return {"evaluations": len(found), "span_s": span_s, "languages": languages,
+            # the first candidate judged after the starting kernels, from the first's verdict
+            "first_candidate_after_s": min((float(r["wall_s"]) for r in found),
+                                           default=math.nan) - started,
+            "evals_per_gpu_minute": len(found) / (span_s / 60) if span_s > 0 else 0.0}
+
+
+def first_candidate_s(records: list[dict[str, Any]], began: float) -> float:
+    """Seconds from the command's start (``began``, Unix time) to the first candidate judged
+    after the starting kernels: start-up, the starts' verdicts and that candidate together."""
+    return min((float(r["timestamp"]) for r in records if r["origin_role"] != "seed"),
+               default=math.nan) - began
 
 
 def _median_phases(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -227,9 +241,11 @@ def _throughput_line(report: dict[str, Any]) -> str:
                 f"({', '.join(f'{k} {v}' for k, v in after['languages'].items())}), "
                 f"{t.get('build_wait_s', 0.0):.1f} s waiting for builds") if after else ""
     startup = report.get("search_startup_s")
-    first = after.get("first_candidate_after_s", math.nan) if after else math.nan
+    first = t.get("first_candidate_s", math.nan)
+    if not math.isfinite(first) and after and isinstance(startup, float):
+        first = startup + after.get("first_candidate_after_s", math.nan)  # an older report
     opening = (f"start-up {startup:.1f} s (the command's start to the search's), the first "
-               f"candidate judged {startup + first:.1f} s after the command's start; "
+               f"candidate judged {first:.1f} s after the command's start; "
                if isinstance(startup, float) and math.isfinite(startup) and math.isfinite(first)
                else "")
     screening = report.get("screening") or {}
@@ -327,7 +343,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "best_source": best.source, "curve": curve, "diversity": summary.diversity,
             "migrations": summary.migrations, "utilisation": outcome.result.utilisation,
             "stop_reasons": [asdict(r) for r in outcome.result.lineages], "judged": judged,
-            "throughput": throughput(outcome.run_dir),
+            "throughput": throughput(outcome.run_dir, began),
             # from the command's start to the search's (outside --minutes)
             "search_startup_s": outcome.result.startup_s,
             # --set search.screen_shapes=N: candidates screened out and the timing they saved

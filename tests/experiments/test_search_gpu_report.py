@@ -75,9 +75,12 @@ def test_the_start_up_and_the_first_candidate_are_said_apart_from_the_search():
                                              "languages": {"triton": 40},
                                              "evals_per_gpu_minute": 20.0,
                                              "first_candidate_after_s": 3.5}}}
-    line = _throughput_line(report)
+    line = _throughput_line(report)  # a report of before first_candidate_s: added up
     assert line.startswith("start-up 52.5 s (the command's start to the search's), the first "
                            "candidate judged 56.0 s after the command's start; ")
+    report["throughput"]["first_candidate_s"] = 61.25  # measured from the records' clock
+    assert "the first candidate judged 61.2 s after the command's start; " in \
+        _throughput_line(report)
     del report["search_startup_s"]  # a report of before the figure existed
     assert _throughput_line(report).startswith("41 evaluations in 130 s of search")
 
@@ -93,3 +96,23 @@ def test_a_screened_search_says_how_many_it_screened_out_and_the_timing_saved():
         in _throughput_line(report)
     report["screening"]["screen_shapes"] = 0  # screening off: nothing said
     assert "screened" not in _throughput_line(report)
+
+
+def test_a_start_judged_late_does_not_hide_what_the_other_lineages_searched_before_it():
+    """A CUDA start judged at once, compile's Triton kernel 60 s later: the CUDA lineages'
+    candidates in between are the search's, and its first candidate is theirs."""
+    from benchmarks.search_gpu import first_candidate_s, searched
+
+    def record(wall_s: float, role: str, language: str) -> dict:
+        return {"wall_s": wall_s, "timestamp": 1000.0 + wall_s, "origin_role": role,
+                "language": language}
+
+    records = [record(5.0, "seed", "cuda"), record(8.0, "plan", "cuda"),
+               record(30.0, "plan", "cuda"), record(65.0, "seed", "triton"),
+               record(70.0, "plan", "triton"), record(80.0, "plan", "cuda")]
+    found = searched(records, span=80.0)
+    assert found["evaluations"] == 4 and found["languages"] == {"cuda": 3, "triton": 1}
+    assert found["span_s"] == 75.0  # from the first start's verdict
+    assert found["first_candidate_after_s"] == 3.0
+    assert found["evals_per_gpu_minute"] == 4 / (75.0 / 60)
+    assert first_candidate_s(records, began=1000.0 - 90.0) == 98.0  # start-up 90 s, then 8 s
