@@ -223,3 +223,7 @@ def test_a_baselines_results_rotate_over_the_copies_as_a_candidates_outputs_do()
     assert len({ref().data_ptr() for ref in made}) == 3
     call(0)  # copy 0 comes round: its earlier result, and only it, is let go
     assert made[0]() is None and all(ref() is not None for ref in made[1:])
+    made.clear()
+    one = rotating(baseline, inputs[:1])  # one copy, larger than any cache: nothing held
+    one(0)
+    assert made[0]() is None
