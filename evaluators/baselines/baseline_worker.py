@@ -295,10 +295,13 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         torch.set_num_threads(1)  # a CPU candidate runs on one core: so do its baselines
     task = load_task(request["task"], device.split(":")[0])
     bench = Bench(device, request["timing"])
-    anchors, skipped = _anchor_functions(task.module, device)
+    # start_only: a language's starting kernel joins baselines measured for another language,
+    # timed beside eager alone, whose ratio carries it in (baselines.carried_start)
+    only = bool(request.get("start_only"))
+    anchors, skipped = ({}, {}) if only else _anchor_functions(task.module, device)
     start = _start_kernel(task, request)
     starts: dict[str, dict[str, Any]] = {}
-    if not request["compile"]:
+    if not request["compile"] and not only:
         skipped["compile"] = request.get("compile_reason", "not measured")
     shapes: dict[str, dict[str, Any]] = {}
     for shape in task.tuning_shapes:
@@ -310,7 +313,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
         copies, inputs = bench.inputs(task.module, params)
         expected = tuple(task.module.reference(*clones(inputs[0])))
         row = {"eager": _timed_fn(bench, task, task.module.reference, inputs, copies, expected)}
-        if request["compile"]:
+        if request["compile"] and not only:
             copies, inputs = bench.inputs(task.module, params)
             row["compile"] = _compiled(bench, task, inputs, copies, expected)
         for name, fn in anchors.items():

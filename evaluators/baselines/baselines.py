@@ -5,8 +5,12 @@ for the shape, and the library kernels (anchors) a task names, each checked agai
 (evaluators/baselines/baseline_worker.py: no candidate code there, nothing shared with the evaluator's
 process) with the candidates' timers and timing settings, or reads them from the cache:
 ``<cache_dir>/baselines/<key>.json``, the key hashing the task folder's content, the device, the
-torch and library versions, the timing settings, the language and whether compile was
-measured; so ``run``, ``eval`` and ``tune`` of one task on one machine measure them once.
+torch and library versions, the timing settings and whether compile was measured; so ``run``,
+``eval`` and ``tune`` of one task on one machine measure them once, whatever the language. The
+starting kernel of each language that asks is kept beside them (``starts``): the first is timed
+with the baselines; another is timed later with eager alone (``start_only``), seconds rather than
+the minutes of compiling every shape in two modes again, and carried in by eager's ratio
+(``carried_start``).
 
 ``with_baselines`` fills a candidate's ``ShapeResult`` with the baseline times, the best
 baseline's name and the speedups, each with the half-width of its 95% confidence interval. The
@@ -240,39 +244,90 @@ def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
     device = device_name(settings.device)
     versions = baseline_versions(task)
     key = hashlib.sha256(json.dumps(
-        [MEASURING, task_content_hash(task), device, versions, timing.as_dict(), wanted,
-         language or ""], sort_keys=True).encode()).hexdigest()[:24]
+        [MEASURING, task_content_hash(task), device, versions, timing.as_dict(), wanted],
+        sort_keys=True).encode()).hexdigest()[:24]
     path = Path(settings.cache_dir) / "baselines" / f"{task.name}-{key}.json"
-    kept = None if refresh else _kept_table(path)
+    language = language or ""
+    kept = None if refresh else _kept_table(path, language)
     if kept is not None:
         return kept
     request = {"task": str(task.path), "device": settings.device, "timing": timing.as_dict(),
-               "compile": wanted, "compile_reason": why_not, "language": language or "",
+               "compile": wanted, "compile_reason": why_not, "language": language,
                "cache_dir": str(settings.cache_dir)}
     with measured_once(path):
-        kept = None if refresh else _kept_table(path)  # measured while this one waited
+        kept = None if refresh else _kept_table(path, language)  # measured while this waited
         if kept is not None:
             return kept
-        reply = _run_worker(request, settings.device, timeout_s)
-        table = BaselineTable(
-            task=task.name, device=device, key=key, timing=timing, versions=versions,
-            shapes={s: {n: BaselineTime.from_json(t) for n, t in row.items()}
-                    for s, row in reply["shapes"].items()},
-            skipped=dict(reply["skipped"]), language=language or "",
-            start={s: BaselineTime.from_json(t) for s, t in reply.get("start", {}).items()})
+        shared = None if refresh else _kept_table(path, "")
+        if shared is not None:  # measured for another language: only this one's start now
+            reply = _run_worker({**request, "start_only": True}, settings.device, timeout_s)
+            start = carried_start(shared, reply)
+            doc = {**shared.as_json(), "starts": {**_stored_starts(path), language: start}}
+        else:
+            reply = _run_worker(request, settings.device, timeout_s)
+            start = dict(reply.get("start", {}))
+            doc = {"task": task.name, "device": device, "key": key, "timing": timing.as_dict(),
+                   "versions": versions, "shapes": reply["shapes"],
+                   "skipped": dict(reply["skipped"]),
+                   "starts": {language: start} if language else {}}
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(table.as_json(), indent=1))
+        temporary.write_text(json.dumps(_stored(doc), indent=1))
         temporary.replace(path)
-        return table
+        return _table(doc, language, cached=False)
 
 
-def _kept_table(path: Path) -> BaselineTable | None:
+def carried_start(shared: BaselineTable, reply: Mapping[str, Any]) -> dict[str, Any]:
+    """A language's starting kernel timed after the baselines it joins (``reply``: eager and
+    that start, timed together), as if timed with them: scaled per shape by eager's time then
+    over eager's time now, so that a machine busier or quieter than when the baselines were
+    measured moves the start as it moved eager (unscaled where eager failed either time)."""
+    carried: dict[str, Any] = {}
+    for label, timed in dict(reply.get("start", {})).items():
+        then = shared.get(label, EAGER)
+        now = BaselineTime.from_json(reply["shapes"].get(label, {}).get(EAGER, {"error": "-"}))
+        entry = dict(timed)
+        if then.ok and now.ok and entry.get("median_us") is not None:
+            ratio = then.median_us / now.median_us
+            entry["median_us"] = entry["median_us"] * ratio
+            entry["iqr_us"] = (entry.get("iqr_us") or 0.0) * ratio
+            entry["detail"] = (f"timed after the baselines, scaled by eager's "
+                               f"{then.median_us:.4g} us then over {now.median_us:.4g} us now")
+        carried[label] = entry
+    return carried
+
+
+def _stored_starts(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()).get("starts") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _stored(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The cache file: the baselines and each language's start; no one language's view."""
+    from .baseline_worker import _finite
+
+    return _finite({k: v for k, v in doc.items() if k not in ("language", "start")})
+
+
+def _table(doc: Mapping[str, Any], language: str, cached: bool) -> BaselineTable:
+    starts = dict(doc.get("starts") or {})
+    return BaselineTable.from_json({**doc, "language": language,
+                                    "start": starts.get(language, {})}, cached=cached)
+
+
+def _kept_table(path: Path, language: str) -> BaselineTable | None:
+    """The kept table, seen from ``language`` (its start timed with the baselines, or carried
+    in later): None where none is kept, or none has that language's start ("": any)."""
     if not path.is_file():
         return None
     try:
-        return BaselineTable.from_json(json.loads(path.read_text()), cached=True)
-    except (OSError, ValueError, KeyError, TypeError):
+        doc = json.loads(path.read_text())
+        if language and language not in dict(doc.get("starts") or {}):
+            return None
+        return _table(doc, language, cached=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # a damaged entry is measured again
 
 

@@ -227,3 +227,27 @@ def test_a_baselines_results_rotate_over_the_copies_as_a_candidates_outputs_do()
     one = rotating(baseline, inputs[:1])  # one copy, larger than any cache: nothing held
     one(0)
     assert made[0]() is None
+
+
+def test_a_second_language_joins_the_baselines_with_its_start_alone(tmp_path):
+    """A search of cpp and triton lineages: the baselines are measured once, with the first
+    language's start; the second's start is timed after, with eager, and carried in."""
+    import shutil
+
+    from tests.conftest import SILU_TASK
+
+    task = Path(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul"))
+    settings = _settings(tmp_path / "cache")
+    first = measure_baselines(task, settings, language="cpp")
+    label = next(iter(first.start))
+    assert not first.cached and first.language == "cpp" and first.start[label].ok
+    second = measure_baselines(task, settings, language="triton")
+    assert not second.cached and second.key == first.key
+    assert second.shapes == first.shapes  # eager and the rest: not measured again
+    assert second.language == "triton" and set(second.start) == set(first.start)
+    carried = second.start[label]
+    assert carried.ok and carried.detail.startswith("timed after the baselines, scaled by")
+    again = measure_baselines(task, settings, language="cpp")
+    assert again.cached and again.start == first.start  # each language's start kept
+    assert measure_baselines(task, settings, language="triton").cached
+    assert measure_baselines(task, settings).cached  # no language: the baselines alone
