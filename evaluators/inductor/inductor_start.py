@@ -263,6 +263,94 @@ def capture_shape(task: Task, language: str, shape: Mapping[str, Any],
                      configs)
 
 
+def _capture(task: Task, language: str, shape: Mapping[str, Any], mode: str,
+             configs: Mapping[str, Mapping[str, int]] | None,
+             keep: Callable[[str], None] | None = None) -> ShapeCode:
+    """One shape's code in ``mode``, a library call retried as Inductor's Triton template where
+    it has one, launching with ``configs`` (the baselines') where given."""
+    try:
+        code = capture_shape(task, language, shape, mode, keep)
+    except LibraryCall as library:
+        if inductor_device(language) != "cuda" or mode == TEMPLATE_MODE:
+            raise
+        try:  # the op as a Triton template, where Inductor has one
+            code = capture_shape(task, language, shape, TEMPLATE_MODE, keep)
+        except GenerationError as exc:
+            raise GenerationError(f"{library}; and with Triton as Inductor's GEMM and "
+                                  f"convolution backend (max-autotune): {exc}") from None
+    return adopt_configs(code, configs) if configs else code
+
+
+def _left_out(shape: Mapping[str, Any], kind: str, message: str) -> str:
+    """Why an optional shape has no version: its exception's type name and first line."""
+    reason = (message.splitlines() or [""])[0][:300]
+    return f"{Shape.of(shape).label} ({kind}: {reason})"
+
+
+def _start_capturing(threads: int) -> None:
+    """In a capturing process, before torch is imported: its share of Inductor's compile
+    threads (the processes side by side share the cores)."""
+    import os
+
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
+
+
+def _capture_in_process(task_path: str, language: str, device: str, shape: dict[str, Any],
+                        mode: str, configs: dict[str, dict[str, int]] | None
+                        ) -> tuple[ShapeCode | None, str, str]:
+    """A capturing process's work: (the shape's code, or None with the exception's type name
+    and message)."""
+    from ...search import load_task
+
+    if device.startswith("cuda") and ":" in device:
+        import torch
+
+        torch.cuda.set_device(device)
+    try:
+        return _capture(load_task(task_path, device.split(":")[0]), language, shape, mode,
+                        configs), "", ""
+    except Exception as exc:
+        return None, type(exc).__name__, str(exc)
+
+
+def _captured_side_by_side(task: Task, language: str, shapes: Sequence[Mapping[str, Any]],
+                           optional: Sequence[Mapping[str, Any]], modes: Mapping[str, str],
+                           configs: Mapping[str, Any], workers: int
+                           ) -> tuple[list[ShapeCode], list[ShapeCode | str]]:
+    """Every shape captured in ``workers`` processes (spawned: each its own CUDA context), in
+    the order given: the required shapes' codes, and per optional shape its code or why not."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    every = [*shapes, *optional]
+    workers = min(workers, len(every))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    device = inductor_device(language)
+    if device == "cuda":
+        import torch
+
+        device = f"cuda:{torch.cuda.current_device()}"
+    with ProcessPoolExecutor(max_workers=workers,
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_start_capturing, initargs=(threads,)) as pool:
+        pending = [pool.submit(_capture_in_process, str(task.path), language, device,
+                               dict(shape), modes.get(Shape.of(shape).label, "default"),
+                               configs.get(Shape.of(shape).label))
+                   for shape in every]
+        results = [future.result() for future in pending]
+    captured: list[ShapeCode] = []
+    for shape, (code, kind, message) in zip(shapes, results, strict=False):
+        if code is None:
+            raise GenerationError(message if kind in ("GenerationError", "LibraryCall")
+                                  else f"shape {Shape.of(shape).label}: {kind}: {message}")
+        captured.append(code)
+    found: list[ShapeCode | str] = []
+    for shape, (code, kind, message) in zip(optional, results[len(shapes):], strict=True):
+        found.append(code if code is not None else _left_out(shape, kind, message))
+    return captured, found
+
+
 def inductor_device(language: str) -> str:
     """The device kind Inductor writes ``language``'s code for (``LanguageSpec.inductor_device``);
     ``GenerationError`` names the languages a start can be generated in."""
@@ -303,15 +391,17 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
                    optional: Sequence[Mapping[str, Any]] = (),
                    modes: Mapping[str, str] | None = None,
                    configs: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
-                   keep_code: Path | None = None) -> GeneratedStart:
+                   keep_code: Path | None = None, workers: int = 1) -> GeneratedStart:
     """The starting kernel in ``language`` with a version for each of ``shapes`` and of the
     ``optional`` shapes on which the task's own code runs (others are listed in ``skipped``,
     with the error); ``modes``: per shape label, the ``torch.compile`` mode to compile it in
     (default: "default"); ``configs``: per shape label, launch settings per kernel to use
     instead of those this compile's autotuning kept (``adopt_configs``: the baselines' own);
     ``keep_code``: a folder where Inductor's code for each shape is written as it is captured
-    (``<n>.py``, the shapes in ``shapes.txt``), to read why a start could not be made of it.
-    ``GenerationError`` says why there can be none."""
+    (``<n>.py``, the shapes in ``shapes.txt``), to read why a start could not be made of it;
+    ``workers``: processes that compile the shapes side by side (each shape is a compile of
+    its own, one CPU-bound Inductor run after another in one process), 1 for this process
+    alone (always so with ``keep_code``). ``GenerationError`` says why there can be none."""
     modes, configs = dict(modes or {}), dict(configs or {})
     if inductor_device(language) == "cuda":
         import torch
@@ -324,37 +414,34 @@ def generate_start(task: Task, language: str, shapes: Sequence[Mapping[str, Any]
     entry = task.kernel(language).entry if language in task.kernels else "forward"
     kept: list[str] = []
 
+    def keep(label: str) -> Callable[[str], None] | None:
+        if keep_code is None:
+            return None
+
+        def write(text: str) -> None:
+            keep_code.mkdir(parents=True, exist_ok=True)
+            (keep_code / f"{len(kept)}.py").write_text(text)
+            kept.append(f"{len(kept)}.py {label}")
+            (keep_code / "shapes.txt").write_text("\n".join(kept) + "\n")
+
+        return write
+
     def capture(shape: Mapping[str, Any]) -> ShapeCode:
         label = Shape.of(shape).label
+        return _capture(task, language, shape, modes.get(label, "default"),
+                        configs.get(label), keep(label))
 
-        def keep(text: str) -> None:
-            if keep_code is not None:
-                keep_code.mkdir(parents=True, exist_ok=True)
-                (keep_code / f"{len(kept)}.py").write_text(text)
-                kept.append(f"{len(kept)}.py {label}")
-                (keep_code / "shapes.txt").write_text("\n".join(kept) + "\n")
-
-        mode = modes.get(label, "default")
-        try:
-            code = capture_shape(task, language, shape, mode, keep)
-        except LibraryCall as library:
-            if inductor_device(language) != "cuda" or mode == TEMPLATE_MODE:
-                raise
-            try:  # the op as a Triton template, where Inductor has one
-                code = capture_shape(task, language, shape, TEMPLATE_MODE, keep)
-            except GenerationError as exc:
-                raise GenerationError(f"{library}; and with Triton as Inductor's GEMM and "
-                                      f"convolution backend (max-autotune): {exc}") from None
-        return adopt_configs(code, configs[label]) if label in configs else code
-
-    captured = [capture(shape) for shape in shapes]
-    found: list[ShapeCode | str] = []
-    for shape in optional:
-        try:
-            found.append(capture(shape))
-        except Exception as exc:  # the task's code fails on it, or Inductor's is not usable
-            reason = (str(exc).splitlines() or [""])[0][:300]
-            found.append(f"{Shape.of(shape).label} ({type(exc).__name__}: {reason})")
+    if workers > 1 and keep_code is None and len(shapes) + len(optional) > 1:
+        captured, found = _captured_side_by_side(task, language, shapes, optional, modes,
+                                                 configs, workers)
+    else:
+        captured = [capture(shape) for shape in shapes]
+        found = []
+        for shape in optional:
+            try:
+                found.append(capture(shape))
+            except Exception as exc:  # the task's code fails on it, or Inductor's is not usable
+                found.append(_left_out(shape, type(exc).__name__, str(exc)))
     write = functools.partial(_GENERATORS[language], task, entry)
     kept, skipped = writable_optional(captured, found, write)
     source, knobs = write(captured + kept)

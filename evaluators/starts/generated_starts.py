@@ -50,6 +50,7 @@ from ..inductor.inductor_start import GeneratedStart
 from ..settings import EvaluatorSettings
 
 WORKER_MODULE = "kernelswarm.evaluators.starts.generated_starts"
+WORKERS_ENV = "KERNELSWARM_START_WORKERS"
 _MODE = re.compile(r"mode (\S+)")  # the baselines' note on the faster compile mode
 # The files whose code decides what is generated: a change to one makes the cache miss.
 _GENERATOR_FILES = ("inductor/inductor_code.py", "inductor/inductor_start.py",
@@ -129,7 +130,8 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
             return kept, True
         reply = _run_worker({"task": str(task.path), "language": language,
                              "device": settings.device, "shapes": shapes,
-                             "optional": optional, "modes": modes, "configs": configs},
+                             "optional": optional, "modes": modes, "configs": configs,
+                             "workers": generation_workers()},
                             settings.device, timeout_s)
         if "error" in reply:
             raise GenerationError(reply["error"])
@@ -138,6 +140,19 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
         temporary.write_text(json.dumps(reply, indent=1))
         temporary.replace(path)
     return _start(reply), False
+
+
+def generation_workers() -> int:
+    """Processes that compile a start's shapes side by side: ``$KERNELSWARM_START_WORKERS``,
+    else one per four cores, at most four (each runs Inductor with its share of the cores'
+    compile threads); 1 on a machine of fewer than eight cores."""
+    named = os.environ.get(WORKERS_ENV, "").strip()
+    if named:
+        try:
+            return max(1, int(named))
+        except ValueError:
+            raise GenerationError(f"{WORKERS_ENV}={named!r} is not a whole number") from None
+    return max(1, min(4, (os.cpu_count() or 1) // 4))
 
 
 def _start(doc: Mapping[str, Any]) -> GeneratedStart:
@@ -181,7 +196,8 @@ def _generate(request: Mapping[str, Any]) -> dict[str, Any]:
     try:
         generated = generate_start(task, request["language"], request["shapes"],
                                    optional=request["optional"], modes=request.get("modes"),
-                                   configs=request.get("configs"))
+                                   configs=request.get("configs"),
+                                   workers=int(request.get("workers", 1)))
     except GenerationError as exc:
         return {"error": str(exc)}
     doc = asdict(generated)

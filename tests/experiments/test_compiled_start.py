@@ -240,3 +240,21 @@ def test_a_kernelbench_task_reads_a_generated_triton_starts_knobs(tmp_path: Path
     fresh = tmp_path / "copy"  # a folder of its own: this process imported the first task.py
     shutil.copytree(task.path, fresh)
     assert load_task(fresh, "cpu").kernel("triton").knobs == knobs
+
+
+def test_shapes_compiled_side_by_side_give_the_start_one_process_gives(tmp_path: Path) -> None:
+    """Each shape a compile of its own, in processes side by side: the same kernel, version
+    for version, as one process compiling them in turn; an optional shape the task's code
+    cannot run is left out with its reason either way."""
+    from tests.conftest import SILU_TASK
+
+    task = load_task(shutil.copytree(SILU_TASK, tmp_path / "silu_and_mul"), "cpu")
+    shapes = [dict(s) for s in task.tuning_shapes[:2]]
+    broken = {**shapes[0], "dtype": "no_such_dtype"}
+    one = generate_start(task, "cpp", shapes, optional=[broken])
+    two = generate_start(task, "cpp", shapes, optional=[broken], workers=2)
+    assert two.source == one.source and two.shapes == one.shapes == tuple(
+        load_task(task.path, "cpu").tuning_shapes[i].label for i in range(2))
+    assert len(two.skipped) == len(one.skipped) == 1
+    assert two.skipped[0].split(" (")[0] == one.skipped[0].split(" (")[0]
+    assert two.skipped == one.skipped
