@@ -138,7 +138,7 @@ def run_eval_command(args: argparse.Namespace, console: Console) -> int:
     evaluation = median_evaluation(evaluations)
     speedups = [e.speedup for e in evaluations]
     bounds = roofline_bounds(task, evaluation, settings.flush_cache)
-    measured = measured_for(evaluation, task, settings)  # what the baselines were carried from
+    measured = measured_for(evaluation, task, settings, language)  # carried from what
     if args.json:
         doc = evaluation_document(evaluation, task.name, language, candidate)
         scales = baseline_scales(evaluation, measured) if measured is not None else {}

@@ -59,12 +59,13 @@ def search_checks(task: Task, language: str) -> tuple[dict[str, Any], ...]:
                  for c in RuleTester().checks(task, language))
 
 
-def measured_for(evaluation: Evaluation, task: Task,
-                 settings: EvaluatorSettings) -> MeasuredBaselines | None:
+def measured_for(evaluation: Evaluation, task: Task, settings: EvaluatorSettings,
+                 language: str) -> MeasuredBaselines | None:
     """The cached measurement ``evaluation``'s baseline times were carried over from (views/
-    carried_baselines.py); None where it had no baselines or the entry is gone."""
+    carried_baselines.py), with the starting kernel of ``language`` (the kernel judged);
+    None where it had no baselines or the entry is gone."""
     key = evaluation.baselines.key if evaluation.baselines is not None else ""
-    return read_measured(settings.cache_dir, task.name, key)
+    return read_measured(settings.cache_dir, task.name, key, language)
 
 
 def repeats_for(requested: int | None, run: RunFolder | None) -> int:

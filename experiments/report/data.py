@@ -199,7 +199,7 @@ def load_run(run_dir: str | Path) -> RunData:
     language = str((summary.get("best") or {}).get("language")
                    or config.get("task", {}).get("language", ""))
     skipped = dict((summary.get("baselines") or {}).get("skipped", {}))
-    measured = measured_of_run(config, summary.get("baselines"))
+    measured = measured_of_run(config, summary.get("baselines"), language)
     shapes = _carried(shapes, measured)
     return RunData(run_dir=folder, summary=summary, config=config, records=ordered,
                    best_shapes=shapes, best_id=best or "", best_source=_source(folder, best or ""),

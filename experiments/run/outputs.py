@@ -107,12 +107,15 @@ def write_outputs(run_dir: Path, result: SwarmResult, timing: TimingSettings,
 
 def measured_baselines(run_dir: Path, result: SwarmResult) -> MeasuredBaselines | None:
     """The cache entry the run's baseline times were carried over from (views/
-    carried_baselines.py); None when it is gone or the baselines were not measured."""
+    carried_baselines.py), with the best kernel's language's starting kernel (whose time now
+    over then carried its figures); None when it is gone or the baselines were not
+    measured."""
     source = result.start.baselines if result.start is not None else None
     if source is None or not (run_dir / "config.json").is_file():
         return None
     config = json.loads((run_dir / "config.json").read_text())
-    return measured_of_run(config, source.as_dict())
+    best = result.summary.best
+    return measured_of_run(config, source.as_dict(), best[0].language if best else "")
 
 
 def _best_figures(evaluation: Evaluation, measured: MeasuredBaselines | None) -> dict:

@@ -58,9 +58,11 @@ def _median(timed: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def read_measured(cache_dir: str | Path | None, task: str, key: str) -> MeasuredBaselines | None:
+def read_measured(cache_dir: str | Path | None, task: str, key: str,
+                  language: str = "") -> MeasuredBaselines | None:
     """The cache entry ``key`` of ``task``'s baselines under ``cache_dir`` (default: the
-    evaluator's); None when it is gone or unreadable."""
+    evaluator's), with ``language``'s starting kernel as timed beside them (the entry keeps one
+    per language; "" where it holds one only); None when it is gone or unreadable."""
     if not key or not task:
         return None
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
@@ -74,18 +76,27 @@ def read_measured(cache_dir: str | Path | None, task: str, key: str) -> Measured
         for name, timed in dict(row).items():
             if (us := _median(timed)) is not None:
                 times.setdefault(shape, {})[name] = us
-    start = {shape: us for shape, timed in dict(doc.get("start") or {}).items()
+    starts = dict(doc.get("starts") or {})
+    if language in starts:
+        kept = starts[language]
+    elif not language and len(starts) == 1:
+        kept = next(iter(starts.values()))
+    else:
+        kept = doc.get("start") or {}  # an entry of one language, written before "starts"
+    start = {shape: us for shape, timed in dict(kept).items()
              if (us := _median(timed)) is not None}
     return MeasuredBaselines(path, times, start)
 
 
-def measured_of_run(config: Mapping[str, Any], baselines: Mapping[str, Any] | None
-                    ) -> MeasuredBaselines | None:
+def measured_of_run(config: Mapping[str, Any], baselines: Mapping[str, Any] | None,
+                    language: str = "") -> MeasuredBaselines | None:
     """The measurement a run's baselines came from: its config.json (the cache folder, the
-    task) and summary.json's ``baselines`` (the cache key)."""
+    task) and summary.json's ``baselines`` (the cache key), with the starting kernel of
+    ``language`` (the kernel whose figures are carried: default, the task's language)."""
     key = (baselines or {}).get("key") or ""
     task = Path(str((config.get("task") or {}).get("name") or "")).name
-    return read_measured((config.get("evaluator") or {}).get("cache_dir"), task, key)
+    language = language or str((config.get("task") or {}).get("language") or "")
+    return read_measured((config.get("evaluator") or {}).get("cache_dir"), task, key, language)
 
 
 def baseline_scales(evaluation: Evaluation, measured: MeasuredBaselines) -> dict[str, float]:

@@ -251,3 +251,11 @@ def test_a_second_language_joins_the_baselines_with_its_start_alone(tmp_path):
     assert again.cached and again.start == first.start  # each language's start kept
     assert measure_baselines(task, settings, language="triton").cached
     assert measure_baselines(task, settings).cached  # no language: the baselines alone
+    # what a run's report reads back: the baselines, with the judged kernel's language's start
+    from kernelswarm.experiments.views.carried_baselines import read_measured
+
+    for table in (first, second):
+        kept = read_measured(settings.cache_dir, "silu_and_mul", table.key, table.language)
+        assert kept is not None and kept.times_us[label]["eager"] == \
+            table.get(label, "eager").median_us
+        assert kept.start_us[label] == pytest.approx(table.start[label].median_us)
