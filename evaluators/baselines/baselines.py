@@ -248,21 +248,22 @@ def measure_baselines(task: Task | Path | str, settings: EvaluatorSettings,
         sort_keys=True).encode()).hexdigest()[:24]
     path = Path(settings.cache_dir) / "baselines" / f"{task.name}-{key}.json"
     language = language or ""
-    kept = None if refresh else _kept_table(path, language)
+    kept = None if refresh else _kept_table(_kept_doc(path), language)
     if kept is not None:
         return kept
     request = {"task": str(task.path), "device": settings.device, "timing": timing.as_dict(),
                "compile": wanted, "compile_reason": why_not, "language": language,
                "cache_dir": str(settings.cache_dir)}
     with measured_once(path):
-        kept = None if refresh else _kept_table(path, language)  # measured while this waited
+        stored = None if refresh else _kept_doc(path)  # measured while this one waited?
+        kept = _kept_table(stored, language)
         if kept is not None:
             return kept
-        shared = None if refresh else _kept_table(path, "")
-        if shared is not None:  # measured for another language: only this one's start now
+        shared = _kept_table(stored, "")
+        if stored is not None and shared is not None:  # for another language: this start now
             reply = _run_worker({**request, "start_only": True}, settings.device, timeout_s)
             start = carried_start(shared, reply)
-            doc = {**shared.as_json(), "starts": {**_stored_starts(path), language: start}}
+            doc = {**stored, "starts": {**dict(stored.get("starts") or {}), language: start}}
         else:
             reply = _run_worker(request, settings.device, timeout_s)
             start = dict(reply.get("start", {}))
@@ -297,13 +298,6 @@ def carried_start(shared: BaselineTable, reply: Mapping[str, Any]) -> dict[str, 
     return carried
 
 
-def _stored_starts(path: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads(path.read_text()).get("starts") or {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
 def _stored(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The cache file: the baselines and each language's start; no one language's view."""
     from .baseline_worker import _finite
@@ -317,17 +311,25 @@ def _table(doc: Mapping[str, Any], language: str, cached: bool) -> BaselineTable
                                     "start": starts.get(language, {})}, cached=cached)
 
 
-def _kept_table(path: Path, language: str) -> BaselineTable | None:
-    """The kept table, seen from ``language`` (its start timed with the baselines, or carried
-    in later): None where none is kept, or none has that language's start ("": any)."""
-    if not path.is_file():
-        return None
+def _kept_doc(path: Path) -> dict[str, Any] | None:
+    """The kept entry as stored, or None (none kept, or damaged: measured again)."""
     try:
         doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _kept_table(doc: Mapping[str, Any] | None, language: str) -> BaselineTable | None:
+    """The kept entry seen from ``language`` (its start timed with the baselines, or carried
+    in later): None where none is kept, or none has that language's start ("": any)."""
+    if doc is None:
+        return None
+    try:
         if language and language not in dict(doc.get("starts") or {}):
             return None
         return _table(doc, language, cached=True)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None  # a damaged entry is measured again
 
 
