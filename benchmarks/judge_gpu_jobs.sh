@@ -100,7 +100,16 @@ case "$job" in
              --languages cuda,triton --compile-start --minutes "$minutes" \
              $([ "$kind" = judged ] || echo --no-judge) \
              --set search.screen_shapes=3 --json "$out/work/$kind-$task.json" \
-             --out "$home/runs") >> "$out/steps.log" 2>&1 ;;
+             --out "$home/runs") >> "$out/steps.log" 2>&1
+          status=$?
+          # where the start-up went: the runs' phase lines and compile_start.json, and the
+          # baselines' table (each compile's first-call seconds)
+          kept="$out/work/$kind-$task"; mkdir -p "$kept"
+          for f in "$home"/runs/*/run.log "$home"/runs/*/compile_start.json; do
+            [ -f "$f" ] && cp "$f" "$kept/$(basename "$(dirname "$f")")-$(basename "$f")"
+          done
+          cp "$home"/cache/baselines/*.json "$kept/" 2>/dev/null
+          (exit $status) ;;
         gap)
           home="$PWD/.gpu-search/$task"
           (unset KERNELSWARM_BASELINE_COMPILE
