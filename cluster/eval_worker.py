@@ -29,6 +29,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
 from kernelswarm.search import (
+    BudgetExpired,
     Candidate,
     Evaluation,
     Evaluator,
@@ -206,12 +207,24 @@ class EvalDispatcher:
             await asyncio.gather(*(w.release.remote(key) for w in self._workers),
                                  return_exceptions=True)
 
-    async def _acquire(self, cell: str) -> ray.actor.ActorHandle:
+    async def _acquire(self, cell: str, not_after: float | None = None) -> ray.actor.ActorHandle:
+        """The next free worker in the cell's turn; ``BudgetExpired`` if none has come by
+        ``not_after`` (Unix time)."""
         ticket = asyncio.get_running_loop().create_future()
         self._share.wait(cell, ticket)
         self._match()
         try:
-            return await ticket
+            if not_after is None:
+                return await ticket
+            return await asyncio.wait_for(asyncio.shield(ticket),
+                                          max(0.0, not_after - time.time()))
+        except asyncio.TimeoutError:
+            self._share.cancel(cell, ticket)
+            if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
+                self._give_back(cell, ticket.result())  # granted as the time ran out
+            ticket.cancel()
+            raise BudgetExpired("wall-time budget reached while the candidate waited for an "
+                                "evaluation worker; it was not judged") from None
         except asyncio.CancelledError:
             self._share.cancel(cell, ticket)
             if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
@@ -287,16 +300,19 @@ class EvalDispatcher:
         self._match()
 
     async def evaluate(self, cell: str, candidate: Candidate, seeds: tuple[int, ...] = (),
-                       screen: Screen | None = None) -> Evaluation:
+                       screen: Screen | None = None, not_after: float | None = None
+                       ) -> Evaluation:
         """``candidate``'s verdict from the next free worker, checked on ``seeds`` where given
         (a confirmation's secret seeds; ``Evaluator.evaluate_on``), screened by ``screen``
-        where given (``Evaluator.evaluate_screened``)."""
+        where given (``Evaluator.evaluate_screened``); ``BudgetExpired`` if no worker has
+        taken it by ``not_after`` (Unix time: its lineage's deadline), so that a search ends
+        with its budget rather than after the queue it left."""
         if cell not in self._factories:
             raise UnknownCell(f"no cell {cell!r} in this evaluation pool; open_cell first")
         key, make = self._factories[cell]
         error = None
         for _ in range(2):
-            worker = await self._acquire(cell)
+            worker = await self._acquire(cell, not_after)
             began, at = time.monotonic(), time.time()
             first = (id(worker), key) not in self._given  # its evaluator is built by this call
             outcome, calibration = "raised", ""

@@ -84,8 +84,9 @@ class LineageActor:
         """Search from the starting kernel's ``start_eval`` within ``budget``, going on from the
         steps in ``history`` (a resumed or restarted lineage). The roles' model calls end with
         the budget's wall time."""
-        if budget.wall_s is not None:
-            self._roles.until(time.time() + budget.wall_s)
+        deadline = None if budget.wall_s is None else time.time() + budget.wall_s
+        if deadline is not None:
+            self._roles.until(deadline)
         lineage = Lineage(self._number, self._start, start_eval, self._roles, self._tuner,
                           budget, max_repairs=self._max_repairs,
                           first_candidates=self._firsts, screen_shapes=self._screen_shapes)
@@ -100,7 +101,7 @@ class LineageActor:
             tracker = ActorTracker(self._tracker, owner=lineage.lineage, pipelined=True,
                                    migration=population.migration,
                                    novelty=population.novelty > 0)
-            driver = Driver(tracker, DispatchedEvaluator(self._compiler, self._lane),
+            driver = Driver(tracker, DispatchedEvaluator(self._compiler, self._lane, deadline),
                             stop=self._stop)
             reason = driver.run(lineage)
             tracker.settle()

@@ -18,7 +18,14 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from kernelswarm.search import Candidate, Evaluation, Evaluator, Screen, StartingKernelFailed
+from kernelswarm.search import (
+    BudgetExpired,
+    Candidate,
+    Evaluation,
+    Evaluator,
+    Screen,
+    StartingKernelFailed,
+)
 
 from .eval_worker import EvalDispatcher, EvalWorker
 from .fair_share import UnknownCell
@@ -59,21 +66,24 @@ class Lane:
         return self.dispatcher.evaluate.remote(self.cell, candidate, seeds)
 
     def evaluate(self, candidate: Candidate, seeds: tuple[int, ...] = (),
-                 screen: Screen | None = None) -> Evaluation:
+                 screen: Screen | None = None, not_after: float | None = None) -> Evaluation:
         """``candidate``'s verdict (on ``seeds`` as ``submit`` says; screened by ``screen``
         where given, ``Evaluator.evaluate_screened``); survives a restart of the dispatcher
-        (its process lost)."""
+        (its process lost). ``not_after`` (Unix time): ``BudgetExpired`` if no worker has
+        taken it by then."""
         try:
             return call(self.dispatcher.evaluate, self.cell, candidate, seeds, screen,
-                        on_retry=self._reopen)
+                        not_after, on_retry=self._reopen)
         except UnknownCell:  # the dispatcher restarted between two calls of this lane
             if self.factory is None:
                 raise
             self._reopen()
             return call(self.dispatcher.evaluate, self.cell, candidate, seeds, screen,
-                        on_retry=self._reopen)
+                        not_after, on_retry=self._reopen)
         except StartingKernelFailed as failed:  # without Ray's wrapper (see ``verdict``)
             raise StartingKernelFailed(failed.evaluation) from None
+        except BudgetExpired as expired:  # without Ray's wrapper: its message alone
+            raise BudgetExpired(str(getattr(expired, "cause", None) or expired)) from None
 
     def _reopen(self) -> None:
         if self.factory is not None:

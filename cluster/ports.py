@@ -4,12 +4,14 @@ once Ray has restarted the actor."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayError
 
 from kernelswarm.search import (
+    BudgetExpired,
     Candidate,
     Compiler,
     CompileResult,
@@ -127,18 +129,27 @@ class DispatchedEvaluator(Evaluator):
     the pool's workers through the cell's ``Lane``, so a worker only receives candidates that
     built."""
 
-    def __init__(self, compiler: Compiler, lane: Lane) -> None:
+    def __init__(self, compiler: Compiler, lane: Lane, not_after: float | None = None) -> None:
         self._compiler = compiler
         self._lane = lane
+        self._not_after = not_after  # Unix time of the lineage's deadline, if it has one
 
     def compile(self, candidate: Candidate) -> CompileResult:
         return self._compiler.compile(candidate)
 
     def evaluate(self, candidate: Candidate) -> Evaluation:
-        return self._lane.evaluate(candidate)
+        self._in_time(candidate)
+        return self._lane.evaluate(candidate, not_after=self._not_after)
 
     def evaluate_screened(self, candidate: Candidate, screen: Screen) -> Evaluation:
-        return self._lane.evaluate(candidate, screen=screen)
+        self._in_time(candidate)
+        return self._lane.evaluate(candidate, screen=screen, not_after=self._not_after)
+
+    def _in_time(self, candidate: Candidate) -> None:
+        """``BudgetExpired`` for a candidate that built after the lineage's deadline."""
+        if self._not_after is not None and time.time() >= self._not_after:
+            raise BudgetExpired(f"wall-time budget reached: candidate {candidate.id} built "
+                                f"after it and was not judged")
 
     def close(self) -> None:
         self._compiler.close()

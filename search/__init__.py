@@ -2,7 +2,7 @@
 
 from .archive import Archive, Member, source_family
 from .archive_languages import LanguageScales, start_scale
-from .budget import Budget, Spent
+from .budget import Budget, BudgetExpired, Spent
 from .candidate import STRUCTURE_MARKER, Candidate, Origin, candidate_id
 from .confirm import CHECK_SEEDS, Confirmation, Confirmed, SecretSeeds, choose, median_evaluation
 from .dispatch import (
@@ -87,7 +87,7 @@ from .withheld import Withheld
 __all__ = [
     "ADOPT", "BOUNDS", "COMPUTE", "CORRECTNESS", "LANGUAGES", "MEMORY", "REPAIR", "REWRITE", "STAGES",
     "STOP", "TOPOLOGIES", "TUNE", "Check", "Migration", "Spent", "Tester", "Usage",
-    "source_family", "Analyst", "Archive", "Attempt", "Budget",
+    "source_family", "Analyst", "Archive", "Attempt", "Budget", "BudgetExpired",
     "Candidate", "Coder", "CompileResult", "Compiler", "Evaluation", "Evaluator", "Facts", "Feedback",
     "KnobTuner", "Lineage", "LineageView", "LocalExecutor", "Origin", "Plan", "Planner", "Record",
     "Roles", "RunInfo", "RunSummary", "Shape", "ShapeResult", "Sink", "StartingKernelFailed", "StartingKernel", "Status",

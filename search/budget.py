@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+class BudgetExpired(RuntimeError):
+    """A candidate's verdict would come after its lineage's wall-time budget: it built after
+    the deadline, or still waited for an evaluation worker then. It is not judged (nothing is
+    recorded of it) and the lineage stops with this message."""
+
+
 @dataclass(frozen=True)
 class Spent:
     """What a lineage has used so far, as the budget reads it."""

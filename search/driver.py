@@ -11,6 +11,10 @@ pass adapters that forward each call to an actor; ``kernelswarm tune`` judges it
 - ``Clock``: monotonic time and sleep, so waiting for another lineage's claim is testable
   without real sleeps.
 - ``StopSignal``: asks a running lineage to stop after its current step.
+
+An evaluator may raise ``BudgetExpired`` for a candidate whose verdict would come after the
+lineage's wall-time budget (built after it, or waiting for a worker then): the claim is
+released, nothing is recorded, and the lineage stops with that message.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from enum import Enum
 from typing import Protocol
 
 from .archive import Member
+from .budget import BudgetExpired
 from .candidate import Candidate
 from .evaluation import Evaluation, Status
 from .evaluator import Evaluator
@@ -194,7 +199,11 @@ class Driver:
             if rejection is None:
                 break
             lineage.reject(candidate, rejection.message)
-        judged = self.judge(candidate, lineage.screen_for(candidate))
+        try:
+            judged = self.judge(candidate, lineage.screen_for(candidate))
+        except BudgetExpired as expired:  # released by judge; the lineage's time is up
+            lineage.stop_reason = str(expired)
+            return False
         try:
             lineage.observe(candidate, judged.evaluation, judged.worker_s)
             self.tracker.record(lineage.lineage, lineage.step, candidate, judged.evaluation)

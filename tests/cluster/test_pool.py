@@ -13,7 +13,14 @@ import pytest
 import ray
 
 from kernelswarm.cluster import EvalPool
-from kernelswarm.search import Candidate, CompileResult, Evaluation, Evaluator, Status
+from kernelswarm.search import (
+    BudgetExpired,
+    Candidate,
+    CompileResult,
+    Evaluation,
+    Evaluator,
+    Status,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +65,25 @@ def test_a_cell_with_many_candidates_does_not_starve_another(ray_session):
         # First come first served would run the small cell's two last (7th and 8th).
         assert order[:4] == ["big", "small", "big", "small"], order
         assert pool.utilisation("small")["cell_evaluations"] == 2
+    finally:
+        pool.close()
+
+
+def test_a_candidate_still_waiting_for_a_worker_at_its_deadline_is_not_judged(ray_session):
+    pool = EvalPool(1, {"num_cpus": 0})
+    try:
+        lane = pool.open("cell", _stamping_factory())
+        first, late, after = _candidates("queue", 3)
+        running = lane.submit(first)  # holds the only worker for SERVICE_S
+        time.sleep(0.1)
+        asked = time.time()
+        with pytest.raises(BudgetExpired, match="waited for an evaluation worker"):
+            lane.evaluate(late, not_after=asked + 0.1)
+        assert time.time() - asked < SERVICE_S  # given up at the deadline, not after the queue
+        assert ray.get(running).ok
+        # the worker it waited for went on to the next candidate: nothing held it
+        assert lane.evaluate(after, not_after=time.time() + 30).ok
+        assert pool.utilisation("cell")["cell_evaluations"] == 2
     finally:
         pool.close()
 

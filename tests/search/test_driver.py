@@ -14,6 +14,7 @@ from kernelswarm.search import (
     STOP,
     Analyst,
     Budget,
+    BudgetExpired,
     Candidate,
     Coder,
     CompileResult,
@@ -235,3 +236,31 @@ def test_run_stops_at_the_stop_signal(tmp_path):
     tracker.record = record
     assert driver.run(lineage) == STOPPED
     assert lineage.step == 2 and len(tracker.records) == 2
+
+
+class _Expiring(Judge):
+    """Judges ``left`` candidates, then says the lineage's time ran out before the next."""
+
+    def __init__(self, left: int) -> None:
+        super().__init__()
+        self.left = left
+
+    def evaluate(self, candidate):
+        if self.left == 0:
+            raise BudgetExpired("wall-time budget reached while the candidate waited for an "
+                                "evaluation worker; it was not judged")
+        self.left -= 1
+        return super().evaluate(candidate)
+
+
+def test_a_candidate_whose_verdict_would_come_after_the_deadline_stops_the_lineage_unrecorded(
+        tmp_path):
+    tracker, judge = _tracker(tmp_path), _Expiring(left=1)
+    (lineage,) = _lineages(Judge(), Budget(), count=1)
+    reason = Driver(tracker, judge).run(lineage)
+    assert reason.startswith("wall-time budget reached while the candidate waited")
+    # judged, same binary, failed build; the fourth expired and left no record
+    assert [r.step for r in tracker.records] == [1, 2, 3]
+    expired = judge.compiled[-1]
+    assert expired not in {r.candidate.id for r in tracker.records}
+    assert tracker.claim(expired) == (None, True)  # and no claim that another lineage waits on
