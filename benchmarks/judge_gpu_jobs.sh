@@ -14,6 +14,8 @@
 #                          the triton start, 3 screening shapes) from empty caches: its own
 #                          kernelswarm, Triton and Inductor caches under .gpu-search/TASK
 #   warm:TASK:MINUTES      the same search again on the caches the cold one left
+#                          (a search step may take MINUTES * 60 + 360 s; its run folders and the
+#                          baselines' table are kept under OUT/work/KIND-TASK/ even when cut)
 #   judged:TASK:MINUTES    as cold, then its kernels re-timed against the baselines (step 3 of
 #                          search_gpu: compile's kernel as the start against compile, per shape)
 #   gap:TASK               benchmarks/compile_start_gap.py on TASK's worst shapes
@@ -92,7 +94,7 @@ case "$job" in
           [ "$kind" != warm ] && rm -rf "$home"
           [ -d "$home" ] && echo "caches: kept from an earlier step" >> "$out/steps.log"
           mkdir -p "$home/runs"
-          limit=$(python3 -c "print(int(float('$minutes') * 60 + 240))")
+          limit=$(python3 -c "print(int(float('$minutes') * 60 + 360))")
           (unset KERNELSWARM_BASELINE_COMPILE
            export KERNELSWARM_CACHE="$home/cache" TRITON_CACHE_DIR="$home/triton" \
                   TORCHINDUCTOR_CACHE_DIR="$home/inductor"
@@ -102,11 +104,12 @@ case "$job" in
              --set search.screen_shapes=3 --json "$out/work/$kind-$task.json" \
              --out "$home/runs") >> "$out/steps.log" 2>&1
           status=$?
-          # where the start-up went: the runs' phase lines and compile_start.json, and the
+          # where the start-up went, kept even when the step was cut: each run folder (its
+          # phase lines in run.log, compile_start.json, the records so far) and the
           # baselines' table (each compile's first-call seconds)
           kept="$out/work/$kind-$task"; mkdir -p "$kept"
-          for f in "$home"/runs/*/run.log "$home"/runs/*/compile_start.json; do
-            [ -f "$f" ] && cp "$f" "$kept/$(basename "$(dirname "$f")")-$(basename "$f")"
+          for run in "$home"/runs/*/; do
+            tar -czf "$kept/$(basename "$run").tar.gz" -C "$home/runs" "$(basename "$run")"
           done
           cp "$home"/cache/baselines/*.json "$kept/" 2>/dev/null
           (exit $status) ;;

@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -112,21 +113,30 @@ def cache_path(task: Task, language: str, settings: EvaluatorSettings,
 
 
 def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSettings,
-                  timeout_s: float = 900.0) -> tuple[GeneratedStart, bool]:
+                  timeout_s: float = 900.0, phases: dict[str, float] | None = None
+                  ) -> tuple[GeneratedStart, bool]:
     """(the start from ``torch.compile``, whether it came from the cache);
     ``GenerationError`` says why none can be made (what Inductor emitted that no start can be
-    written from, a reference it cannot compile, a worker that failed or ran out of time)."""
+    written from, a reference it cannot compile, a worker that failed or ran out of time).
+    ``phases``, where given, receives the seconds spent on the baselines (``baselines_s``:
+    measured now, or read) and on generating (``generation_s``: 0 when cached)."""
+    phases = {} if phases is None else phases
     if not isinstance(task, Task):
         task = load_task(task, settings.device.split(":")[0])
     shapes, optional = start_shapes(task, settings)
+    began = time.monotonic()
     modes, configs = compile_choices(task, language, settings)
+    phases["baselines_s"] = round(time.monotonic() - began, 2)
+    phases["generation_s"] = 0.0
     path = cache_path(task, language, settings, shapes, optional, modes, configs)
     kept = _kept(path)
     if kept is not None:
         return kept, True
+    began = time.monotonic()
     with measured_once(path):
         kept = _kept(path)  # generated while this one waited
         if kept is not None:
+            phases["generation_s"] = round(time.monotonic() - began, 2)
             return kept, True
         reply = _run_worker({"task": str(task.path), "language": language,
                              "device": settings.device, "shapes": shapes,
@@ -139,6 +149,7 @@ def compile_start(task: Task | Path | str, language: str, settings: EvaluatorSet
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temporary.write_text(json.dumps(reply, indent=1))
         temporary.replace(path)
+    phases["generation_s"] = round(time.monotonic() - began, 2)
     return _start(reply), False
 
 

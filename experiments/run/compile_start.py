@@ -43,8 +43,9 @@ def first_candidates(config: Config, task: Task, settings: EvaluatorSettings, co
         console.print(f"search.compile_start: generating the {language} kernel of "
                       f"torch.compile for {task.name} on each shape", highlight=False)
         began = time.monotonic()
+        phases: dict[str, float] = {}
         try:
-            generated, cached = compile_start(task, language, settings)
+            generated, cached = compile_start(task, language, settings, phases=phases)
         except GenerationError as exc:
             reason = str(exc)
             report[language] = {"used": False, "reason": reason}
@@ -64,15 +65,26 @@ def first_candidates(config: Config, task: Task, settings: EvaluatorSettings, co
                 f"task's starting kernel.")))
         found[language] = (candidate,)
         report[language] = {"used": True, "candidate": candidate.id, "cached": cached,
-                            "seconds": round(seconds, 2), "shapes": list(generated.shapes),
+                            "seconds": round(seconds, 2), **phases,
+                            "shapes": list(generated.shapes),
                             "skipped": list(generated.skipped),
                             "knobs": {k: list(v) for k, v in generated.knobs.items()}}
         console.print(f"  {language}: {len(generated.shapes)} shapes, "
                       f"{len(generated.knobs)} knobs, candidate {candidate.id} "
-                      f"({'from the cache' if cached else f'{seconds:.0f} s'})", highlight=False)
+                      f"({_took(seconds, cached, phases)})", highlight=False)
     if report:
         (run_dir / COMPILE_START_FILE).write_text(json.dumps(report, indent=1))
     return found
+
+
+def _took(seconds: float, cached: bool, phases: Mapping[str, float]) -> str:
+    """What making the start took: "from the cache", or its seconds, the baselines' apart."""
+    baselines = phases.get("baselines_s", 0.0)
+    if cached:
+        return "from the cache" + (f", after {baselines:.0f} s measuring the baselines"
+                                   if baselines >= 1 else "")
+    return (f"{seconds:.0f} s: the baselines {baselines:.0f} s, generating "
+            f"{phases.get('generation_s', seconds):.0f} s")
 
 
 def read_report(run_dir: Path) -> Mapping[str, Any]:

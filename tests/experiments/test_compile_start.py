@@ -79,6 +79,10 @@ def test_the_lineage_judges_compiles_kernel_first(compiled_run):
                                             "d=1024,dtype=float32,tokens=4",
                                             "d=100,dtype=float32,tokens=3"}
     assert "search.compile_start: generating the cpp kernel of torch.compile" in text
+    # where its seconds went: no baselines table on the CPU, the rest generating
+    made = report["cpp"]
+    assert made["baselines_s"] < 1 and 0 < made["generation_s"] <= made["seconds"]
+    assert f"generating {made['generation_s']:.0f} s" in text
     rows = read_evaluations(outcome.run_dir).to_pylist()
     first = min((r for r in rows if r["lineage"] == 0), key=lambda r: r["step"])
     assert first["origin_move"] == MOVE and first["candidate_id"] == report["cpp"]["candidate"]
