@@ -133,6 +133,9 @@ class DispatchedEvaluator(Evaluator):
         self._compiler = compiler
         self._lane = lane
         self._not_after = not_after  # Unix time of the lineage's deadline, if it has one
+        until = getattr(compiler, "until", None)
+        if not_after is not None and callable(until):  # a build ahead stops there too
+            until(not_after)
 
     def compile(self, candidate: Candidate) -> CompileResult:
         return self._compiler.compile(candidate)

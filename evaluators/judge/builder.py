@@ -37,6 +37,7 @@ class SandboxBuilder:
         self.cache = CompileCache(self.settings.cache_dir)
         self._task = task  # loaded on first need where not given
         self._prebuilder: Any = None
+        self._deadline: float | None = None  # Unix time a build ahead is stopped at
         self.builds_ahead = self.settings.builds_ahead(self.language.name)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -45,6 +46,11 @@ class SandboxBuilder:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["task_path"], state["language"], state["settings"])
+
+    def until(self, deadline: float | None) -> None:
+        """Stop a build ahead still running at ``deadline`` (Unix time: a search's end);
+        the candidate's own build is kept, its device code left to its first calls."""
+        self._deadline = deadline
 
     def compile(self, candidate: Candidate) -> CompileResult:
         """Build ``candidate`` into the cache, and its device code ahead of its first call
@@ -65,7 +71,8 @@ class SandboxBuilder:
         build = self.cache.build(self.language, candidate, self.settings.compile_timeout_s)
         if build.artifact is None or not self.builds_ahead:
             return build
-        prebuilt = self._prebuild().prebuild(candidate, build.artifact, build=ahead)
+        prebuilt = self._prebuild().prebuild(candidate, build.artifact, build=ahead,
+                                             deadline=self._deadline if ahead else None)
         return replace(build, prebuilt=prebuilt.folder, result=replace(
             build.result, seconds=build.result.seconds + prebuilt.seconds))
 

@@ -101,11 +101,13 @@ class Prebuilder:
             return None
         return self._capability, self._tag
 
-    def prebuild(self, candidate: Candidate, artifact: Path, build: bool = True) -> Prebuilt:
+    def prebuild(self, candidate: Candidate, artifact: Path, build: bool = True,
+                 deadline: float | None = None) -> Prebuilt:
         """The candidate's kernels built ahead, or found built (``build`` False: only looked
         up; an evaluation that finds none leaves the compiling to the kernel's first calls,
         which cost the GPU no more than this would); never raises for what the candidate
-        does."""
+        does. A build still running at ``deadline`` (Unix time) is stopped, and nothing of
+        it is kept: a later build of the candidate starts again."""
         began = time.perf_counter()
         if not self.wanted:
             return Prebuilt(None, 0.0, note="nothing to build ahead for this language/device")
@@ -122,12 +124,12 @@ class Prebuilder:
                             note=failed.read_text()[:_LOG_TAIL])
         if not build:
             return Prebuilt(None, time.perf_counter() - began, note="not built ahead")
-        note = self._build(candidate, artifact, capability, folder, failed)
+        note = self._build(candidate, artifact, capability, folder, failed, deadline)
         return Prebuilt(folder if folder.is_dir() else None, time.perf_counter() - began,
                         note=note)
 
     def _build(self, candidate: Candidate, artifact: Path, capability: int, folder: Path,
-               failed: Path) -> str:
+               failed: Path, deadline: float | None = None) -> str:
         scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".aot-"))
         try:
             staged = scratch / artifact.name
@@ -139,7 +141,7 @@ class Prebuilder:
                        "spec": candidate.spec_dict, "shapes": self.shapes(),
                        "capability": capability, "workers": build_workers()}
             (scratch / "request.json").write_text(json.dumps(request, default=str))
-            done, log = self._run(scratch)
+            done, log = self._run(scratch, deadline)
             report = scratch / "report.json"
             if done != 0 or not report.is_file():
                 if done is None:  # a limit that a less loaded machine may not reach
@@ -164,8 +166,9 @@ class Prebuilder:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _run(self, scratch: Path) -> tuple[int | None, str]:
-        """Run the build process in ``scratch``; (exit status or None on timeout, log tail)."""
+    def _run(self, scratch: Path, deadline: float | None = None) -> tuple[int | None, str]:
+        """Run the build process in ``scratch``, until its limit or ``deadline`` (Unix time),
+        whichever comes first; (exit status or None when stopped, log tail)."""
         env = {**runner_environment(), "CUDA_VISIBLE_DEVICES": "",
                "TRITON_CACHE_DIR": str(scratch / "triton")}
         argv, options = isolated_command(
@@ -173,12 +176,13 @@ class Prebuilder:
         log_path = scratch / "prebuild.log"
         # every kernel and launcher of every shape, one after the other: several builds' worth
         limit = AHEAD_TIMEOUTS * self.settings.compile_timeout_s
+        left = limit if deadline is None else min(limit, max(0.0, deadline - time.time()))
         with open(log_path, "wb") as log:
             process = subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
                                        stdout=log, stderr=subprocess.STDOUT,
                                        **{"start_new_session": True, **options})
             try:
-                code: int | None = process.wait(timeout=limit)
+                code: int | None = process.wait(timeout=left)
             except subprocess.TimeoutExpired:
                 code = None
             finally:
@@ -188,6 +192,8 @@ class Prebuilder:
                     pass
                 process.wait()
         tail = log_path.read_text(errors="replace")[-_LOG_TAIL:]
+        if code is None and left < limit:
+            return None, f"the build ahead was stopped at the search's deadline after {left:.0f} s"
         if code is None:
             return None, (f"the build ahead took more than {limit:g} s ({AHEAD_TIMEOUTS} x "
                           f"compile_timeout_s)")

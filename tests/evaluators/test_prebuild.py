@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,26 @@ def test_a_build_ahead_that_fails_is_remembered_with_its_reason(gpu_triton):
     assert len(failed) == 1 and "no kernels today" in failed[0].read_text()
     again = gpu_triton._builder._prebuild().prebuild(broken, gpu_triton._build(broken).artifact)
     assert again.cached and again.folder is None and "no kernels today" in again.note
+
+
+def test_a_build_ahead_still_running_at_the_searchs_deadline_is_stopped_and_not_remembered(
+        gpu_triton):
+    slow = gpu_triton.start_candidate.derive(
+        source=gpu_triton.start_candidate.source + "\n_SPIN = sum(range(10 ** 11))\n")
+    builder = gpu_triton._builder
+    builder.until(time.time() + 3.0)
+    try:
+        began = time.monotonic()
+        result = builder.compile(slow)
+        took = time.monotonic() - began
+    finally:
+        builder.until(None)
+    assert result.ok, result.log  # the module built; only its device code was left
+    assert took < 30, f"the build ahead ran {took:.0f} s past a deadline 3 s away"
+    artifact = gpu_triton._build(slow).artifact
+    assert not list(artifact.parent.glob(f"{artifact.stem}.aot-*"))  # no folder, no error kept
+    note = builder._prebuild().prebuild(slow, artifact, build=False).note
+    assert note == "not built ahead"  # a later build starts it again
 
 
 def test_only_plain_files_two_levels_down_reach_a_runner(tmp_path):
