@@ -312,15 +312,24 @@ def _table(report: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from rich.console import Console
-
     from kernelswarm.experiments.config import load_config
-    from kernelswarm.experiments.run.execute import evaluator_settings
-    from kernelswarm.experiments.run.execute import run as run_search
+    from kernelswarm.experiments.run.ray_start import RayStart
 
     config = load_config(None, _overrides(args))
     began = time.time()
-    outcome = run_search(config, Console(stderr=True))
+    # Ray starts while the rest is imported and the run prepared, as ``kernelswarm run``
+    # starts it
+    ray_start = RayStart(config.cluster.address, config.cluster.num_cpus)
+    try:
+        from rich.console import Console
+
+        from kernelswarm.experiments.run.execute import run as run_search
+
+        outcome = run_search(config, Console(stderr=True), ray_start=ray_start)
+    finally:
+        ray_start.stop()
+    from kernelswarm.experiments.run.execute import evaluator_settings
+
     summary = outcome.result.summary
     if summary.best is None:
         raise SystemExit("the search found no correct kernel")

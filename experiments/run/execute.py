@@ -23,6 +23,7 @@ from kernelswarm.search import (
 from ..agent.llm_view import LLMWatch, one_line, spending_table
 from ..config import Config
 from ..views.progress import closing_table, search_view
+from .build_ahead import build_starts_ahead
 
 # write_best_kernel, write_outputs, evaluator_settings and search_budget are re-exported: other
 # modules and tests import them from here.
@@ -109,6 +110,10 @@ def run(config: Config, console: Console | None = None,
     run_dir = prepared.run_dir
     phases.attach(run_dir / LOG_NAME)
     phases.mark("run folder ready")
+    # Triton starts' device code, built while Ray starts and the first start is judged (a
+    # build left running as the run ends finishes into the cache on its own)
+    build_starts_ahead(prepared.task.path, (prepared.start, *prepared.more_starts),
+                       prepared.first_candidates, evaluator_settings(config, prepared.checks))
     if ray_start is not None:
         ray_start.ready()  # stderr back from it before run.log takes it
     # Ray's and MLflow's noise goes to the log, not the user, until Ray has stopped: a local
