@@ -116,7 +116,7 @@ class Prebuilder:
             return Prebuilt(None, time.perf_counter() - began, note=self._unavailable)
         capability, tag = target
         folder = artifact.with_name(f"{artifact.stem}.aot-{tag}")
-        failed = folder.with_name(folder.name + ".error.txt")
+        failed = _failed_note(folder)
         if folder.is_dir():
             return Prebuilt(folder, time.perf_counter() - began, cached=True)
         if failed.is_file():
@@ -124,12 +124,13 @@ class Prebuilder:
                             note=failed.read_text()[:_LOG_TAIL])
         if not build:
             return Prebuilt(None, time.perf_counter() - began, note="not built ahead")
-        note = self._build(candidate, artifact, capability, folder, failed, deadline)
+        note = self._build(candidate, artifact, capability, folder, deadline)
         return Prebuilt(folder if folder.is_dir() else None, time.perf_counter() - began,
                         note=note)
 
     def _build(self, candidate: Candidate, artifact: Path, capability: int, folder: Path,
-               failed: Path, deadline: float | None = None) -> str:
+               deadline: float | None = None) -> str:
+        failed = _failed_note(folder)
         scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".aot-"))
         try:
             staged = scratch / artifact.name
@@ -198,6 +199,11 @@ class Prebuilder:
             return None, (f"the build ahead took more than {limit:g} s ({AHEAD_TIMEOUTS} x "
                           f"compile_timeout_s)")
         return code, tail
+
+
+def _failed_note(folder: Path) -> Path:
+    """Where a build ahead that failed says why, beside the folder it would have made."""
+    return folder.with_name(folder.name + ".error.txt")
 
 
 def build_workers() -> int:
