@@ -16,6 +16,9 @@
 #   warm:TASK:MINUTES      the same search again on the caches the cold one left
 #                          (a search step may take MINUTES * 60 + 360 s; its run folders and the
 #                          baselines' table are kept under OUT/work/KIND-TASK/ even when cut)
+#   fresh:TASK:MINUTES     as cold (a fresh machine: Triton's and Inductor's caches empty), with
+#                          kernelswarm's cache of TASK carried from an earlier call (every search
+#                          step leaves OUT/search-TASK.tar.gz; carry it in as .gpu-cache/)
 #   judged:TASK:MINUTES    as cold, then its kernels re-timed against the baselines (step 3 of
 #                          search_gpu: compile's kernel as the start against compile, per shape)
 #   gap:TASK               benchmarks/compile_start_gap.py on TASK's worst shapes
@@ -89,11 +92,19 @@ case "$job" in
           timeout 240 python3 -m benchmarks.gpu_check --out "$out/work/check" \
             --pack-cache "$out/caches.tar.gz" --languages cuda --evaluations 4 \
             --search-minutes 0 --no-tests --budget-s 230 >> "$out/steps.log" 2>&1 ;;
-        cold|warm|judged)
+        cold|warm|judged|fresh)
           home="$PWD/.gpu-search/$task"
           [ "$kind" != warm ] && rm -rf "$home"
           [ -d "$home" ] && echo "caches: kept from an earlier step" >> "$out/steps.log"
           mkdir -p "$home/runs"
+          if [ "$kind" = fresh ]; then  # kernelswarm's cache from an earlier call, no other
+            if [ -f ".gpu-cache/search-$task.tar.gz" ]; then
+              mkdir -p "$home/cache" && tar -xzf ".gpu-cache/search-$task.tar.gz" -C "$home/cache"
+              echo "caches: kernelswarm's from .gpu-cache/search-$task.tar.gz" >> "$out/steps.log"
+            else
+              echo "caches: none carried (.gpu-cache/search-$task.tar.gz): as cold" >> "$out/steps.log"
+            fi
+          fi
           limit=$(python3 -c "print(int(float('$minutes') * 60 + 360))")
           (unset KERNELSWARM_BASELINE_COMPILE
            export KERNELSWARM_CACHE="$home/cache" TRITON_CACHE_DIR="$home/triton" \
@@ -112,6 +123,10 @@ case "$job" in
             tar -czf "$kept/$(basename "$run").tar.gz" -C "$home/runs" "$(basename "$run")"
           done
           cp "$home"/cache/baselines/*.json "$kept/" 2>/dev/null
+          # kernelswarm's cache of the task (calibrations, baselines, compile's kernel), for a
+          # later call's fresh:TASK step: carry OUT/search-TASK.tar.gz in as .gpu-cache/
+          parts=(); for d in calibration baselines starts; do [ -d "$home/cache/$d" ] && parts+=("$d"); done
+          [ ${#parts[@]} -gt 0 ] && tar -czf "$out/search-$task.tar.gz" -C "$home/cache" "${parts[@]}"
           (exit $status) ;;
         gap)
           home="$PWD/.gpu-search/$task"
