@@ -323,12 +323,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         from rich.console import Console
 
+        from kernelswarm.experiments.run.execute import evaluator_settings
         from kernelswarm.experiments.run.execute import run as run_search
 
         outcome = run_search(config, Console(stderr=True), ray_start=ray_start)
     finally:
         ray_start.stop()
-    from kernelswarm.experiments.run.execute import evaluator_settings
 
     summary = outcome.result.summary
     if summary.best is None:

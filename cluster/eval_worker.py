@@ -219,17 +219,20 @@ class EvalDispatcher:
             return await asyncio.wait_for(asyncio.shield(ticket),
                                           max(0.0, not_after - time.time()))
         except asyncio.TimeoutError:
-            self._share.cancel(cell, ticket)
-            if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
-                self._give_back(cell, ticket.result())  # granted as the time ran out
-            ticket.cancel()
+            self._withdraw(cell, ticket)
             raise BudgetExpired("wall-time budget reached while the candidate waited for an "
                                 "evaluation worker; it was not judged") from None
         except asyncio.CancelledError:
-            self._share.cancel(cell, ticket)
-            if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
-                self._give_back(cell, ticket.result())  # granted as the caller went away
+            self._withdraw(cell, ticket)
             raise
+
+    def _withdraw(self, cell: str, ticket: asyncio.Future) -> None:
+        """Take back a ticket whose caller no longer waits; a worker granted to it meanwhile
+        goes back to the pool."""
+        self._share.cancel(cell, ticket)
+        if ticket.done() and not ticket.cancelled() and ticket.exception() is None:
+            self._give_back(cell, ticket.result())
+        ticket.cancel()
 
     def _match(self) -> None:
         """Give free workers to waiting cells, in their turns; the workers left over prepare

@@ -194,7 +194,7 @@ class Prebuilder:
                 process.wait()
         tail = log_path.read_text(errors="replace")[-_LOG_TAIL:]
         if code is None and left < limit:
-            return None, f"the build ahead was stopped at the search's deadline after {left:.0f} s"
+            return None, f"the build ahead was stopped at its deadline after {left:.0f} s"
         if code is None:
             return None, (f"the build ahead took more than {limit:g} s ({AHEAD_TIMEOUTS} x "
                           f"compile_timeout_s)")

@@ -22,9 +22,13 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelswarm.evaluators import EvaluatorSettings
 from kernelswarm.search import Candidate
+
+if TYPE_CHECKING:  # imported where a build is made: a run with none imports no builder
+    from kernelswarm.evaluators import SandboxBuilder
 
 BUILD_AHEAD_LIMIT_S = 600.0  # a build still running then is stopped (the run has long started)
 
@@ -32,9 +36,11 @@ BUILD_AHEAD_LIMIT_S = 600.0  # a build still running then is stopped (the run ha
 def build_starts_ahead(task_path: Path, starts: Iterable[Candidate],
                        first_candidates: Mapping[str, tuple[Candidate, ...]],
                        settings: EvaluatorSettings) -> list[threading.Thread]:
-    """Threads (started) that build ahead each start in a language whose kernels are built
-    ahead (Triton on a GPU), and the kernels its lineages judge first; none for the others.
-    The caller joins them before it ends (each build stops at ``BUILD_AHEAD_LIMIT_S``)."""
+    """Threads (started, daemons) that build ahead each start in a language whose kernels are
+    built ahead (Triton on a GPU), and the kernels its lineages judge first; none for the
+    others. A build stops at ``BUILD_AHEAD_LIMIT_S``; the run does not wait for them (a build
+    still running as the run's process ends finishes into the cache on its own), a test may
+    join them."""
     from kernelswarm.evaluators import SandboxBuilder
 
     deadline = time.time() + BUILD_AHEAD_LIMIT_S
@@ -52,8 +58,8 @@ def build_starts_ahead(task_path: Path, starts: Iterable[Candidate],
     return threads
 
 
-def _build(builder: object, candidate: Candidate) -> None:
+def _build(builder: SandboxBuilder, candidate: Candidate) -> None:
     try:
-        builder.compile(candidate)  # type: ignore[attr-defined]
+        builder.compile(candidate)
     except Exception:  # noqa: BLE001 - the judge builds it again and reports what fails
         pass
