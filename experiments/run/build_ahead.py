@@ -39,8 +39,8 @@ def build_starts_ahead(task_path: Path, starts: Iterable[Candidate],
     """Threads (started, daemons) that build ahead each start in a language whose kernels are
     built ahead (Triton on a GPU), and the kernels its lineages judge first; none for the
     others. A build stops at ``BUILD_AHEAD_LIMIT_S``; the run does not wait for them (a build
-    still running as the run's process ends finishes into the cache on its own), a test may
-    join them."""
+    still running as the run's process ends goes on to its end, into the cache: the starts
+    are the task's own code and compile's), a test may join them."""
     from kernelswarm.evaluators import SandboxBuilder
 
     deadline = time.time() + BUILD_AHEAD_LIMIT_S
